@@ -1,0 +1,1 @@
+//! Trace health, execution graph and findings (filled by the graph issue).

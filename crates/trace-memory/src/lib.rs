@@ -1,0 +1,1 @@
+//! Memory analysis of candle-graph traces (filled by the memory issues).

@@ -1,0 +1,1 @@
+//! Candle instrumentation that writes candle-graph traces (filled by the probe issues).

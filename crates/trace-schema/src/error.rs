@@ -1,0 +1,100 @@
+//! Load errors. A load fails only for these; semantic problems are kept in the document as
+//! [`crate::SemanticIssue`]s for the health check.
+
+use std::path::PathBuf;
+
+/// Why a trace could not be loaded. Every variant names the 1-based line (0 = no line).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The file could not be opened or read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The path read.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `\n`-terminated line is not valid JSON (or not UTF-8).
+    #[error("line {line}: malformed JSON: {message}")]
+    Malformed {
+        /// 1-based line number.
+        line: u64,
+        /// Parser message.
+        message: String,
+    },
+    /// The `kind` tag names no known event.
+    #[error("line {line}: unknown event kind `{kind}` (known: {known})", known = crate::event::EVENT_KINDS.join(", "))]
+    UnknownKind {
+        /// 1-based line number.
+        line: u64,
+        /// The unknown kind.
+        kind: String,
+    },
+    /// A required field is missing or has the wrong type.
+    #[error("line {line}: `{kind}` event field `{field}`: {message}")]
+    Field {
+        /// 1-based line number.
+        line: u64,
+        /// Event kind.
+        kind: String,
+        /// Field path (e.g. `bytes`, `capture_contract.gradients`).
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The first event is not `meta` (or the file has no event at all).
+    #[error("line {line}: missing meta: the first event must be `meta`, found {found}")]
+    MissingMeta {
+        /// 1-based line number of the first event (0 when the file is empty).
+        line: u64,
+        /// What was found instead.
+        found: String,
+    },
+    /// A second `meta` event.
+    #[error("line {line}: second `meta` event (the first is on line {first_line})")]
+    DuplicateMeta {
+        /// 1-based line number.
+        line: u64,
+        /// Line of the first meta.
+        first_line: u64,
+    },
+    /// An event after `terminal`.
+    #[error("line {line}: `{kind}` event after the terminal event on line {terminal_line}")]
+    EventAfterTerminal {
+        /// 1-based line number.
+        line: u64,
+        /// Kind of the offending event.
+        kind: String,
+        /// Line of the terminal.
+        terminal_line: u64,
+    },
+    /// The `schema` is not supported, or the event kind does not exist in the document's
+    /// version (e.g. `tensor_stats` in trace/9).
+    #[error("line {line}: unsupported schema `{schema}`{detail} (supported: {supported})", supported = crate::version::SUPPORTED_SCHEMAS.join(", "))]
+    UnsupportedSchema {
+        /// 1-based line number.
+        line: u64,
+        /// The schema string.
+        schema: String,
+        /// Extra detail (e.g. "tensor_stats does not exist in this version").
+        detail: String,
+    },
+}
+
+impl LoadError {
+    /// The 1-based line this error is about (0 for I/O errors and empty files).
+    pub fn line(&self) -> u64 {
+        match self {
+            LoadError::Io { .. } => 0,
+            LoadError::Malformed { line, .. }
+            | LoadError::UnknownKind { line, .. }
+            | LoadError::Field { line, .. }
+            | LoadError::MissingMeta { line, .. }
+            | LoadError::DuplicateMeta { line, .. }
+            | LoadError::EventAfterTerminal { line, .. }
+            | LoadError::UnsupportedSchema { line, .. } => *line,
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! # trace-schema
+//!
+//! The event types of the candle-graph JSONL trace format (`candle-graph/trace/11`), versioned
+//! serde for the versions that came before it (trace/6 to trace/10), a streaming
+//! [`TraceReader`], a compact in-memory [`TraceDocument`] and a [`TraceWriter`].
+//!
+//! ```
+//! use trace_schema::{load_str, MemoryCategory};
+//! let text = r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"e","phase":"train","timestamp":"2026-01-01T00:00:00.000Z"}
+//! {"kind":"memory","timestamp_ns":5,"action":"alloc","device":"cpu","storage_id":"st1","bytes":64,"category":"activation"}
+//! {"kind":"terminal","outcome":"complete","timestamp_ns":9}
+//! "#;
+//! let doc = load_str(text).unwrap();
+//! assert_eq!(doc.memory.len(), 1);
+//! assert_eq!(doc.memory[0].category, MemoryCategory::Activation);
+//! assert!(!doc.is_truncated());
+//! ```
+//!
+//! Load errors are exactly: malformed JSON, unknown `kind`, missing or mistyped required field,
+//! missing or second `meta`, events after `terminal`, unsupported `schema` ([`LoadError`]); each
+//! names its line and, where there is one, the field. Everything else is kept in the document as
+//! a [`SemanticIssue`] for the health check. A final line cut short by a crash is dropped and the
+//! document says it was truncated ([`Truncation`]).
+
+#![deny(missing_docs)]
+
+pub mod document;
+pub mod dtype;
+pub mod error;
+pub mod event;
+pub mod intern;
+pub mod meta;
+mod parse;
+pub mod reader;
+pub mod version;
+pub mod writer;
+
+pub use document::{
+    DeviceMemoryRecord, EdgeRecord, MemoryRecord, OpRecord, SemanticCode, SemanticIssue,
+    SpanRecord, TensorRecord, TraceBuilder, TraceDocument, Truncation,
+};
+pub use dtype::{dense_bytes, dtype_bits, element_count};
+pub use error::LoadError;
+pub use event::*;
+pub use intern::{Interner, ShapeId, ShapeTable, Sym};
+pub use meta::*;
+pub use reader::{load_path, load_reader, load_str, LineEvent, TraceReader};
+pub use version::{SchemaVersion, SUPPORTED_SCHEMAS, WRITE_VERSION};
+pub use writer::TraceWriter;

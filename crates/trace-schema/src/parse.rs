@@ -1,0 +1,249 @@
+//! Parsing one line into a [`TraceEvent`], per schema version, with diagnostics that name the
+//! line and the field.
+//!
+//! The fast path deserializes straight into [`TraceEvent`]. Only when that fails is the line
+//! parsed again, slowly, to say exactly what is wrong (malformed JSON, unknown kind, or the field
+//! path of a missing or mistyped field).
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use crate::error::LoadError;
+use crate::event::*;
+use crate::version::SchemaVersion;
+
+/// A trace/6 edge: untagged call edge with `duration_ns`.
+#[derive(Deserialize)]
+struct LegacyCallEdge {
+    from_span: String,
+    to_span: String,
+    #[serde(default)]
+    duration_ns: u64,
+}
+
+/// Parses one non-empty line. `version` is `None` only for the first event (which must be
+/// `meta`).
+pub(crate) fn parse_line(
+    bytes: &[u8],
+    line: u64,
+    version: Option<SchemaVersion>,
+) -> Result<TraceEvent, LoadError> {
+    let legacy = version == Some(SchemaVersion::V6);
+    let event = if legacy && looks_like_kind(bytes, b"edge") {
+        let edge: LegacyCallEdge = typed(bytes, line, "edge")?;
+        TraceEvent::Edge(EdgeEvent::Call {
+            from_span: edge.from_span,
+            to_span: edge.to_span,
+            host_duration_ns: edge.duration_ns,
+        })
+    } else {
+        match serde_json::from_slice::<TraceEvent>(bytes) {
+            Ok(event) => event,
+            Err(_) => return Err(diagnose(bytes, line)),
+        }
+    };
+    if let Some(version) = version {
+        check_version_rules(&event, bytes, line, version)?;
+    }
+    Ok(legacy_fixups(event, legacy))
+}
+
+fn looks_like_kind(bytes: &[u8], kind: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(borrow)]
+        kind: std::borrow::Cow<'a, str>,
+    }
+    serde_json::from_slice::<Kind>(bytes).is_ok_and(|k| k.kind.as_bytes() == kind)
+}
+
+fn typed<T: DeserializeOwned>(bytes: &[u8], line: u64, kind: &str) -> Result<T, LoadError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut de).map_err(|err| {
+        let field = err.path().to_string();
+        let inner = err.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            LoadError::Malformed {
+                line,
+                message: inner.to_string(),
+            }
+        } else {
+            field_error(line, kind, &field, &inner.to_string())
+        }
+    })
+}
+
+fn field_error(line: u64, kind: &str, path: &str, message: &str) -> LoadError {
+    // serde reports a missing field at the enclosing path with "missing field `x`".
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next());
+    let field = match (missing, path) {
+        (Some(name), "." | "") => name.to_string(),
+        (Some(name), p) => format!("{p}.{name}"),
+        (None, "." | "") => "?".to_string(),
+        (None, p) => p.to_string(),
+    };
+    let message = message
+        .rsplit_once(" at line ")
+        .map_or(message, |(m, _)| m)
+        .to_string();
+    LoadError::Field {
+        line,
+        kind: kind.to_string(),
+        field,
+        message,
+    }
+}
+
+/// The slow path: say precisely why `bytes` is not a valid event.
+fn diagnose(bytes: &[u8], line: u64) -> LoadError {
+    let value: serde_json::Value = match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        Err(err) => {
+            let message = match std::str::from_utf8(bytes) {
+                Ok(_) => err.to_string(),
+                Err(utf8) => format!("not valid UTF-8 ({utf8})"),
+            };
+            return LoadError::Malformed { line, message };
+        }
+    };
+    let Some(object) = value.as_object() else {
+        return LoadError::Malformed {
+            line,
+            message: "an event must be a JSON object".to_string(),
+        };
+    };
+    let kind = match object.get("kind") {
+        Some(serde_json::Value::String(kind)) => kind.clone(),
+        Some(_) => return field_error(line, "?", "kind", "must be a string"),
+        None => return field_error(line, "?", "kind", "missing field `kind`"),
+    };
+    macro_rules! check {
+        ($ty:ty) => {
+            match typed::<$ty>(bytes, line, &kind) {
+                Err(err) => err,
+                Ok(_) => LoadError::Malformed {
+                    line,
+                    message: "event does not parse".to_string(),
+                },
+            }
+        };
+    }
+    match kind.as_str() {
+        "meta" => check!(MetaEvent),
+        "span_start" => check!(SpanStartEvent),
+        "span_end" => check!(SpanEndEvent),
+        "op" => check!(OpEvent),
+        "tensor" => check!(TensorEvent),
+        "tensor_stats" => check!(TensorStatsEvent),
+        "memory" => check!(MemoryEvent),
+        "device_memory" => check!(DeviceMemoryEvent),
+        "device_interval" => check!(DeviceIntervalEvent),
+        "gradient" => check!(GradientEvent),
+        "edge" => check!(EdgeEvent),
+        "dropped_events" => check!(DroppedEventsEvent),
+        "terminal" => check!(TerminalEvent),
+        _ => LoadError::UnknownKind { line, kind },
+    }
+}
+
+/// Per-version presence rules the shared types cannot express (they hold every field that
+/// arrived later as optional).
+fn check_version_rules(
+    event: &TraceEvent,
+    bytes: &[u8],
+    line: u64,
+    version: SchemaVersion,
+) -> Result<(), LoadError> {
+    let kind = event.kind_name();
+    if !version.allows_kind(kind) {
+        return Err(LoadError::UnsupportedSchema {
+            line,
+            schema: version.as_str().to_string(),
+            detail: format!(": `{kind}` events do not exist in this version"),
+        });
+    }
+    let missing = |field: &str| {
+        Err(LoadError::Field {
+            line,
+            kind: kind.to_string(),
+            field: field.to_string(),
+            message: format!("missing field `{field}`"),
+        })
+    };
+    match event {
+        TraceEvent::Memory(m) => {
+            if m.action == MemoryAction::Alloc && m.bytes.is_none() {
+                return missing("bytes");
+            }
+            if version <= SchemaVersion::V10 {
+                if m.bytes.is_none() {
+                    return missing("bytes");
+                }
+                if m.span_id.is_none() {
+                    return missing("span_id");
+                }
+                if version >= SchemaVersion::V9 && m.storage_id.is_none() {
+                    return missing("storage_id");
+                }
+                if m.tensor_id.is_none() {
+                    return missing("tensor_id");
+                }
+            }
+            if version == SchemaVersion::V6 && m.dtype.is_none() {
+                return missing("dtype");
+            }
+        }
+        TraceEvent::TensorStats(t) if version == SchemaVersion::V10 => {
+            for (name, value) in [("rms", t.rms), ("abs_max", t.abs_max), ("mean", t.mean)] {
+                if value.is_none() {
+                    return missing(name);
+                }
+            }
+        }
+        TraceEvent::DeviceMemory(d) if version == SchemaVersion::V6 => {
+            if d.used_bytes.is_none() {
+                return missing("used_bytes");
+            }
+            if d.free_bytes.is_none() {
+                return missing("free_bytes");
+            }
+        }
+        TraceEvent::Meta(meta) if version >= SchemaVersion::V8 => {
+            let run = &meta.run;
+            if run.correlation_id.is_none() {
+                return missing("correlation_id");
+            }
+            if run.capture_step.is_none() {
+                return missing("capture_step");
+            }
+            if run.warmup_steps.is_none() {
+                return missing("warmup_steps");
+            }
+            if run.device.is_none() {
+                return missing("device");
+            }
+            if run.phase.is_none() {
+                return missing("phase");
+            }
+        }
+        TraceEvent::Meta(meta) if meta.run.phase.is_none() => return missing("phase"),
+        _ => {}
+    }
+    let _ = bytes;
+    Ok(())
+}
+
+/// trace/6 `tensor.storage_bytes` was the dense size.
+fn legacy_fixups(event: TraceEvent, legacy: bool) -> TraceEvent {
+    match event {
+        TraceEvent::Tensor(mut t) if legacy => {
+            if t.dense_bytes.is_none() {
+                t.dense_bytes = t.storage_bytes.take();
+            }
+            TraceEvent::Tensor(t)
+        }
+        other => other,
+    }
+}

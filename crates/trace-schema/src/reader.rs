@@ -1,0 +1,238 @@
+//! Streaming reader: yields events with 1-based line numbers, enforcing the stream-shape rules
+//! (meta first and once, nothing after terminal, supported schema) and the truncation rule.
+//!
+//! # Truncation
+//! A final line without `\n` that does not parse is the partial line of a crash: it is dropped
+//! and reported by [`TraceReader::partial_line`]. A final line without `\n` that parses is
+//! accepted. A `\n`-terminated line that does not parse is an error, even the last one.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use crate::document::{TraceBuilder, TraceDocument};
+use crate::error::LoadError;
+use crate::event::TraceEvent;
+use crate::parse::parse_line;
+use crate::version::SchemaVersion;
+
+/// One event and the 1-based line it was read from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LineEvent {
+    /// 1-based line number.
+    pub line: u64,
+    /// The event.
+    pub event: TraceEvent,
+}
+
+/// Streaming reader over any [`BufRead`].
+#[derive(Debug)]
+pub struct TraceReader<R> {
+    inner: R,
+    buf: Vec<u8>,
+    line: u64,
+    version: Option<SchemaVersion>,
+    meta_line: u64,
+    terminal_line: u64,
+    partial_line: Option<(u64, u64)>,
+    done: bool,
+}
+
+impl<R: BufRead> TraceReader<R> {
+    /// A reader over `inner`.
+    pub fn new(inner: R) -> Self {
+        Self {
+            inner,
+            buf: Vec::with_capacity(512),
+            line: 0,
+            version: None,
+            meta_line: 0,
+            terminal_line: 0,
+            partial_line: None,
+            done: false,
+        }
+    }
+
+    /// The schema version, once the meta line was read.
+    pub fn version(&self) -> Option<SchemaVersion> {
+        self.version
+    }
+
+    /// `(line, bytes)` of the dropped partial last line, once the reader is exhausted.
+    pub fn partial_line(&self) -> Option<(u64, u64)> {
+        self.partial_line
+    }
+
+    fn next_event(&mut self) -> Result<Option<LineEvent>, LoadError> {
+        loop {
+            self.buf.clear();
+            let n = self
+                .inner
+                .read_until(b'\n', &mut self.buf)
+                .map_err(|source| LoadError::Io {
+                    path: "<stream>".into(),
+                    source,
+                })?;
+            if n == 0 {
+                if self.version.is_none() {
+                    return Err(LoadError::MissingMeta {
+                        line: 0,
+                        found: "an empty file".to_string(),
+                    });
+                }
+                return Ok(None);
+            }
+            self.line += 1;
+            let terminated = self.buf.last() == Some(&b'\n');
+            let content = trim_ascii(&self.buf);
+            if content.is_empty() {
+                continue;
+            }
+            let line = self.line;
+            let parsed = parse_line(content, line, self.version);
+            let event = match parsed {
+                Ok(event) => event,
+                Err(_) if !terminated => {
+                    self.partial_line = Some((line, self.buf.len() as u64));
+                    if self.version.is_none() {
+                        return Err(LoadError::MissingMeta {
+                            line,
+                            found: "only a partial first line".to_string(),
+                        });
+                    }
+                    return Ok(None);
+                }
+                Err(err) => return Err(err),
+            };
+            self.check_shape(&event, line)?;
+            return Ok(Some(LineEvent { line, event }));
+        }
+    }
+
+    fn check_shape(&mut self, event: &TraceEvent, line: u64) -> Result<(), LoadError> {
+        if self.terminal_line != 0 {
+            return Err(LoadError::EventAfterTerminal {
+                line,
+                kind: event.kind_name().to_string(),
+                terminal_line: self.terminal_line,
+            });
+        }
+        match event {
+            TraceEvent::Meta(meta) => {
+                if self.version.is_some() {
+                    return Err(LoadError::DuplicateMeta {
+                        line,
+                        first_line: self.meta_line,
+                    });
+                }
+                let Some(version) = SchemaVersion::parse(&meta.schema) else {
+                    return Err(LoadError::UnsupportedSchema {
+                        line,
+                        schema: meta.schema.clone(),
+                        detail: String::new(),
+                    });
+                };
+                self.version = Some(version);
+                self.meta_line = line;
+            }
+            _ if self.version.is_none() => {
+                return Err(LoadError::MissingMeta {
+                    line,
+                    found: format!("a `{}` event", event.kind_name()),
+                });
+            }
+            TraceEvent::Terminal(_) => self.terminal_line = line,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl<R: BufRead> Iterator for TraceReader<R> {
+    type Item = Result<LineEvent, LoadError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.next_event() {
+            Ok(Some(event)) => Some(Ok(event)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(err) => {
+                self.done = true;
+                Some(Err(err))
+            }
+        }
+    }
+}
+
+fn trim_ascii(bytes: &[u8]) -> &[u8] {
+    let start = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |i| i + 1);
+    &bytes[start..end]
+}
+
+/// Loads a whole trace from a reader.
+///
+/// # Errors
+/// The first [`LoadError`] met; see the crate docs for the exact list.
+pub fn load_reader<R: Read>(reader: R) -> Result<TraceDocument, LoadError> {
+    let mut events = TraceReader::new(BufReader::with_capacity(1 << 16, reader));
+    let mut builder: Option<TraceBuilder> = None;
+    for item in events.by_ref() {
+        let LineEvent { line, event } = item?;
+        let b = builder.get_or_insert_with(|| {
+            TraceBuilder::new(events_version(&event).unwrap_or(SchemaVersion::V11))
+        });
+        b.push(line, event);
+    }
+    let partial = events.partial_line();
+    let builder = builder.ok_or(LoadError::MissingMeta {
+        line: 0,
+        found: "no event".to_string(),
+    })?;
+    Ok(builder.finish(partial))
+}
+
+fn events_version(event: &TraceEvent) -> Option<SchemaVersion> {
+    match event {
+        TraceEvent::Meta(meta) => SchemaVersion::parse(&meta.schema),
+        _ => None,
+    }
+}
+
+/// Loads a trace file.
+///
+/// # Errors
+/// [`LoadError::Io`] naming the path when it cannot be opened or read, else as [`load_reader`].
+pub fn load_path(path: impl AsRef<Path>) -> Result<TraceDocument, LoadError> {
+    let path = path.as_ref();
+    let file = File::open(path).map_err(|source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    load_reader(file).map_err(|err| match err {
+        LoadError::Io { source, .. } => LoadError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+        other => other,
+    })
+}
+
+/// Loads a trace held in memory.
+///
+/// # Errors
+/// As [`load_reader`].
+pub fn load_str(text: &str) -> Result<TraceDocument, LoadError> {
+    load_reader(text.as_bytes())
+}

@@ -1,0 +1,1 @@
+//! Instrumented Candle training loops used by the candle-graph demo.
