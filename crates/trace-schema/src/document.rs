@@ -388,7 +388,12 @@ impl TraceDocument {
                 category: t.category,
             }));
         }
-        out.extend(self.tensor_stats.iter().cloned().map(TraceEvent::TensorStats));
+        out.extend(
+            self.tensor_stats
+                .iter()
+                .cloned()
+                .map(TraceEvent::TensorStats),
+        );
         for m in &self.memory {
             out.push(TraceEvent::Memory(MemoryEvent {
                 timestamp_ns: m.timestamp_ns,
@@ -419,7 +424,12 @@ impl TraceDocument {
                 resident_bytes: d.resident_bytes,
             }));
         }
-        out.extend(self.device_intervals.iter().cloned().map(TraceEvent::DeviceInterval));
+        out.extend(
+            self.device_intervals
+                .iter()
+                .cloned()
+                .map(TraceEvent::DeviceInterval),
+        );
         out.extend(self.gradients.iter().cloned().map(TraceEvent::Gradient));
         for e in &self.edges {
             out.push(TraceEvent::Edge(match *e {

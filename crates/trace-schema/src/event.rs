@@ -38,6 +38,9 @@ use serde::{Deserialize, Serialize};
 use crate::meta::RunMeta;
 
 /// One JSONL record of a trace stream, tagged by `kind`.
+// `Meta` is much larger than the body events, but there is one per trace and the loaded
+// document keeps compact records, not `TraceEvent`s; boxing it would break the public API.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TraceEvent {
@@ -219,7 +222,9 @@ pub struct OpEvent {
 }
 
 /// Memory category (PyTorch memory-timeline / TensorFlow Memory Profile categories).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum MemoryCategory {
     /// Model parameters.
@@ -359,7 +364,10 @@ impl TensorStatsEvent {
         ] {
             if let Some(v) = value {
                 if !v.is_finite() || (non_negative && v < 0.0) {
-                    problems.push(format!("tensor_stats {}: {name} {v} is invalid", self.label));
+                    problems.push(format!(
+                        "tensor_stats {}: {name} {v} is invalid",
+                        self.label
+                    ));
                 }
             }
         }

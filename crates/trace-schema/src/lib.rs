@@ -32,6 +32,8 @@ pub mod intern;
 pub mod meta;
 mod parse;
 pub mod reader;
+#[cfg(feature = "synth")]
+pub mod synth;
 pub mod version;
 pub mod writer;
 

@@ -35,7 +35,9 @@ pub enum TimingMode {
 ///
 /// `none` (the default) means nothing was promised; `partial` that some was captured;
 /// `complete` that everything of that kind was captured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum CoverageLevel {
     /// Nothing declared.
@@ -275,11 +277,11 @@ impl CaptureContract {
     pub fn validate(&self) -> Vec<String> {
         let mut problems = Vec::new();
         match (&self.gradient_contract, self.gradients) {
-            (None, CoverageLevel::Complete) => {
-                problems.push("complete gradient coverage declared without a gradient contract".into())
-            }
-            (Some(_), level) if level != CoverageLevel::Complete => problems
-                .push("a gradient contract is present but gradient coverage is not complete".into()),
+            (None, CoverageLevel::Complete) => problems
+                .push("complete gradient coverage declared without a gradient contract".into()),
+            (Some(_), level) if level != CoverageLevel::Complete => problems.push(
+                "a gradient contract is present but gradient coverage is not complete".into(),
+            ),
             _ => {}
         }
         if let Some(contract) = &self.gradient_contract {
