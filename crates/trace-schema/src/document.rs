@@ -285,6 +285,8 @@ pub struct TraceDocument {
     /// Number of events read (meta and terminal included).
     pub event_count: u64,
     span_index: HashMap<Sym, u32>,
+    /// Time of the body `dropped_events` report that set `dropped_events` (if any).
+    dropped_events_ns: Option<u64>,
 }
 
 impl TraceDocument {
@@ -330,7 +332,8 @@ impl TraceDocument {
 
     /// Writes the document back as events: meta, spans (start then end, by start line), ops,
     /// tensors, tensor_stats, memory, device_memory, device_intervals, gradients, edges, a
-    /// `dropped_events` count when known, terminal. O(n).
+    /// `dropped_events` report when a body event set the count and the terminal does not repeat
+    /// it, terminal. O(n).
     pub fn to_events(&self) -> Vec<TraceEvent> {
         let s = |sym: Sym| self.str(sym).to_string();
         let o = |sym: Option<Sym>| sym.map(|x| self.str(x).to_string());
@@ -451,6 +454,18 @@ impl TraceDocument {
                 },
             }));
         }
+        // The running count, unless the terminal repeats it.
+        let terminal_count = self.terminal.as_ref().and_then(|t| t.dropped_events);
+        if let (Some(dropped_events), Some(timestamp_ns)) =
+            (self.dropped_events, self.dropped_events_ns)
+        {
+            if terminal_count != Some(dropped_events) {
+                out.push(TraceEvent::DroppedEvents(DroppedEventsEvent {
+                    timestamp_ns,
+                    dropped_events,
+                }));
+            }
+        }
         if let Some(terminal) = &self.terminal {
             out.push(TraceEvent::Terminal(terminal.clone()));
         }
@@ -491,6 +506,7 @@ impl TraceBuilder {
                 semantic_issues: Vec::new(),
                 event_count: 0,
                 span_index: HashMap::new(),
+                dropped_events_ns: None,
             },
             span_end_seen: HashMap::new(),
             latest_evidence_ns: 0,
@@ -704,7 +720,10 @@ impl TraceBuilder {
                 doc.edges.push(record);
             }
             TraceEvent::DroppedEvents(e) => {
-                doc.dropped_events = Some(doc.dropped_events.unwrap_or(0).max(e.dropped_events));
+                if doc.dropped_events.is_none_or(|d| e.dropped_events >= d) {
+                    doc.dropped_events = Some(e.dropped_events);
+                    doc.dropped_events_ns = Some(e.timestamp_ns);
+                }
             }
             TraceEvent::Terminal(e) => {
                 match (e.outcome, e.reason.as_deref()) {

@@ -375,7 +375,9 @@ pub struct HostInfo {
 /// Run metadata: the `meta` event's fields besides `schema`.
 ///
 /// Fields that older versions lack are `Option`s; the loader checks that each version's required
-/// fields are present (trace/8+: `correlation_id`, `capture_step`, `warmup_steps`, `device`).
+/// fields are present (every version: `run_id`, `entrypoint`, `phase`, `timestamp`; trace/8 to
+/// trace/10 also `correlation_id`, `capture_step`, `warmup_steps`, `device`). trace/11 writes
+/// those four only when known, so they are optional there.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct RunMeta {
     /// Stable id of this probe run.

@@ -21,6 +21,23 @@ struct LegacyCallEdge {
     duration_ns: u64,
 }
 
+/// Mirrors of the edge variants, so that a diagnosis can name the field (serde loses the path
+/// inside internally tagged enums).
+#[derive(Deserialize)]
+#[allow(dead_code)]
+struct CallEdge {
+    from_span: String,
+    to_span: String,
+    host_duration_ns: u64,
+}
+
+#[derive(Deserialize)]
+#[allow(dead_code)]
+struct DataEdge {
+    from_tensor: String,
+    to_tensor: String,
+}
+
 /// Parses one non-empty line. `version` is `None` only for the first event (which must be
 /// `meta`).
 pub(crate) fn parse_line(
@@ -42,8 +59,15 @@ pub(crate) fn parse_line(
             Err(_) => return Err(diagnose(bytes, line)),
         }
     };
-    if let Some(version) = version {
-        check_version_rules(&event, bytes, line, version)?;
+    // The first meta is checked against the version it declares; a second meta is left to the
+    // reader, which reports it as a duplicate.
+    let rules_version = match (&event, version) {
+        (TraceEvent::Meta(meta), None) => SchemaVersion::parse(&meta.schema),
+        (TraceEvent::Meta(_), Some(_)) => None,
+        (_, version) => version,
+    };
+    if let Some(version) = rules_version {
+        check_version_rules(&event, line, version)?;
     }
     Ok(legacy_fixups(event, legacy))
 }
@@ -117,7 +141,7 @@ fn diagnose(bytes: &[u8], line: u64) -> LoadError {
     let kind = match object.get("kind") {
         Some(serde_json::Value::String(kind)) => kind.clone(),
         Some(_) => return field_error(line, "?", "kind", "must be a string"),
-        None => return field_error(line, "?", "kind", "missing field `kind`"),
+        None => return field_error(line, "?", "", "missing field `kind`"),
     };
     macro_rules! check {
         ($ty:ty) => {
@@ -131,7 +155,11 @@ fn diagnose(bytes: &[u8], line: u64) -> LoadError {
         };
     }
     match kind.as_str() {
-        "meta" => check!(MetaEvent),
+        "meta" => match object.get("schema") {
+            Some(serde_json::Value::String(_)) => check!(crate::meta::RunMeta),
+            Some(_) => field_error(line, "meta", "schema", "must be a string"),
+            None => field_error(line, "meta", "", "missing field `schema`"),
+        },
         "span_start" => check!(SpanStartEvent),
         "span_end" => check!(SpanEndEvent),
         "op" => check!(OpEvent),
@@ -141,7 +169,20 @@ fn diagnose(bytes: &[u8], line: u64) -> LoadError {
         "device_memory" => check!(DeviceMemoryEvent),
         "device_interval" => check!(DeviceIntervalEvent),
         "gradient" => check!(GradientEvent),
-        "edge" => check!(EdgeEvent),
+        "edge" => match object.get("edge_kind").and_then(|k| k.as_str()) {
+            Some("call") => check!(CallEdge),
+            Some("data") => check!(DataEdge),
+            Some(_) => field_error(
+                line,
+                "edge",
+                "edge_kind",
+                "unknown variant, expected `call` or `data`",
+            ),
+            None if object.contains_key("edge_kind") => {
+                field_error(line, "edge", "edge_kind", "must be a string")
+            }
+            None => field_error(line, "edge", "", "missing field `edge_kind`"),
+        },
         "dropped_events" => check!(DroppedEventsEvent),
         "terminal" => check!(TerminalEvent),
         _ => LoadError::UnknownKind { line, kind },
@@ -152,7 +193,6 @@ fn diagnose(bytes: &[u8], line: u64) -> LoadError {
 /// arrived later as optional).
 fn check_version_rules(
     event: &TraceEvent,
-    bytes: &[u8],
     line: u64,
     version: SchemaVersion,
 ) -> Result<(), LoadError> {
@@ -210,7 +250,9 @@ fn check_version_rules(
                 return missing("free_bytes");
             }
         }
-        TraceEvent::Meta(meta) if version >= SchemaVersion::V8 => {
+        // trace/8–10 required these (the original's `TraceRunMeta`); trace/11 writes each only
+        // when known.
+        TraceEvent::Meta(meta) if (SchemaVersion::V8..=SchemaVersion::V10).contains(&version) => {
             let run = &meta.run;
             if run.correlation_id.is_none() {
                 return missing("correlation_id");
@@ -231,7 +273,6 @@ fn check_version_rules(
         TraceEvent::Meta(meta) if meta.run.phase.is_none() => return missing("phase"),
         _ => {}
     }
-    let _ = bytes;
     Ok(())
 }
 

@@ -1,0 +1,301 @@
+//! Bad input: each load error names its variant, line and (where there is one) field.
+//! Nothing else fails a load.
+
+use trace_schema::{load_reader, load_str, LoadError, SUPPORTED_SCHEMAS};
+
+const META_11: &str = r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"e","phase":"train","timestamp":"2026-01-01T00:00:00.000Z"}"#;
+const SPAN: &str = r#"{"kind":"span_start","id":"s1","name":"root","start_ns":0,"span_kind":"function","measured":true}"#;
+const TERMINAL: &str = r#"{"kind":"terminal","outcome":"complete","timestamp_ns":10}"#;
+
+fn doc(lines: &[&str]) -> String {
+    let mut s = lines.join("\n");
+    s.push('\n');
+    s
+}
+
+fn err(lines: &[&str]) -> LoadError {
+    load_str(&doc(lines)).expect_err("must fail")
+}
+
+fn assert_field(e: LoadError, want_line: u64, want_kind: &str, want_field: &str) {
+    match e {
+        LoadError::Field {
+            line, kind, field, ..
+        } => {
+            assert_eq!(
+                (line, kind.as_str(), field.as_str()),
+                (want_line, want_kind, want_field)
+            );
+        }
+        other => panic!("expected a field error, got {other:?}"),
+    }
+}
+
+#[test]
+fn malformed_json_names_its_line() {
+    let e = err(&[META_11, r#"{"kind":"span_start","id":"#, TERMINAL]);
+    assert!(matches!(e, LoadError::Malformed { line: 2, .. }), "{e:?}");
+    assert!(e.to_string().starts_with("line 2: malformed JSON"), "{e}");
+    let e = err(&[META_11, "[1, 2]"]);
+    assert!(matches!(e, LoadError::Malformed { line: 2, .. }), "{e:?}");
+}
+
+#[test]
+fn unknown_kind() {
+    let e = err(&[META_11, SPAN, r#"{"kind":"span_middle","id":"s1"}"#]);
+    match &e {
+        LoadError::UnknownKind { line: 3, kind } => assert_eq!(kind, "span_middle"),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        e.to_string().contains("span_start"),
+        "lists known kinds: {e}"
+    );
+}
+
+#[test]
+fn missing_kind_is_a_field_error() {
+    assert_field(err(&[META_11, r#"{"id":"s1"}"#]), 2, "?", "kind");
+}
+
+#[test]
+fn missing_required_field() {
+    let e = err(&[
+        META_11,
+        r#"{"kind":"span_start","id":"s1","name":"root","span_kind":"function"}"#,
+    ]);
+    assert_field(e, 2, "span_start", "start_ns");
+    // A memory alloc needs its bytes (a free may omit them in trace/11).
+    let e = err(&[
+        META_11,
+        r#"{"kind":"memory","timestamp_ns":1,"action":"alloc","device":"cpu","storage_id":"a.1"}"#,
+    ]);
+    assert_field(e, 2, "memory", "bytes");
+    // Meta without run_id.
+    let e = err(&[
+        r#"{"kind":"meta","schema":"candle-graph/trace/11","entrypoint":"e","phase":"train","timestamp":"t"}"#,
+    ]);
+    assert_field(e, 1, "meta", "run_id");
+}
+
+#[test]
+fn mistyped_field() {
+    let e = err(&[
+        META_11,
+        r#"{"kind":"memory","timestamp_ns":1,"action":"alloc","device":"cpu","storage_id":"a.1","bytes":"lots"}"#,
+    ]);
+    assert_field(e, 2, "memory", "bytes");
+    let e = err(&[
+        META_11,
+        r#"{"kind":"memory","timestamp_ns":1,"action":"realloc","device":"cpu","storage_id":"a.1","bytes":1}"#,
+    ]);
+    assert_field(e, 2, "memory", "action");
+    let e = err(&[
+        META_11,
+        SPAN,
+        r#"{"kind":"op","span_id":"s1","op_name":"add","shape":[2,-1],"dtype":"f32","device":"cpu","duration_ns":1}"#,
+    ]);
+    assert_field(e, 3, "op", "shape[1]");
+    let e = err(&[
+        META_11,
+        r#"{"kind":"edge","edge_kind":"call","from_span":"s1","to_span":"s2","host_duration_ns":true}"#,
+    ]);
+    assert_field(e, 2, "edge", "host_duration_ns");
+}
+
+#[test]
+fn mistyped_nested_meta_field_names_its_path() {
+    let meta = r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t","capture_contract":{"gradients":"maybe"}}"#;
+    let e = err(&[meta]);
+    match &e {
+        LoadError::Field {
+            line: 1,
+            kind,
+            field,
+            ..
+        } => {
+            assert_eq!(kind, "meta");
+            assert_eq!(field, "capture_contract.gradients");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn version_specific_required_fields() {
+    // trace/10 memory events need storage_id, tensor_id, span_id and bytes.
+    let meta_10 = r#"{"kind":"meta","schema":"candle-graph/trace/10","run_id":"r","correlation_id":"c","entrypoint":"e","phase":"train","timestamp":"t","capture_step":2,"warmup_steps":1,"device":"cpu"}"#;
+    let e = err(&[
+        meta_10,
+        r#"{"kind":"memory","timestamp_ns":1,"action":"alloc","device":"cpu","bytes":4,"tensor_id":"t1","span_id":"s1"}"#,
+    ]);
+    assert_field(e, 2, "memory", "storage_id");
+    // trace/10 tensor_stats need rms, abs_max and mean.
+    let e = err(&[
+        meta_10,
+        r#"{"kind":"tensor_stats","span_id":"s1","label":"x","shape":[1],"dtype":"f32","elements":1,"non_finite":0,"abs_max":1.0,"mean":1.0}"#,
+    ]);
+    assert_field(e, 2, "tensor_stats", "rms");
+    // trace/8 meta needs correlation_id.
+    let e = err(&[
+        r#"{"kind":"meta","schema":"candle-graph/trace/8","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t","capture_step":2,"warmup_steps":1,"device":"cpu"}"#,
+    ]);
+    assert_field(e, 1, "meta", "correlation_id");
+    // trace/6 device_memory needs used_bytes and free_bytes.
+    let meta_6 = r#"{"kind":"meta","schema":"candle-graph/trace/6","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t"}"#;
+    let e = err(&[
+        meta_6,
+        r#"{"kind":"device_memory","timestamp_ns":1,"device":"cpu","used_bytes":1}"#,
+    ]);
+    assert_field(e, 2, "device_memory", "free_bytes");
+    // trace/6 edges are untagged call edges; a missing endpoint is named.
+    let e = err(&[
+        meta_6,
+        r#"{"kind":"edge","from_span":"s1","duration_ns":1}"#,
+    ]);
+    assert_field(e, 2, "edge", "to_span");
+}
+
+#[test]
+fn meta_without_schema_or_with_bad_edge_kind() {
+    let e =
+        err(&[r#"{"kind":"meta","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t"}"#]);
+    assert_field(e, 1, "meta", "schema");
+    let e = err(&[
+        META_11,
+        r#"{"kind":"edge","edge_kind":"control","from_span":"a"}"#,
+    ]);
+    assert_field(e, 2, "edge", "edge_kind");
+    let e = err(&[
+        META_11,
+        r#"{"kind":"edge","from_tensor":"a","to_tensor":"b"}"#,
+    ]);
+    assert_field(e, 2, "edge", "edge_kind");
+}
+
+#[test]
+fn trace_8_meta_requires_its_fields_but_trace_11_does_not() {
+    let e = err(&[
+        r#"{"kind":"meta","schema":"candle-graph/trace/10","run_id":"r","correlation_id":"c","entrypoint":"e","phase":"train","timestamp":"t","warmup_steps":1,"device":"cpu"}"#,
+    ]);
+    assert_field(e, 1, "meta", "capture_step");
+    let doc = load_str(&doc(&[META_11, TERMINAL])).unwrap();
+    assert_eq!(doc.meta.capture_step, None);
+}
+
+#[test]
+fn missing_meta() {
+    let e = err(&[SPAN, TERMINAL]);
+    assert!(matches!(e, LoadError::MissingMeta { line: 1, .. }), "{e:?}");
+    // Blank lines before the first event do not count as events but do count as lines.
+    let e = load_str(&format!("\n\n{SPAN}\n")).unwrap_err();
+    assert!(matches!(e, LoadError::MissingMeta { line: 3, .. }), "{e:?}");
+}
+
+#[test]
+fn second_meta() {
+    let e = err(&[META_11, SPAN, META_11]);
+    assert!(
+        matches!(
+            e,
+            LoadError::DuplicateMeta {
+                line: 3,
+                first_line: 1
+            }
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn event_after_terminal() {
+    let e = err(&[META_11, TERMINAL, SPAN]);
+    match e {
+        LoadError::EventAfterTerminal {
+            line: 3,
+            kind,
+            terminal_line: 2,
+        } => assert_eq!(kind, "span_start"),
+        other => panic!("{other:?}"),
+    }
+    // Also when the offending last line has no newline.
+    let e = load_str(&format!("{META_11}\n{TERMINAL}\n{TERMINAL}")).unwrap_err();
+    assert!(
+        matches!(e, LoadError::EventAfterTerminal { line: 3, .. }),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn unsupported_schema_lists_supported_versions() {
+    let e = err(&[
+        r#"{"kind":"meta","schema":"candle-graph/trace/5","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t"}"#,
+    ]);
+    match &e {
+        LoadError::UnsupportedSchema {
+            line: 1, schema, ..
+        } => {
+            assert_eq!(schema, "candle-graph/trace/5")
+        }
+        other => panic!("{other:?}"),
+    }
+    let message = e.to_string();
+    for supported in SUPPORTED_SCHEMAS {
+        assert!(message.contains(supported), "{message}");
+    }
+}
+
+#[test]
+fn trace_9_with_tensor_stats_is_rejected() {
+    let meta_9 = r#"{"kind":"meta","schema":"candle-graph/trace/9","run_id":"r","correlation_id":"c","entrypoint":"e","phase":"train","timestamp":"t","capture_step":2,"warmup_steps":1,"device":"cpu"}"#;
+    let stats = r#"{"kind":"tensor_stats","span_id":"s1","label":"x","shape":[1],"dtype":"f32","elements":1,"non_finite":0,"rms":1.0,"abs_max":1.0,"mean":1.0}"#;
+    let e = err(&[meta_9, SPAN, stats]);
+    match &e {
+        LoadError::UnsupportedSchema {
+            line: 3,
+            schema,
+            detail,
+        } => {
+            assert_eq!(schema, "candle-graph/trace/9");
+            assert!(detail.contains("tensor_stats"), "{detail}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // dropped_events is trace/11 only.
+    let dropped = r#"{"kind":"dropped_events","timestamp_ns":1,"dropped_events":2}"#;
+    let e = err(&[meta_9, dropped]);
+    assert!(
+        matches!(e, LoadError::UnsupportedSchema { line: 2, .. }),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn non_utf8_line_is_malformed() {
+    let mut bytes = doc(&[META_11]).into_bytes();
+    bytes.extend_from_slice(b"{\"kind\":\"span_start\",\"id\":\"s\xff1\"}\n");
+    bytes.extend_from_slice(TERMINAL.as_bytes());
+    let e = load_reader(bytes.as_slice()).unwrap_err();
+    match &e {
+        LoadError::Malformed { line: 2, message } => {
+            assert!(message.contains("UTF-8"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn empty_file() {
+    for text in ["", "\n\n  \n"] {
+        let e = load_str(text).unwrap_err();
+        assert!(matches!(e, LoadError::MissingMeta { line: 0, .. }), "{e:?}");
+        assert_eq!(e.line(), 0);
+    }
+}
+
+#[test]
+fn unreadable_path_is_an_io_error_naming_the_path() {
+    let e = trace_schema::load_path("/nonexistent/trace.jsonl").unwrap_err();
+    assert!(matches!(e, LoadError::Io { .. }));
+    assert!(e.to_string().contains("/nonexistent/trace.jsonl"), "{e}");
+}

@@ -1,0 +1,143 @@
+//! One fixture per supported version loads; insta snapshots of the loaded documents.
+//!
+//! The snapshot is a serializable view of the document: version, event count, truncation,
+//! dropped-event count, semantic issues, and the document written back as trace/11 events
+//! (`TraceDocument::to_events`), so every upgraded field is visible.
+
+use serde::Serialize;
+use trace_schema::{
+    load_path, LoadError, SchemaVersion, SemanticIssue, TraceDocument, TraceEvent, Truncation,
+};
+
+#[derive(Serialize)]
+struct View {
+    version: SchemaVersion,
+    event_count: u64,
+    truncation: Option<Truncation>,
+    dropped_events: Option<u64>,
+    semantic_issues: Vec<SemanticIssue>,
+    events: Vec<TraceEvent>,
+}
+
+fn view(doc: &TraceDocument) -> View {
+    View {
+        version: doc.version,
+        event_count: doc.event_count,
+        truncation: doc.truncation.clone(),
+        dropped_events: doc.dropped_events,
+        semantic_issues: doc.semantic_issues.clone(),
+        events: doc.to_events(),
+    }
+}
+
+fn load(name: &str) -> Result<TraceDocument, LoadError> {
+    load_path(format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR")))
+}
+
+#[test]
+fn trace_6_upgrades_with_absent_fields_absent() {
+    let doc = load("trace_6.jsonl").unwrap();
+    assert_eq!(doc.version, SchemaVersion::V6);
+    // No terminal exists in trace/6: outcome unknown, not truncated.
+    assert!(doc.terminal.is_none());
+    assert!(!doc.is_truncated());
+    assert!(doc.meta.measured_region_device_synchronized);
+    // Memory identity is (device, tensor): no storage id.
+    assert!(doc
+        .memory
+        .iter()
+        .all(|m| m.storage.is_none() && m.tensor.is_some()));
+    // storage_bytes / input_storage_bytes are the dense-byte fields.
+    assert_eq!(doc.ops[0].output_dense_bytes, Some(128));
+    assert_eq!(doc.ops[0].input_dense_bytes, 192);
+    assert_eq!(doc.ops[1].output_dense_bytes, Some(64), "4×8 f16 filled in");
+    assert_eq!(doc.tensors[0].dense_bytes, Some(128));
+    assert_eq!(doc.tensors[0].storage_bytes, None);
+    // The untagged edge is a call edge.
+    assert!(matches!(
+        doc.edges[0],
+        trace_schema::EdgeRecord::Call {
+            host_duration_ns: 600,
+            ..
+        }
+    ));
+    assert!(doc.semantic_issues.is_empty(), "{:?}", doc.semantic_issues);
+    insta::assert_json_snapshot!("trace_6", view(&doc));
+}
+
+#[test]
+fn trace_7_loads() {
+    let doc = load("trace_7.jsonl").unwrap();
+    assert_eq!(doc.version, SchemaVersion::V7);
+    assert_eq!(doc.device_intervals.len(), 1);
+    assert_eq!(doc.edges.len(), 2);
+    assert!(doc.meta.correlation_id.is_none());
+    assert!(!doc.is_truncated());
+    assert!(doc.semantic_issues.is_empty(), "{:?}", doc.semantic_issues);
+    insta::assert_json_snapshot!("trace_7", view(&doc));
+}
+
+#[test]
+fn trace_8_loads() {
+    let doc = load("trace_8.jsonl").unwrap();
+    assert_eq!(doc.version, SchemaVersion::V8);
+    assert!(doc.meta.comparison_identity.is_some());
+    assert_eq!(
+        doc.terminal.as_ref().map(|t| t.outcome),
+        Some(trace_schema::TerminalOutcome::Failed)
+    );
+    assert!(doc.semantic_issues.is_empty(), "{:?}", doc.semantic_issues);
+    insta::assert_json_snapshot!("trace_8", view(&doc));
+}
+
+#[test]
+fn trace_9_loads() {
+    let doc = load("trace_9.jsonl").unwrap();
+    assert_eq!(doc.version, SchemaVersion::V9);
+    assert!(doc.tensor_stats.is_empty());
+    assert_eq!(doc.tensors[0].label.map(|l| doc.str(l)), Some("fc1.weight"));
+    // The gradient contract's digest is valid.
+    assert!(doc.semantic_issues.is_empty(), "{:?}", doc.semantic_issues);
+    insta::assert_json_snapshot!("trace_9", view(&doc));
+}
+
+#[test]
+fn trace_10_loads() {
+    let doc = load("trace_10.jsonl").unwrap();
+    assert_eq!(doc.version, SchemaVersion::V10);
+    assert_eq!(doc.tensor_stats.len(), 1);
+    assert_eq!(doc.tensor_stats[0].min, None);
+    assert!(doc.semantic_issues.is_empty(), "{:?}", doc.semantic_issues);
+    insta::assert_json_snapshot!("trace_10", view(&doc));
+}
+
+#[test]
+fn trace_11_loads_every_new_field() {
+    let doc = load("trace_11.jsonl").unwrap();
+    assert_eq!(doc.version, SchemaVersion::V11);
+    assert_eq!(doc.dropped_events, Some(3));
+    assert_eq!(doc.meta.tracking_allocator_installed, Some(true));
+    assert!(doc.memory[0].pre_existing);
+    let allocator_only = &doc.memory[2];
+    assert!(allocator_only.tensor.is_none() && allocator_only.shape.is_none());
+    assert_eq!(doc.memory[3].bytes, None, "a free may omit bytes");
+    assert_eq!(
+        doc.ops[0].output_dense_bytes,
+        Some(24),
+        "8×4 f6e2m3 = 24 bytes"
+    );
+    assert!(doc.spans[2].module_path.is_some());
+    assert!(!doc.gradients[2].parameter);
+    assert_eq!(doc.device_memory[0].resident_bytes, Some(52_428_800));
+    assert!(doc.semantic_issues.is_empty(), "{:?}", doc.semantic_issues);
+    insta::assert_json_snapshot!("trace_11", view(&doc));
+}
+
+#[test]
+fn every_supported_version_has_a_fixture() {
+    for schema in trace_schema::SUPPORTED_SCHEMAS {
+        let n = schema.rsplit('/').next().unwrap();
+        let doc = load(&format!("trace_{n}.jsonl")).unwrap();
+        assert_eq!(doc.version.as_str(), *schema);
+    }
+}

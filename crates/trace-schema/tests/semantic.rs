@@ -1,0 +1,192 @@
+//! The original's semantic rules are kept in the document as issues, never load errors, so a
+//! broken trace still gets a health report and a memory profile.
+
+use trace_schema::{load_str, SemanticCode, TraceDocument};
+
+const META_11: &str = r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t"}"#;
+const SPAN: &str = r#"{"kind":"span_start","id":"s1","name":"root","start_ns":0,"span_kind":"function","measured":true}"#;
+const END: &str = r#"{"kind":"span_end","id":"s1","duration_ns":10}"#;
+const TERMINAL: &str = r#"{"kind":"terminal","outcome":"complete","timestamp_ns":10}"#;
+
+fn load(lines: &[&str]) -> TraceDocument {
+    let mut text = lines.join("\n");
+    text.push('\n');
+    load_str(&text).expect("semantic problems never fail a load")
+}
+
+/// The `(code, line)` pairs of the document's issues.
+fn issues(doc: &TraceDocument) -> Vec<(SemanticCode, u64)> {
+    doc.semantic_issues
+        .iter()
+        .map(|i| (i.code, i.line))
+        .collect()
+}
+
+#[test]
+fn clean_trace_has_no_issue() {
+    let doc = load(&[META_11, SPAN, END, TERMINAL]);
+    assert_eq!(issues(&doc), vec![]);
+}
+
+#[test]
+fn duplicate_span_id_keeps_the_first() {
+    let again = r#"{"kind":"span_start","id":"s1","name":"other","start_ns":5,"span_kind":"op"}"#;
+    let doc = load(&[META_11, SPAN, again, END, TERMINAL]);
+    assert_eq!(issues(&doc), vec![(SemanticCode::DuplicateSpanId, 3)]);
+    assert_eq!(doc.spans.len(), 1);
+    assert_eq!(doc.str(doc.spans[0].name), "root");
+}
+
+#[test]
+fn unknown_and_repeated_span_end() {
+    let unknown = r#"{"kind":"span_end","id":"s9","duration_ns":1}"#;
+    let doc = load(&[META_11, SPAN, unknown, END, END, TERMINAL]);
+    assert_eq!(
+        issues(&doc),
+        vec![
+            (SemanticCode::UnknownSpanEnd, 3),
+            (SemanticCode::RepeatedSpanEnd, 5)
+        ]
+    );
+    assert_eq!(doc.spans[0].duration_ns, Some(10), "the first end is kept");
+    // A span_end naming a string that exists but is not a span (here a device) is unknown too.
+    let alloc = r#"{"kind":"memory","timestamp_ns":1,"action":"alloc","device":"cpu","storage_id":"a.1","bytes":4}"#;
+    let cpu_end = r#"{"kind":"span_end","id":"cpu","duration_ns":1}"#;
+    let doc = load(&[META_11, alloc, cpu_end, TERMINAL]);
+    assert_eq!(issues(&doc), vec![(SemanticCode::UnknownSpanEnd, 3)]);
+}
+
+#[test]
+fn terminal_reason_rules() {
+    let complete_with_reason =
+        r#"{"kind":"terminal","outcome":"complete","timestamp_ns":10,"reason":"oops"}"#;
+    let doc = load(&[META_11, SPAN, END, complete_with_reason]);
+    assert_eq!(
+        issues(&doc),
+        vec![(SemanticCode::CompleteWithFailureReason, 4)]
+    );
+    let failed = r#"{"kind":"terminal","outcome":"failed","timestamp_ns":10}"#;
+    let doc = load(&[META_11, SPAN, END, failed]);
+    assert_eq!(issues(&doc), vec![(SemanticCode::FailedWithoutReason, 4)]);
+    let failed_empty = r#"{"kind":"terminal","outcome":"failed","timestamp_ns":10,"reason":"  "}"#;
+    let doc = load(&[META_11, SPAN, END, failed_empty]);
+    assert_eq!(issues(&doc), vec![(SemanticCode::FailedWithoutReason, 4)]);
+}
+
+#[test]
+fn terminal_before_evidence() {
+    let early = r#"{"kind":"terminal","outcome":"complete","timestamp_ns":9}"#;
+    let doc = load(&[META_11, SPAN, END, early]);
+    assert_eq!(
+        issues(&doc),
+        vec![(SemanticCode::TerminalPrecedesEvidence, 4)]
+    );
+    // Evidence includes op end, memory and device_memory timestamps.
+    let op = r#"{"kind":"op","span_id":"s1","op_name":"add","dtype":"f32","device":"cpu","duration_ns":5,"timestamp_ns":8}"#;
+    let doc = load(&[META_11, SPAN, END, op, TERMINAL]);
+    assert_eq!(
+        issues(&doc),
+        vec![(SemanticCode::TerminalPrecedesEvidence, 5)]
+    );
+    let sample = r#"{"kind":"device_memory","timestamp_ns":11,"device":"cpu","used_bytes":1}"#;
+    let doc = load(&[META_11, SPAN, END, sample, TERMINAL]);
+    assert_eq!(
+        issues(&doc),
+        vec![(SemanticCode::TerminalPrecedesEvidence, 5)]
+    );
+}
+
+#[test]
+fn tensor_stats_rules() {
+    let cases = [
+        // shape product differs from elements
+        r#"{"kind":"tensor_stats","span_id":"s1","label":"x","shape":[2,3],"dtype":"f32","elements":5,"non_finite":0,"rms":1.0,"abs_max":1.0,"mean":0.0}"#,
+        // non_finite > elements
+        r#"{"kind":"tensor_stats","span_id":"s1","label":"x","shape":[2],"dtype":"f32","elements":2,"non_finite":3}"#,
+        // negative rms
+        r#"{"kind":"tensor_stats","span_id":"s1","label":"x","shape":[2],"dtype":"f32","elements":2,"non_finite":0,"rms":-1.0,"abs_max":1.0,"mean":0.0}"#,
+        // empty label
+        r#"{"kind":"tensor_stats","span_id":"s1","label":" ","shape":[2],"dtype":"f32","elements":2,"non_finite":0,"rms":1.0,"abs_max":1.0,"mean":0.0}"#,
+        // min > max
+        r#"{"kind":"tensor_stats","span_id":"s1","label":"x","shape":[2],"dtype":"f32","elements":2,"non_finite":0,"min":2.0,"max":1.0}"#,
+    ];
+    for case in cases {
+        let doc = load(&[META_11, SPAN, case, END, TERMINAL]);
+        assert_eq!(
+            issues(&doc),
+            vec![(SemanticCode::InvalidTensorStats, 3)],
+            "{case}"
+        );
+        assert_eq!(doc.tensor_stats.len(), 1, "kept for the health check");
+    }
+}
+
+#[test]
+fn gradient_state_and_norm() {
+    let cases = [
+        r#"{"kind":"gradient","event_id":"g1","root":"m","key":"w","state":"present"}"#,
+        r#"{"kind":"gradient","event_id":"g1","root":"m","key":"w","state":"present","norm":0.0}"#,
+        r#"{"kind":"gradient","event_id":"g1","root":"m","key":"w","state":"zero","norm":0.5}"#,
+        r#"{"kind":"gradient","event_id":"g1","root":"m","key":"w","state":"zero","norm":-0.0}"#,
+        r#"{"kind":"gradient","event_id":"g1","root":"m","key":"w","state":"missing","norm":1.0}"#,
+        r#"{"kind":"gradient","event_id":"g1","root":"m","key":"w","state":"non_finite","norm":1.0}"#,
+    ];
+    for case in cases {
+        let doc = load(&[META_11, case, TERMINAL]);
+        assert_eq!(
+            issues(&doc),
+            vec![(SemanticCode::GradientStateNormInconsistent, 2)],
+            "{case}"
+        );
+    }
+    let fine =
+        r#"{"kind":"gradient","event_id":"g1","root":"m","key":"w","state":"zero","norm":0.0}"#;
+    assert_eq!(issues(&load(&[META_11, fine, TERMINAL])), vec![]);
+}
+
+#[test]
+fn invalid_meta_and_contract() {
+    let meta = r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":" ","entrypoint":"e","phase":"train","timestamp":"t","capture_step":2,"warmup_steps":2}"#;
+    let doc = load(&[meta, TERMINAL]);
+    assert_eq!(
+        issues(&doc),
+        vec![
+            (SemanticCode::InvalidMeta, 1),
+            (SemanticCode::InvalidMeta, 1)
+        ]
+    );
+    let meta = r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t","capture_step":0}"#;
+    assert_eq!(
+        issues(&load(&[meta, TERMINAL])),
+        vec![(SemanticCode::InvalidMeta, 1)]
+    );
+    let meta = r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t","capture_contract":{"gradients":"complete"}}"#;
+    assert_eq!(
+        issues(&load(&[meta, TERMINAL])),
+        vec![(SemanticCode::InvalidCaptureContract, 1)]
+    );
+    // A tampered gradient manifest: the digest no longer matches.
+    let meta = r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t","capture_contract":{"gradients":"complete","gradient_contract":{"manifest_sha256":"sha256:48050776e7f1553f97446b89ac00c2399e958fe29852dfdafa3085f50a0a4ff3","expected":[{"root":"model","key":"fc2.bias","family":"model"},{"root":"model","key":"fc1.weight","family":"model"}],"families":[{"family":"model","expectation":"active","min_present":2}]}}}"#;
+    let doc = load(&[meta, TERMINAL]);
+    assert_eq!(
+        issues(&doc),
+        vec![(SemanticCode::InvalidCaptureContract, 1)]
+    );
+    assert!(doc.semantic_issues[0].message.contains("digest"));
+    let meta = r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t","comparison_identity":{"workload_id":"w","model_id":"m","config_id":"c","data_id":"d","seed_policy":"s","physical_batch":0,"accumulation_steps":1,"precision":"f32","device_state":"warm"}}"#;
+    assert_eq!(
+        issues(&load(&[meta, TERMINAL])),
+        vec![(SemanticCode::InvalidMeta, 1)]
+    );
+}
+
+#[test]
+fn broken_trace_still_has_its_evidence() {
+    let again = r#"{"kind":"span_start","id":"s1","name":"other","start_ns":5,"span_kind":"op"}"#;
+    let alloc = r#"{"kind":"memory","timestamp_ns":1,"action":"alloc","device":"cpu","storage_id":"a.1","bytes":4,"span_id":"s1"}"#;
+    let early = r#"{"kind":"terminal","outcome":"failed","timestamp_ns":0}"#;
+    let doc = load(&[META_11, SPAN, again, alloc, END, END, early]);
+    assert_eq!(doc.memory.len(), 1);
+    assert_eq!(doc.spans.len(), 1);
+    assert_eq!(doc.semantic_issues.len(), 4);
+}
