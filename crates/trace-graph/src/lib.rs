@@ -1,1 +1,112 @@
-//! Trace health, execution graph and findings (filled by the graph issue).
+//! # trace-graph
+//!
+//! Structural health, the capability matrix, the execution graph and typed findings for
+//! candle-graph traces. Consumers call one function, [`analyze`], which runs every analysis
+//! once and passes results on: the hierarchy index, the memory pairing replay and health
+//! first, then the capability matrix, gradients, host timing, the graph and the findings.
+//!
+//! Graph-dependent results (the graph, the largest self time) are refused for failed,
+//! truncated or structurally invalid traces, with every reason listed; health, capabilities,
+//! gradients and memory-based findings still work for them.
+//!
+//! ```
+//! use trace_schema::load_str;
+//! let text = r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"e","phase":"infer","timestamp":"2026-01-01T00:00:00.000Z"}
+//! {"kind":"span_start","id":"s1","name":"e","start_ns":0,"span_kind":"function","measured":true}
+//! {"kind":"op","span_id":"s1","op_name":"matmul","dtype":"f32","device":"cpu","duration_ns":4,"timestamp_ns":2}
+//! {"kind":"span_end","id":"s1","duration_ns":10}
+//! {"kind":"terminal","outcome":"complete","timestamp_ns":10}
+//! "#;
+//! let analysis = trace_graph::analyze(&load_str(text).unwrap());
+//! assert!(analysis.health.structurally_valid);
+//! let graph = analysis.graph.as_ref().unwrap();
+//! assert_eq!(graph.nodes[0].host_self_time_ns, Some(6));
+//! assert_eq!(graph.nodes[1].id, "s1/op/0");
+//! ```
+//!
+//! All outputs implement `serde::Serialize` with owned strings.
+
+#![deny(missing_docs)]
+
+pub mod capability;
+pub mod findings;
+pub mod gradients;
+pub mod graph;
+pub mod health;
+mod index;
+mod timing;
+
+use serde::Serialize;
+use trace_schema::TraceDocument;
+
+pub use capability::{
+    assess_capabilities, observed_coverage, Capability, CapabilityKind, CapabilityLevel,
+    CapabilityMatrix,
+};
+pub use findings::{Evidence, Finding, FindingCode};
+pub use gradients::{
+    summarize_gradients, GradientCounts, GradientSummary, NonParameterGradient, ParameterGradient,
+};
+pub use graph::{
+    EdgeKind, ExecutionGraph, GraphEdge, GraphMemoryInputs, GraphNode, GraphRefusal, HostScope,
+    NodeKind, NodeMemory, Rankings, ScopeRankings, SpanBytes, SpanCost,
+};
+pub use health::{
+    EvidenceCoverage, HealthCode, HealthIssue, IssueLocation, Severity, TraceHealth,
+    MAX_ISSUES_PER_CODE,
+};
+
+/// Everything the analyzers say about one trace.
+#[derive(Debug, Clone, Serialize)]
+pub struct Analysis {
+    /// Structural health.
+    pub health: TraceHealth,
+    /// Capability matrix.
+    pub capabilities: CapabilityMatrix,
+    /// Gradient summary.
+    pub gradients: GradientSummary,
+    /// The execution graph; `None` when refused (see `graph_refusal`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<ExecutionGraph>,
+    /// Why the graph was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph_refusal: Option<GraphRefusal>,
+    /// Findings, in a fixed order: time, memory, gradients, coverage gaps.
+    pub findings: Vec<Finding>,
+}
+
+/// Runs every analysis once on `doc`. O(n log n) in the number of events.
+pub fn analyze(doc: &TraceDocument) -> Analysis {
+    let index = index::TraceIndex::build(doc);
+    let pairing = health::MemoryPairing::replay(doc);
+    let health = health::analyze_health(doc, &index, &pairing, None);
+    let capabilities = assess_capabilities(doc, &health);
+    let gradients = summarize_gradients(doc);
+
+    let reasons = graph::refusal_reasons(doc, &health);
+    let (graph, graph_refusal) = if reasons.is_empty() {
+        let measured = doc.spans.iter().position(|s| s.measured);
+        let timing = timing::HostTiming::compute(doc, &index, measured);
+        match graph::build_graph(doc, &index, &timing, measured, None) {
+            Ok(g) => (Some(g), None),
+            Err(r) => (None, Some(r)),
+        }
+    } else {
+        (None, Some(GraphRefusal { reasons }))
+    };
+
+    let mut findings = Vec::new();
+    if let Some(g) = &graph {
+        findings.extend(findings::largest_self_time(g, &capabilities));
+    }
+    findings::gradient_findings(&gradients, &capabilities, &mut findings);
+    findings::coverage_gaps(&capabilities, &mut findings);
+    Analysis {
+        health,
+        capabilities,
+        gradients,
+        graph,
+        graph_refusal,
+        findings,
+    }
+}

@@ -1,0 +1,253 @@
+//! The capability matrix: for each kind of evidence, whether it is unavailable, partial,
+//! complete or invalid, from the coverage the producer declared versus what was observed
+//! (rules of the original tool, §2.2 of the reference), then downgraded for invalid traces
+//! (available → invalid) and incomplete captures (complete → partial, diagnostic only).
+
+use serde::Serialize;
+use trace_schema::{CoverageLevel, TraceDocument};
+
+use crate::health::{HealthCode, Severity, TraceHealth};
+
+/// A kind of evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CapabilityKind {
+    /// The span hierarchy can be trusted.
+    StructuralTrace,
+    /// Wall time of the single measured region.
+    OuterWallTime,
+    /// Host total and self time of nested spans.
+    NestedHostTime,
+    /// Device-clock intervals.
+    NestedDeviceTime,
+    /// Operation events.
+    Operations,
+    /// Tensor facts.
+    Tensors,
+    /// Alloc/free storage events.
+    LogicalMemory,
+    /// Device memory samples.
+    PhysicalMemory,
+    /// Gradient facts.
+    Gradients,
+    /// Tensor statistics.
+    TensorStats,
+}
+
+/// Level of a capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CapabilityLevel {
+    /// Nothing to base it on.
+    Unavailable,
+    /// Some evidence, not complete (or a diagnostic-only capture).
+    Partial,
+    /// Declared complete and observed.
+    Complete,
+    /// Contradicted by the trace (e.g. declared complete, nothing observed).
+    Invalid,
+}
+
+impl CapabilityLevel {
+    /// Partial or complete.
+    pub fn is_available(self) -> bool {
+        matches!(self, Self::Partial | Self::Complete)
+    }
+}
+
+/// One row of the matrix.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Capability {
+    /// Which capability.
+    pub kind: CapabilityKind,
+    /// Its level.
+    pub level: CapabilityLevel,
+    /// Coverage the capture contract declared (for coverage-based rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared: Option<CoverageLevel>,
+    /// Number of observations (events) behind it.
+    pub observed: u64,
+    /// Why this level.
+    pub reason: String,
+}
+
+/// All capabilities, in [`CapabilityKind`] order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CapabilityMatrix {
+    /// One row per kind.
+    pub capabilities: Vec<Capability>,
+}
+
+impl CapabilityMatrix {
+    /// The level of `kind`.
+    pub fn level(&self, kind: CapabilityKind) -> CapabilityLevel {
+        self.capabilities
+            .iter()
+            .find(|c| c.kind == kind)
+            .map_or(CapabilityLevel::Unavailable, |c| c.level)
+    }
+
+    /// True when every kind in `kinds` is available (partial or complete).
+    pub fn allows(&self, kinds: &[CapabilityKind]) -> bool {
+        kinds.iter().all(|&k| self.level(k).is_available())
+    }
+}
+
+/// The original's `observed_coverage(declared, count)` table.
+pub fn observed_coverage(declared: CoverageLevel, observed: u64) -> (CapabilityLevel, String) {
+    use CapabilityLevel::*;
+    match (declared, observed > 0) {
+        (CoverageLevel::Complete, false) => {
+            (Invalid, "declared complete but nothing was observed".into())
+        }
+        (CoverageLevel::Complete, true) => (Complete, "declared complete and observed".into()),
+        (CoverageLevel::Partial, false) => (
+            Unavailable,
+            "declared partial and nothing was observed".into(),
+        ),
+        (CoverageLevel::Partial, true) => (Partial, "declared partial".into()),
+        (CoverageLevel::None, false) => (Unavailable, "not captured".into()),
+        (CoverageLevel::None, true) => (Partial, "observed but coverage not declared".into()),
+    }
+}
+
+/// Builds the matrix from the health report and declared coverage.
+pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> CapabilityMatrix {
+    use CapabilityKind as K;
+    use CapabilityLevel::*;
+    let contract = doc.meta.capture_contract.clone().unwrap_or_default();
+    let valid = health.structurally_valid;
+    let ended_early = health.capture_failed || health.truncated;
+    let cov = &health.coverage;
+    let mut rows = Vec::with_capacity(10);
+    let mut row = |kind, (level, reason): (CapabilityLevel, String), declared, observed| {
+        rows.push(Capability {
+            kind,
+            level,
+            declared,
+            observed,
+            reason,
+        })
+    };
+    row(
+        K::StructuralTrace,
+        if valid {
+            (Complete, "no structural errors".into())
+        } else {
+            (Invalid, format!("{} structural errors", health.error_count))
+        },
+        None,
+        cov.spans,
+    );
+    let closed_measured = doc
+        .spans
+        .iter()
+        .filter(|s| s.measured && s.duration_ns.is_some())
+        .count();
+    row(
+        K::OuterWallTime,
+        if !valid {
+            (Invalid, "trace is structurally invalid".into())
+        } else if ended_early {
+            (Unavailable, "the capture did not finish".into())
+        } else if closed_measured == 1 && cov.measured_spans == 1 {
+            (Complete, "one closed measured span".into())
+        } else {
+            (
+                Invalid,
+                format!(
+                    "{} closed measured spans, expected exactly one",
+                    closed_measured
+                ),
+            )
+        },
+        None,
+        cov.measured_spans,
+    );
+    row(
+        K::NestedHostTime,
+        if !valid {
+            (Invalid, "trace is structurally invalid".into())
+        } else if ended_early {
+            (Unavailable, "the capture did not finish".into())
+        } else {
+            (Complete, "valid, finished trace".into())
+        },
+        None,
+        cov.closed_spans,
+    );
+    for (kind, declared, observed) in [
+        (
+            K::NestedDeviceTime,
+            contract.device_timing,
+            cov.device_intervals,
+        ),
+        (K::Operations, contract.operations, cov.operations),
+        (K::Tensors, contract.tensors, cov.tensors),
+        (K::LogicalMemory, contract.logical_memory, cov.memory_events),
+        (
+            K::PhysicalMemory,
+            contract.physical_memory,
+            cov.device_memory_samples,
+        ),
+    ] {
+        row(
+            kind,
+            observed_coverage(declared, observed),
+            Some(declared),
+            observed,
+        );
+    }
+    let gradient_level = if contract.gradients != CoverageLevel::Complete {
+        observed_coverage(contract.gradients, cov.gradients)
+    } else {
+        let errors = health
+            .issues
+            .iter()
+            .any(|i| i.code.is_gradient_check() && i.severity == Severity::Error)
+            || health.has(HealthCode::GradientContractInvalid)
+            || health.has(HealthCode::GradientContractMissing);
+        let warnings = health
+            .issues
+            .iter()
+            .any(|i| i.code.is_gradient_check() && i.severity == Severity::Warning);
+        if errors {
+            (Invalid, "gradient contract violated".into())
+        } else if cov.gradients == 0 {
+            (Invalid, "declared complete but nothing was observed".into())
+        } else if warnings {
+            (Partial, "gradient contract holds with warnings".into())
+        } else {
+            (Complete, "exact gradient contract holds".into())
+        }
+    };
+    row(
+        K::Gradients,
+        gradient_level,
+        Some(contract.gradients),
+        cov.gradients,
+    );
+    let stats_level = if health.has(HealthCode::InvalidTensorStats) {
+        (Invalid, "tensor_stats events break their rules".into())
+    } else {
+        observed_coverage(contract.tensor_stats, cov.tensor_stats)
+    };
+    row(
+        K::TensorStats,
+        stats_level,
+        Some(contract.tensor_stats),
+        cov.tensor_stats,
+    );
+
+    for c in &mut rows {
+        if !valid && c.level.is_available() {
+            c.level = Invalid;
+            c.reason = format!("{}; trace is structurally invalid", c.reason);
+        }
+        if !health.capture_complete && c.level == Complete {
+            c.level = Partial;
+            c.reason = format!("{}; capture incomplete, diagnostic only", c.reason);
+        }
+    }
+    CapabilityMatrix { capabilities: rows }
+}

@@ -1,0 +1,669 @@
+//! The execution graph: span, operation and tensor nodes with host total/self time and memory
+//! metrics, explicit plus inferred call/data edges (deduplicated, stable order), measured
+//! versus concurrent host scopes and rankings. Built only for valid, finished traces.
+//!
+//! Node order is canonical (spans in depth-first pre-order with children by start time, then
+//! each span's ops in recorded order, then tensors by id), so the graph does not depend on how
+//! events of different spans were interleaved in the file. O(n log n).
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+use trace_schema::{EdgeRecord, ExecutionStep, MemoryCategory, SpanKind, Sym, TraceDocument};
+
+use crate::health::TraceHealth;
+use crate::index::{natural_cmp, TraceIndex, NONE};
+use crate::timing::HostTiming;
+
+/// Per-node memory metrics (from `trace_memory::node_memory_metrics`); every field `None`
+/// when not observed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct NodeMemory {
+    /// Bytes of storages allocated directly in the node (not in child spans).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direct_allocated_bytes: Option<u64>,
+    /// Simultaneous peak of the subtree's storages, clipped to the node interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subtree_peak_live_bytes: Option<u64>,
+    /// Bytes of the subtree's storages still live when the node ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subtree_residual_bytes: Option<u64>,
+    /// Output element count × dtype size (ops).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_dense_bytes: Option<u64>,
+}
+
+/// Per-node memory inputs of the graph build, indexed like `doc.spans` and `doc.ops`.
+#[derive(Debug, Clone, Default)]
+pub struct GraphMemoryInputs {
+    /// Per span.
+    pub spans: Vec<NodeMemory>,
+    /// Per op.
+    pub ops: Vec<NodeMemory>,
+}
+
+/// Kind of a graph node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeKind {
+    /// Span without a parent.
+    Root,
+    /// Function span.
+    Function,
+    /// Module span.
+    Module,
+    /// Op-sized span.
+    Op,
+    /// A recorded operation (`{span}/op/{n}`).
+    Operation,
+    /// A tensor (`tensor/{id}`).
+    Tensor,
+}
+
+/// Host scope of a span relative to the measured region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostScope {
+    /// The measured span or a descendant.
+    MeasuredSubtree,
+    /// Not in the measured subtree and not an ancestor, but overlapping the measured interval
+    /// (concurrent work; keeps its real parent).
+    ConcurrentOverlap,
+    /// Ancestors of the measured span and spans outside its interval.
+    Outside,
+}
+
+/// A node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GraphNode {
+    /// Span id, `{span}/op/{n}` or `tensor/{id}`.
+    pub id: String,
+    /// Parent node (span of an op; parent span of a span).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
+    /// Span name, op name, or tensor label (tensor id when unlabelled).
+    pub name: String,
+    /// Kind.
+    pub kind: NodeKind,
+    /// Module path of module spans, where recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub module_path: Option<String>,
+    /// Training step of a span.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<ExecutionStep>,
+    /// Host scope (spans and ops).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<HostScope>,
+    /// Start, ns since session start (spans and ops).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_ns: Option<u64>,
+    /// Host total time, ns (spans and ops).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_total_time_ns: Option<u64>,
+    /// Host self time, ns: total minus the union of child intervals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_self_time_ns: Option<u64>,
+    /// The span recorded no duration; its total is the sum of its children and ops.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub host_time_inferred: bool,
+    /// Shape (ops: output; tensors).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shape: Option<Vec<u64>>,
+    /// Dtype label.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<String>,
+    /// Device label.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// Tensor category (tensors with a tensor event).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub category: Option<MemoryCategory>,
+    /// Tensor tracks gradients (tensors with a tensor event).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requires_grad: Option<bool>,
+    /// Dense bytes of a tensor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dense_bytes: Option<u64>,
+    /// Memory metrics.
+    #[serde(flatten)]
+    pub memory: NodeMemory,
+}
+
+/// Kind of an edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeKind {
+    /// Caller → callee (span → span, span → op).
+    Call,
+    /// Tensor → op → tensor, or tensor → tensor.
+    Data,
+}
+
+/// An edge between two node ids.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GraphEdge {
+    /// Source node id.
+    pub from: String,
+    /// Target node id.
+    pub to: String,
+    /// Call or data.
+    pub kind: EdgeKind,
+    /// Inferred from the hierarchy or op inputs/outputs (false: an explicit trace edge).
+    pub inferred: bool,
+    /// Op name (span → op), `input` / `output` (op data edges).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Host duration of the callee, ns (call edges).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ns: Option<u64>,
+}
+
+/// A span in a time ranking.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SpanCost {
+    /// Span id.
+    pub id: String,
+    /// Span name.
+    pub name: String,
+    /// Host self time, ns.
+    pub host_self_time_ns: u64,
+    /// Self time inside the measured interval, ns.
+    pub measured_overlap_self_time_ns: u64,
+    /// Host total time, ns.
+    pub host_total_time_ns: u64,
+    /// Total time inside the measured interval, ns.
+    pub measured_overlap_duration_ns: u64,
+}
+
+/// A span in a bytes ranking.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SpanBytes {
+    /// Span id.
+    pub id: String,
+    /// Span name.
+    pub name: String,
+    /// The ranked figure, bytes.
+    pub bytes: u64,
+}
+
+/// Rankings of one host scope (displays choose N; the data keeps every ranked span).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ScopeRankings {
+    /// By self time (measured: host self time; concurrent: self time inside the measured
+    /// interval), descending, ties by id.
+    pub slowest_by_self_time: Vec<SpanCost>,
+    /// By directly allocated bytes (spans with an observed figure > 0), descending.
+    pub heaviest_by_direct_allocated: Vec<SpanBytes>,
+    /// By subtree peak live bytes (spans with an observed figure > 0), descending.
+    pub heaviest_by_subtree_peak: Vec<SpanBytes>,
+}
+
+/// Rankings kept apart per scope.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Rankings {
+    /// The measured subtree.
+    pub measured: ScopeRankings,
+    /// Spans that merely overlap the measured interval.
+    pub concurrent: ScopeRankings,
+}
+
+/// The execution graph.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExecutionGraph {
+    /// Entrypoint from the meta.
+    pub entrypoint: String,
+    /// Id of the measured span.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured_span: Option<String>,
+    /// Host total of the measured span, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outer_wall_time_ns: Option<u64>,
+    /// Nodes in canonical order.
+    pub nodes: Vec<GraphNode>,
+    /// Edges sorted by (source node, target node, kind), without duplicates.
+    pub edges: Vec<GraphEdge>,
+    /// Time and memory rankings.
+    pub rankings: Rankings,
+}
+
+/// Why the graph (and graph-dependent findings) were not built.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GraphRefusal {
+    /// Every reason.
+    pub reasons: Vec<String>,
+}
+
+/// Reasons to refuse graph-dependent results, empty when the graph may be built.
+pub(crate) fn refusal_reasons(doc: &TraceDocument, health: &TraceHealth) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if health.capture_failed {
+        let reason = doc
+            .terminal
+            .as_ref()
+            .and_then(|t| t.reason.as_deref())
+            .unwrap_or("no reason given");
+        reasons.push(format!("capture failed: {reason}"));
+    }
+    if health.truncated {
+        reasons.push("trace was cut short (truncated)".to_string());
+    }
+    if !health.structurally_valid {
+        for issue in health.errors() {
+            reasons.push(format!("{}: {}", as_code(issue.code), issue.message));
+        }
+        let omitted: u64 = health
+            .omitted_issues
+            .iter()
+            .filter(|(c, _)| health.errors().any(|i| i.code == **c))
+            .map(|(_, n)| n)
+            .sum();
+        if omitted > 0 {
+            reasons.push(format!("{omitted} more structural errors"));
+        }
+    }
+    reasons
+}
+
+fn as_code(code: crate::health::HealthCode) -> String {
+    serde_json::to_value(code)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn span_kind(kind: SpanKind, root: bool) -> NodeKind {
+    match (root, kind) {
+        (true, _) => NodeKind::Root,
+        (false, SpanKind::Function) => NodeKind::Function,
+        (false, SpanKind::Module) => NodeKind::Module,
+        (false, SpanKind::Op) => NodeKind::Op,
+    }
+}
+
+/// Builds the graph of a trace that passed [`refusal_reasons`].
+pub(crate) fn build_graph(
+    doc: &TraceDocument,
+    index: &TraceIndex,
+    timing: &HostTiming,
+    measured: Option<usize>,
+    memory: Option<&GraphMemoryInputs>,
+) -> Result<ExecutionGraph, GraphRefusal> {
+    let n_spans = doc.spans.len();
+    // Scopes: the measured subtree is a contiguous range of the pre-order.
+    let mut scope = vec![HostScope::Outside; n_spans];
+    if let Some(m) = measured {
+        let mut pos = vec![NONE; n_spans];
+        for (p, &s) in index.preorder.iter().enumerate() {
+            pos[s as usize] = p as u32;
+        }
+        let mut size = vec![1u32; n_spans];
+        for &s in index.preorder.iter().rev() {
+            let p = index.parent[s as usize];
+            if p != NONE {
+                size[p as usize] += size[s as usize];
+            }
+        }
+        let (lo, hi) = (pos[m] as usize, pos[m] as usize + size[m] as usize);
+        for &s in &index.preorder[lo..hi] {
+            scope[s as usize] = HostScope::MeasuredSubtree;
+        }
+        let mut ancestor = vec![false; n_spans];
+        let mut a = index.parent[m];
+        while a != NONE && !ancestor[a as usize] {
+            ancestor[a as usize] = true;
+            a = index.parent[a as usize];
+        }
+        for i in 0..n_spans {
+            if scope[i] == HostScope::Outside && !ancestor[i] && timing.measured_total_ns[i] > 0 {
+                scope[i] = HostScope::ConcurrentOverlap;
+            }
+        }
+    }
+
+    let mem_span = |i: usize| {
+        memory
+            .and_then(|m| m.spans.get(i))
+            .copied()
+            .unwrap_or_default()
+    };
+    let mem_op = |i: usize| {
+        memory
+            .and_then(|m| m.ops.get(i))
+            .copied()
+            .unwrap_or_default()
+    };
+    let opt = |s: Option<Sym>| s.map(|s| doc.str(s).to_string());
+
+    let mut nodes: Vec<GraphNode> = Vec::with_capacity(n_spans + doc.ops.len());
+    let mut span_node = vec![NONE; n_spans];
+    for &s in &index.preorder {
+        let s = s as usize;
+        let span = &doc.spans[s];
+        span_node[s] = nodes.len() as u32;
+        nodes.push(GraphNode {
+            id: doc.str(span.id).to_string(),
+            parent_id: (index.parent[s] != NONE)
+                .then(|| doc.str(doc.spans[index.parent[s] as usize].id).to_string()),
+            name: doc.str(span.name).to_string(),
+            kind: span_kind(span.kind, index.parent[s] == NONE),
+            module_path: opt(span.module_path),
+            step: span.step,
+            scope: Some(scope[s]),
+            start_ns: Some(span.start_ns),
+            host_total_time_ns: Some(timing.total_ns[s]),
+            host_self_time_ns: Some(timing.self_ns[s]),
+            host_time_inferred: timing.inferred[s],
+            shape: None,
+            dtype: None,
+            device: None,
+            category: None,
+            requires_grad: None,
+            dense_bytes: None,
+            memory: mem_span(s),
+        });
+    }
+    let mut op_node = vec![NONE; doc.ops.len()];
+    for &s in &index.preorder {
+        for &o in &index.ops_by_span[s as usize] {
+            let o = o as usize;
+            let op = &doc.ops[o];
+            op_node[o] = nodes.len() as u32;
+            let mut memory = mem_op(o);
+            memory.output_dense_bytes = memory.output_dense_bytes.or(op.output_dense_bytes);
+            nodes.push(GraphNode {
+                id: index.op_node_id(doc, o),
+                parent_id: Some(doc.str(op.span).to_string()),
+                name: doc.str(op.op_name).to_string(),
+                kind: NodeKind::Operation,
+                module_path: None,
+                step: None,
+                scope: Some(scope[s as usize]),
+                start_ns: Some(op.timestamp_ns),
+                host_total_time_ns: Some(op.duration_ns),
+                host_self_time_ns: Some(op.duration_ns),
+                host_time_inferred: false,
+                shape: Some(doc.shape(op.shape).to_vec()),
+                dtype: Some(doc.str(op.dtype).to_string()),
+                device: Some(doc.str(op.device).to_string()),
+                category: None,
+                requires_grad: None,
+                dense_bytes: None,
+                memory,
+            });
+        }
+    }
+    // Tensors: every distinct id of tensor events, op inputs/outputs and data edges.
+    let mut tensor_fact: HashMap<Sym, usize> = HashMap::new();
+    for (i, t) in doc.tensors.iter().enumerate() {
+        tensor_fact.entry(t.tensor_id).or_insert(i);
+    }
+    let mut op_output: HashMap<Sym, usize> = HashMap::new();
+    let mut tensor_ids: HashSet<Sym> = tensor_fact.keys().copied().collect();
+    for (o, op) in doc.ops.iter().enumerate() {
+        tensor_ids.extend(op.inputs.iter().copied());
+        if let Some(out) = op.output {
+            tensor_ids.insert(out);
+            op_output.entry(out).or_insert(o);
+        }
+    }
+    for e in &doc.edges {
+        if let EdgeRecord::Data {
+            from_tensor,
+            to_tensor,
+        } = *e
+        {
+            tensor_ids.insert(from_tensor);
+            tensor_ids.insert(to_tensor);
+        }
+    }
+    let mut tensors: Vec<Sym> = tensor_ids.into_iter().collect();
+    tensors.sort_by(|a, b| natural_cmp(doc.str(*a), doc.str(*b)));
+    let mut tensor_node: HashMap<Sym, u32> = HashMap::with_capacity(tensors.len());
+    for t in tensors {
+        tensor_node.insert(t, nodes.len() as u32);
+        let id = doc.str(t);
+        let mut node = GraphNode {
+            id: format!("tensor/{id}"),
+            parent_id: None,
+            name: id.to_string(),
+            kind: NodeKind::Tensor,
+            module_path: None,
+            step: None,
+            scope: None,
+            start_ns: None,
+            host_total_time_ns: None,
+            host_self_time_ns: None,
+            host_time_inferred: false,
+            shape: None,
+            dtype: None,
+            device: None,
+            category: None,
+            requires_grad: None,
+            dense_bytes: None,
+            memory: NodeMemory::default(),
+        };
+        if let Some(&f) = tensor_fact.get(&t) {
+            let fact = &doc.tensors[f];
+            if let Some(label) = fact.label {
+                node.name = doc.str(label).to_string();
+            }
+            node.shape = Some(doc.shape(fact.shape).to_vec());
+            node.dtype = Some(doc.str(fact.dtype).to_string());
+            node.device = Some(doc.str(fact.device).to_string());
+            node.category = Some(fact.category);
+            node.requires_grad = Some(fact.requires_grad);
+            node.dense_bytes = fact.dense_bytes;
+        } else if let Some(&o) = op_output.get(&t) {
+            let op = &doc.ops[o];
+            node.shape = Some(doc.shape(op.shape).to_vec());
+            node.dtype = Some(doc.str(op.dtype).to_string());
+            node.device = Some(doc.str(op.device).to_string());
+            node.dense_bytes = op.output_dense_bytes;
+        }
+        nodes.push(node);
+    }
+    {
+        let mut seen: HashSet<&str> = HashSet::with_capacity(nodes.len());
+        for node in &nodes {
+            if !seen.insert(node.id.as_str()) {
+                return Err(GraphRefusal {
+                    reasons: vec![format!(
+                        "duplicate node id {}: a span id collides with a generated op or tensor id",
+                        node.id
+                    )],
+                });
+            }
+        }
+    }
+
+    // Edges as (from, to, kind, inferred, label, duration) over node indices.
+    struct E {
+        from: u32,
+        to: u32,
+        kind: EdgeKind,
+        inferred: bool,
+        label: Option<&'static str>,
+        op_label: Option<Sym>,
+        duration_ns: Option<u64>,
+    }
+    let mut edges: Vec<E> = Vec::with_capacity(n_spans + 3 * doc.ops.len());
+    for e in &doc.edges {
+        match *e {
+            EdgeRecord::Call {
+                from_span,
+                to_span,
+                host_duration_ns,
+            } => {
+                let (Some(f), Some(t)) = (doc.span_index(from_span), doc.span_index(to_span))
+                else {
+                    continue;
+                };
+                if span_node[f] == NONE || span_node[t] == NONE {
+                    continue;
+                }
+                edges.push(E {
+                    from: span_node[f],
+                    to: span_node[t],
+                    kind: EdgeKind::Call,
+                    inferred: false,
+                    label: None,
+                    op_label: None,
+                    duration_ns: Some(host_duration_ns),
+                });
+            }
+            EdgeRecord::Data {
+                from_tensor,
+                to_tensor,
+            } => edges.push(E {
+                from: tensor_node[&from_tensor],
+                to: tensor_node[&to_tensor],
+                kind: EdgeKind::Data,
+                inferred: false,
+                label: None,
+                op_label: None,
+                duration_ns: None,
+            }),
+        }
+    }
+    for &s in &index.preorder {
+        let s = s as usize;
+        for &c in &index.children[s] {
+            edges.push(E {
+                from: span_node[s],
+                to: span_node[c as usize],
+                kind: EdgeKind::Call,
+                inferred: true,
+                label: None,
+                op_label: None,
+                duration_ns: Some(timing.total_ns[c as usize]),
+            });
+        }
+        for &o in &index.ops_by_span[s] {
+            let op = &doc.ops[o as usize];
+            let on = op_node[o as usize];
+            edges.push(E {
+                from: span_node[s],
+                to: on,
+                kind: EdgeKind::Call,
+                inferred: true,
+                label: None,
+                op_label: Some(op.op_name),
+                duration_ns: Some(op.duration_ns),
+            });
+            for input in op.inputs.iter() {
+                edges.push(E {
+                    from: tensor_node[input],
+                    to: on,
+                    kind: EdgeKind::Data,
+                    inferred: true,
+                    label: Some("input"),
+                    op_label: None,
+                    duration_ns: None,
+                });
+            }
+            if let Some(out) = op.output {
+                edges.push(E {
+                    from: on,
+                    to: tensor_node[&out],
+                    kind: EdgeKind::Data,
+                    inferred: true,
+                    label: Some("output"),
+                    op_label: None,
+                    duration_ns: None,
+                });
+            }
+        }
+    }
+    // Explicit edges (inferred = false) sort before inferred ones and win the dedup.
+    edges.sort_by_key(|e| (e.from, e.to, e.kind, e.inferred));
+    edges.dedup_by_key(|e| (e.from, e.to, e.kind));
+    let edges: Vec<GraphEdge> = edges
+        .into_iter()
+        .map(|e| GraphEdge {
+            from: nodes[e.from as usize].id.clone(),
+            to: nodes[e.to as usize].id.clone(),
+            kind: e.kind,
+            inferred: e.inferred,
+            label: e
+                .label
+                .map(str::to_string)
+                .or_else(|| e.op_label.map(|l| doc.str(l).to_string())),
+            duration_ns: e.duration_ns,
+        })
+        .collect();
+
+    let rankings = rank(doc, index, timing, &scope, memory);
+    Ok(ExecutionGraph {
+        entrypoint: doc.meta.entrypoint.clone(),
+        measured_span: measured.map(|m| doc.str(doc.spans[m].id).to_string()),
+        outer_wall_time_ns: measured.map(|m| timing.total_ns[m]),
+        nodes,
+        edges,
+        rankings,
+    })
+}
+
+fn rank(
+    doc: &TraceDocument,
+    index: &TraceIndex,
+    timing: &HostTiming,
+    scope: &[HostScope],
+    memory: Option<&GraphMemoryInputs>,
+) -> Rankings {
+    let mut out = Rankings::default();
+    for &s in &index.preorder {
+        let s = s as usize;
+        let target = match scope[s] {
+            HostScope::MeasuredSubtree => &mut out.measured,
+            HostScope::ConcurrentOverlap => &mut out.concurrent,
+            HostScope::Outside => continue,
+        };
+        let span = &doc.spans[s];
+        let (id, name) = (doc.str(span.id).to_string(), doc.str(span.name).to_string());
+        target.slowest_by_self_time.push(SpanCost {
+            id: id.clone(),
+            name: name.clone(),
+            host_self_time_ns: timing.self_ns[s],
+            measured_overlap_self_time_ns: timing.measured_self_ns[s],
+            host_total_time_ns: timing.total_ns[s],
+            measured_overlap_duration_ns: timing.measured_total_ns[s],
+        });
+        let m = memory
+            .and_then(|m| m.spans.get(s))
+            .copied()
+            .unwrap_or_default();
+        if let Some(b) = m.direct_allocated_bytes.filter(|&b| b > 0) {
+            target.heaviest_by_direct_allocated.push(SpanBytes {
+                id: id.clone(),
+                name: name.clone(),
+                bytes: b,
+            });
+        }
+        if let Some(b) = m.subtree_peak_live_bytes.filter(|&b| b > 0) {
+            target
+                .heaviest_by_subtree_peak
+                .push(SpanBytes { id, name, bytes: b });
+        }
+    }
+    let by_id = |a: &str, b: &str| natural_cmp(a, b);
+    out.measured.slowest_by_self_time.sort_by(|a, b| {
+        b.host_self_time_ns
+            .cmp(&a.host_self_time_ns)
+            .then_with(|| by_id(&a.id, &b.id))
+    });
+    out.concurrent.slowest_by_self_time.sort_by(|a, b| {
+        b.measured_overlap_self_time_ns
+            .cmp(&a.measured_overlap_self_time_ns)
+            .then_with(|| b.host_self_time_ns.cmp(&a.host_self_time_ns))
+            .then_with(|| by_id(&a.id, &b.id))
+    });
+    for r in [&mut out.measured, &mut out.concurrent] {
+        for list in [
+            &mut r.heaviest_by_direct_allocated,
+            &mut r.heaviest_by_subtree_peak,
+        ] {
+            list.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| by_id(&a.id, &b.id)));
+        }
+    }
+    out
+}

@@ -1,0 +1,445 @@
+//! Structural health: every check of the original tool (§2.1 of the reference) plus the
+//! checks added by this project, run once per document.
+//!
+//! A trace is `structurally_valid` when no issue has severity [`Severity::Error`];
+//! `capture_complete` when the terminal says `complete`, the trace was not cut short and no
+//! events were dropped. Memory figures of an incomplete capture are lower bounds.
+
+mod coverage;
+mod gradients;
+mod hierarchy;
+mod memory;
+mod references;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use trace_schema::{SemanticCode, TerminalOutcome, TraceDocument};
+
+use crate::index::TraceIndex;
+
+pub use coverage::EvidenceCoverage;
+pub(crate) use memory::MemoryPairing;
+
+/// How bad an issue or finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// The trace cannot be trusted structurally (health) / a defect (finding).
+    Error,
+    /// A gap or a suspicious fact; the trace stays valid.
+    Warning,
+    /// Informational (findings only).
+    Info,
+}
+
+/// Snake_case code of a health check. Codes of the original tool keep their names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // each variant is documented by `HealthCode::description`
+pub enum HealthCode {
+    // loader rules (trace_schema::SemanticCode)
+    DuplicateSpanId,
+    UnknownSpanEnd,
+    RepeatedSpanEnd,
+    CompleteWithFailureReason,
+    FailedWithoutReason,
+    TerminalPrecedesEvidence,
+    InvalidTensorStats,
+    GradientStateNormInconsistent,
+    InvalidMeta,
+    // capture
+    CaptureFailed,
+    TraceTruncated,
+    DroppedEvents,
+    // hierarchy
+    RootCount,
+    MeasurementCount,
+    OpenSpan,
+    UnknownParent,
+    ChildOutsideParent,
+    ChildOutlivesParent,
+    SpanCycle,
+    // references
+    UnknownSpan,
+    MemoryUnknownSpan,
+    EmptyDeviceInterval,
+    OperationOutsideSpan,
+    OperationOutlivesSpan,
+    OperationsOutOfOrder,
+    EmptyDeviceMemorySample,
+    HostTimedDeviceOps,
+    // edges
+    UnknownCallEdgeSpan,
+    CallEdgeHierarchyMismatch,
+    CallEdgeDurationMismatch,
+    EmptyDataEdgeEndpoint,
+    UnknownDataEdgeTensor,
+    // logical memory pairing
+    AllocationSizeMismatch,
+    DuplicateAllocation,
+    UnpairedFree,
+    RetainedAllocations,
+    MemoryUncategorised,
+    // gradients
+    EmptyGradientEventId,
+    EmptyGradientParameterKey,
+    DuplicateGradientEventId,
+    GradientContractMissing,
+    GradientContractWithoutCompleteCoverage,
+    GradientContractInvalid,
+    GradientManifestDuplicateKey,
+    GradientManifestUndeclaredKey,
+    GradientManifestMissingKey,
+    GradientFamilyNonFinite,
+    GradientActiveFamilyBelowMinimum,
+    GradientInactiveFamilyLeakage,
+    GradientConditionalFamilyBelowMinimum,
+    // absence and labels
+    OperationsAbsent,
+    TensorsAbsent,
+    LogicalMemoryAbsent,
+    PhysicalMemoryAbsent,
+    DeviceTimingAbsent,
+    GradientsAbsent,
+    ForwardAbsent,
+    BackwardAbsent,
+    OptimizerAbsent,
+    DuplicateRequiredSemanticLabel,
+    RequiredSemanticLabelCardinality,
+}
+
+impl HealthCode {
+    /// True for the gradient-contract and gradient-manifest family of checks.
+    pub fn is_gradient_check(self) -> bool {
+        use HealthCode::*;
+        matches!(
+            self,
+            EmptyGradientEventId
+                | EmptyGradientParameterKey
+                | DuplicateGradientEventId
+                | GradientStateNormInconsistent
+                | GradientContractMissing
+                | GradientContractWithoutCompleteCoverage
+                | GradientContractInvalid
+                | GradientManifestDuplicateKey
+                | GradientManifestUndeclaredKey
+                | GradientManifestMissingKey
+                | GradientFamilyNonFinite
+                | GradientActiveFamilyBelowMinimum
+                | GradientInactiveFamilyLeakage
+                | GradientConditionalFamilyBelowMinimum
+        )
+    }
+}
+
+/// Where an issue was found; every field only when known.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct IssueLocation {
+    /// 1-based line of the trace file (only for rules the loader checked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    /// Graph node id: a span id, `{span}/op/{n}` or `tensor/{id}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// `{device}:{storage_id}` of a storage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage: Option<String>,
+    /// `root/key` of a gradient.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gradient: Option<String>,
+}
+
+impl IssueLocation {
+    /// At a line.
+    pub fn line(line: u64) -> Self {
+        Self {
+            line: (line > 0).then_some(line),
+            ..Self::default()
+        }
+    }
+    /// At a node.
+    pub fn node(id: impl Into<String>) -> Self {
+        Self {
+            node: Some(id.into()),
+            ..Self::default()
+        }
+    }
+    /// At a storage.
+    pub fn storage(id: impl Into<String>) -> Self {
+        Self {
+            storage: Some(id.into()),
+            ..Self::default()
+        }
+    }
+    /// At a gradient.
+    pub fn gradient(id: impl Into<String>) -> Self {
+        Self {
+            gradient: Some(id.into()),
+            ..Self::default()
+        }
+    }
+    /// Nowhere in particular (the whole document).
+    pub fn document() -> Self {
+        Self::default()
+    }
+}
+
+/// One health issue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HealthIssue {
+    /// Error or warning.
+    pub severity: Severity,
+    /// Which check.
+    pub code: HealthCode,
+    /// Human-readable explanation naming the offending ids.
+    pub message: String,
+    /// Where in the trace.
+    #[serde(rename = "where")]
+    pub location: IssueLocation,
+}
+
+/// Result of [`analyze_health`].
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceHealth {
+    /// No issue has severity error.
+    pub structurally_valid: bool,
+    /// Terminal `complete`, not truncated, no dropped events.
+    pub capture_complete: bool,
+    /// The terminal outcome is `failed`.
+    pub capture_failed: bool,
+    /// The trace was cut short (partial last line or missing terminal).
+    pub truncated: bool,
+    /// Memory figures are lower bounds (truncated, failed or events dropped).
+    pub memory_lower_bound: bool,
+    /// Number of error issues (including those not listed).
+    pub error_count: u64,
+    /// Number of warning issues (including those not listed).
+    pub warning_count: u64,
+    /// Issues, errors first, at most [`MAX_ISSUES_PER_CODE`] per code.
+    pub issues: Vec<HealthIssue>,
+    /// Issues not listed because their code hit the cap, per code.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub omitted_issues: BTreeMap<HealthCode, u64>,
+    /// What the trace contains.
+    pub coverage: EvidenceCoverage,
+}
+
+impl TraceHealth {
+    /// Messages of all warnings (the evidence gaps).
+    pub fn gaps(&self) -> impl Iterator<Item = &HealthIssue> {
+        self.issues
+            .iter()
+            .filter(|i| i.severity == Severity::Warning)
+    }
+
+    /// Error issues.
+    pub fn errors(&self) -> impl Iterator<Item = &HealthIssue> {
+        self.issues.iter().filter(|i| i.severity == Severity::Error)
+    }
+
+    /// True when some issue (listed or omitted) has this code.
+    pub fn has(&self, code: HealthCode) -> bool {
+        self.omitted_issues.contains_key(&code) || self.issues.iter().any(|i| i.code == code)
+    }
+}
+
+/// Issues listed per code; the rest are counted in `omitted_issues`.
+pub const MAX_ISSUES_PER_CODE: usize = 20;
+
+/// Collects issues with the per-code cap.
+#[derive(Debug, Default)]
+pub(crate) struct Issues {
+    list: Vec<HealthIssue>,
+    per_code: BTreeMap<HealthCode, u64>,
+    errors: u64,
+    warnings: u64,
+}
+
+impl Issues {
+    pub fn push(
+        &mut self,
+        severity: Severity,
+        code: HealthCode,
+        message: String,
+        location: IssueLocation,
+    ) {
+        match severity {
+            Severity::Error => self.errors += 1,
+            _ => self.warnings += 1,
+        }
+        let n = self.per_code.entry(code).or_insert(0);
+        *n += 1;
+        if *n as usize <= MAX_ISSUES_PER_CODE {
+            self.list.push(HealthIssue {
+                severity,
+                code,
+                message,
+                location,
+            });
+        }
+    }
+
+    pub fn error(&mut self, code: HealthCode, message: String, location: IssueLocation) {
+        self.push(Severity::Error, code, message, location);
+    }
+
+    pub fn warning(&mut self, code: HealthCode, message: String, location: IssueLocation) {
+        self.push(Severity::Warning, code, message, location);
+    }
+}
+
+/// State of the capture, read from the terminal, truncation and dropped events.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CaptureState {
+    pub failed: bool,
+    pub truncated: bool,
+    pub dropped: bool,
+}
+
+impl CaptureState {
+    pub fn of(doc: &TraceDocument) -> Self {
+        Self {
+            failed: doc
+                .terminal
+                .as_ref()
+                .is_some_and(|t| t.outcome == TerminalOutcome::Failed),
+            truncated: doc.truncation.is_some(),
+            dropped: doc.dropped_events.is_some_and(|d| d > 0),
+        }
+    }
+    /// Failed or cut short: spans may legitimately stay open.
+    pub fn ended_early(self) -> bool {
+        self.failed || self.truncated
+    }
+    pub fn complete(self) -> bool {
+        !self.failed && !self.truncated && !self.dropped
+    }
+}
+
+/// Runs every check once. `pairing` is the logical-memory replay (see [`MemoryPairing`]);
+/// `peak_categorized_share` the share of bytes live at the logical peak whose category is not
+/// `other` (from the memory profile), if there is a peak.
+pub(crate) fn analyze_health(
+    doc: &TraceDocument,
+    index: &TraceIndex,
+    pairing: &MemoryPairing,
+    peak_categorized_share: Option<f64>,
+) -> TraceHealth {
+    let state = CaptureState::of(doc);
+    let mut issues = Issues::default();
+    semantic(doc, &mut issues);
+    capture(doc, state, &mut issues);
+    hierarchy::check(doc, index, state, &mut issues);
+    references::check(doc, index, &mut issues);
+    references::check_edges(doc, index, &mut issues);
+    memory::report(doc, pairing, peak_categorized_share, &mut issues);
+    gradients::check(doc, state, &mut issues);
+    let coverage = coverage::check(doc, peak_categorized_share, &mut issues);
+
+    let Issues {
+        mut list,
+        per_code,
+        errors,
+        warnings,
+    } = issues;
+    list.sort_by_key(|i| i.severity);
+    let omitted_issues = per_code
+        .into_iter()
+        .filter(|&(_, n)| n as usize > MAX_ISSUES_PER_CODE)
+        .map(|(c, n)| (c, n - MAX_ISSUES_PER_CODE as u64))
+        .collect();
+    TraceHealth {
+        structurally_valid: errors == 0,
+        capture_complete: state.complete(),
+        capture_failed: state.failed,
+        truncated: state.truncated,
+        memory_lower_bound: !state.complete(),
+        error_count: errors,
+        warning_count: warnings,
+        issues: list,
+        omitted_issues,
+        coverage,
+    }
+}
+
+/// Maps the loader's semantic issues (never recomputed here).
+fn semantic(doc: &TraceDocument, issues: &mut Issues) {
+    let contract = doc.meta.capture_contract.as_ref();
+    let coverage_mismatch = contract.is_some_and(|c| {
+        c.gradient_contract.is_none() == (c.gradients == trace_schema::CoverageLevel::Complete)
+    });
+    let mismatch_code = match contract.map(|c| c.gradient_contract.is_some()) {
+        Some(true) => HealthCode::GradientContractWithoutCompleteCoverage,
+        _ => HealthCode::GradientContractMissing,
+    };
+    let mut first_contract_issue = true;
+    for s in &doc.semantic_issues {
+        let code = match s.code {
+            SemanticCode::DuplicateSpanId => HealthCode::DuplicateSpanId,
+            SemanticCode::UnknownSpanEnd => HealthCode::UnknownSpanEnd,
+            SemanticCode::RepeatedSpanEnd => HealthCode::RepeatedSpanEnd,
+            SemanticCode::CompleteWithFailureReason => HealthCode::CompleteWithFailureReason,
+            SemanticCode::FailedWithoutReason => HealthCode::FailedWithoutReason,
+            SemanticCode::TerminalPrecedesEvidence => HealthCode::TerminalPrecedesEvidence,
+            SemanticCode::InvalidTensorStats => HealthCode::InvalidTensorStats,
+            SemanticCode::GradientStateNormInconsistent => {
+                HealthCode::GradientStateNormInconsistent
+            }
+            SemanticCode::InvalidMeta => HealthCode::InvalidMeta,
+            // `CaptureContract::validate` reports the coverage/contract mismatch first, then
+            // the gradient contract's own problems.
+            SemanticCode::InvalidCaptureContract => {
+                let first = std::mem::replace(&mut first_contract_issue, false);
+                if first && coverage_mismatch {
+                    mismatch_code
+                } else {
+                    HealthCode::GradientContractInvalid
+                }
+            }
+        };
+        issues.error(code, s.message.clone(), IssueLocation::line(s.line));
+    }
+}
+
+fn capture(doc: &TraceDocument, state: CaptureState, issues: &mut Issues) {
+    if state.failed {
+        let reason = doc
+            .terminal
+            .as_ref()
+            .and_then(|t| t.reason.as_deref())
+            .unwrap_or("no reason given");
+        issues.warning(
+            HealthCode::CaptureFailed,
+            format!("the captured step failed: {reason}; results are diagnostic only"),
+            IssueLocation::document(),
+        );
+    }
+    if let Some(t) = &doc.truncation {
+        let mut what = Vec::new();
+        if let Some(line) = t.partial_line {
+            what.push(format!(
+                "partial last line {line} ({} bytes) dropped",
+                t.dropped_bytes
+            ));
+        }
+        if t.terminal_missing {
+            what.push("no terminal event".to_string());
+        }
+        issues.warning(
+            HealthCode::TraceTruncated,
+            format!(
+                "trace was cut short ({}): capture incomplete, memory figures are lower bounds",
+                what.join(", ")
+            ),
+            IssueLocation::line(t.partial_line.unwrap_or(0)),
+        );
+    }
+    if let Some(n) = doc.dropped_events.filter(|&n| n > 0) {
+        issues.warning(
+            HealthCode::DroppedEvents,
+            format!("{n} events were dropped by the probe: capture incomplete, memory figures are lower bounds"),
+            IssueLocation::document(),
+        );
+    }
+}

@@ -1,0 +1,257 @@
+//! Reference checks (every op, tensor, stats, memory and device event names a known span; ops
+//! inside their spans and in time order; non-empty samples and intervals; host-timed device
+//! ops) and edge checks. O(n) with hash lookups.
+
+use std::collections::{BTreeMap, HashSet};
+
+use trace_schema::{EdgeRecord, Sym, TimingMode, TraceDocument};
+
+use super::{HealthCode, IssueLocation, Issues};
+use crate::index::{recorded_end, TraceIndex, NONE};
+
+fn known_span(doc: &TraceDocument, id: &str) -> bool {
+    doc.sym(id).and_then(|s| doc.span_index(s)).is_some()
+}
+
+pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, issues: &mut Issues) {
+    for (i, op) in doc.ops.iter().enumerate() {
+        let node = index.op_node_id(doc, i);
+        let si = index.op_span[i];
+        if si == NONE {
+            issues.error(
+                HealthCode::UnknownSpan,
+                format!(
+                    "op {} names unknown span {}",
+                    doc.str(op.op_name),
+                    doc.str(op.span)
+                ),
+                IssueLocation::node(node),
+            );
+            continue;
+        }
+        let span = &doc.spans[si as usize];
+        let op_end = op.timestamp_ns.saturating_add(op.duration_ns);
+        let span_end = recorded_end(span);
+        if op.timestamp_ns < span.start_ns || span_end.is_some_and(|e| op.timestamp_ns > e) {
+            issues.error(
+                HealthCode::OperationOutsideSpan,
+                format!(
+                    "op {node} ({}) starts at {} ns, outside its span {} starting at {} ns",
+                    doc.str(op.op_name),
+                    op.timestamp_ns,
+                    doc.str(span.id),
+                    span.start_ns
+                ),
+                IssueLocation::node(node),
+            );
+        } else if let Some(e) = span_end.filter(|&e| op_end > e) {
+            issues.warning(
+                HealthCode::OperationOutlivesSpan,
+                format!(
+                    "op {node} ({}) ends at {op_end} ns, after its closed span {} ended at {e} ns; its time is clipped to the span",
+                    doc.str(op.op_name),
+                    doc.str(span.id)
+                ),
+                IssueLocation::node(node),
+            );
+        }
+    }
+    for (si, ops) in index.ops_by_span.iter().enumerate() {
+        if let Some(w) = ops
+            .windows(2)
+            .position(|w| doc.ops[w[1] as usize].timestamp_ns < doc.ops[w[0] as usize].timestamp_ns)
+        {
+            let node = index.op_node_id(doc, ops[w + 1] as usize);
+            issues.warning(
+                HealthCode::OperationsOutOfOrder,
+                format!(
+                    "ops of span {} are out of time order: {node} starts before the op recorded before it",
+                    doc.str(doc.spans[si].id)
+                ),
+                IssueLocation::node(node),
+            );
+        }
+    }
+    for t in &doc.tensors {
+        if doc.span_index(t.span).is_none() {
+            issues.error(
+                HealthCode::UnknownSpan,
+                format!(
+                    "tensor {} names unknown span {}",
+                    doc.str(t.tensor_id),
+                    doc.str(t.span)
+                ),
+                IssueLocation::node(format!("tensor/{}", doc.str(t.tensor_id))),
+            );
+        }
+    }
+    for s in &doc.tensor_stats {
+        if !known_span(doc, &s.span_id) {
+            issues.error(
+                HealthCode::UnknownSpan,
+                format!("tensor_stats {} names unknown span {}", s.label, s.span_id),
+                IssueLocation::document(),
+            );
+        }
+    }
+    for d in &doc.device_intervals {
+        if !known_span(doc, &d.span_id) {
+            issues.error(
+                HealthCode::UnknownSpan,
+                format!(
+                    "device interval on {} names unknown span {}",
+                    d.device, d.span_id
+                ),
+                IssueLocation::document(),
+            );
+        }
+        if d.duration_ns == 0 {
+            issues.error(
+                HealthCode::EmptyDeviceInterval,
+                format!(
+                    "device interval of span {} on {} has duration 0",
+                    d.span_id, d.device
+                ),
+                IssueLocation::node(d.span_id.clone()),
+            );
+        }
+    }
+    // One warning per missing span id (allocator events may name spans that were lost).
+    let mut unknown_memory_spans: BTreeMap<Sym, u64> = BTreeMap::new();
+    for m in &doc.memory {
+        if let Some(s) = m.span.filter(|&s| doc.span_index(s).is_none()) {
+            *unknown_memory_spans.entry(s).or_default() += 1;
+        }
+    }
+    let mut unknown: Vec<(&str, u64)> = unknown_memory_spans
+        .into_iter()
+        .map(|(s, n)| (doc.str(s), n))
+        .collect();
+    unknown.sort();
+    for (span, n) in unknown {
+        issues.warning(
+            HealthCode::MemoryUnknownSpan,
+            format!("{n} memory events name span {span}, which does not exist; they are kept but attributed to no node"),
+            IssueLocation::node(span),
+        );
+    }
+    for d in &doc.device_memory {
+        if d.used_bytes.is_none()
+            && d.free_bytes.is_none()
+            && d.reserved_bytes.is_none()
+            && d.capacity_bytes.is_none()
+            && d.resident_bytes.is_none()
+        {
+            issues.error(
+                HealthCode::EmptyDeviceMemorySample,
+                format!(
+                    "device memory sample on {} at {} ns has no field",
+                    doc.str(d.device),
+                    d.timestamp_ns
+                ),
+                IssueLocation::document(),
+            );
+        }
+    }
+    host_timed_device_ops(doc, issues);
+}
+
+/// Ops on a non-CPU device timed on the host without synchronization measure launches.
+fn host_timed_device_ops(doc: &TraceDocument, issues: &mut Issues) {
+    if doc.meta.timing_mode.unwrap_or_default() != TimingMode::Host {
+        return;
+    }
+    let mut per_device: BTreeMap<Sym, u64> = BTreeMap::new();
+    for op in &doc.ops {
+        *per_device.entry(op.device).or_default() += 1;
+    }
+    let mut devices: Vec<(&str, u64)> = per_device
+        .into_iter()
+        .map(|(d, n)| (doc.str(d), n))
+        .filter(|(d, _)| !d.is_empty() && !d.starts_with("cpu"))
+        .collect();
+    devices.sort();
+    for (device, n) in devices {
+        let outer = if doc.meta.measured_region_device_synchronized {
+            " (only the measured region is synchronized)"
+        } else {
+            ""
+        };
+        issues.warning(
+            HealthCode::HostTimedDeviceOps,
+            format!("{n} ops on {device} were timed on the host without synchronization{outer}: their durations are launch times, not device execution times"),
+            IssueLocation::document(),
+        );
+    }
+}
+
+pub(super) fn check_edges(doc: &TraceDocument, index: &TraceIndex, issues: &mut Issues) {
+    let mut known_tensors: HashSet<Sym> = HashSet::with_capacity(doc.tensors.len());
+    let mut tensors_built = false;
+    for edge in &doc.edges {
+        match *edge {
+            EdgeRecord::Call {
+                from_span,
+                to_span,
+                host_duration_ns,
+            } => {
+                let (from, to) = (doc.span_index(from_span), doc.span_index(to_span));
+                let (fs, ts) = (doc.str(from_span), doc.str(to_span));
+                let (Some(fi), Some(ti)) = (from, to) else {
+                    issues.error(
+                        HealthCode::UnknownCallEdgeSpan,
+                        format!("call edge {fs} -> {ts} names an unknown span"),
+                        IssueLocation::node(if from.is_none() { fs } else { ts }),
+                    );
+                    continue;
+                };
+                if index.parent[ti] != fi as u32 {
+                    issues.error(
+                        HealthCode::CallEdgeHierarchyMismatch,
+                        format!("call edge {fs} -> {ts}: the parent of {ts} is not {fs}"),
+                        IssueLocation::node(ts),
+                    );
+                }
+                if let Some(d) = doc.spans[ti].duration_ns.filter(|&d| d != host_duration_ns) {
+                    issues.error(
+                        HealthCode::CallEdgeDurationMismatch,
+                        format!("call edge {fs} -> {ts} says {host_duration_ns} ns but span {ts} lasted {d} ns"),
+                        IssueLocation::node(ts),
+                    );
+                }
+            }
+            EdgeRecord::Data {
+                from_tensor,
+                to_tensor,
+            } => {
+                let (f, t) = (doc.str(from_tensor), doc.str(to_tensor));
+                if f.trim().is_empty() || t.trim().is_empty() {
+                    issues.error(
+                        HealthCode::EmptyDataEdgeEndpoint,
+                        format!("data edge '{f}' -> '{t}' has an empty endpoint"),
+                        IssueLocation::document(),
+                    );
+                    continue;
+                }
+                if !tensors_built {
+                    tensors_built = true;
+                    known_tensors.extend(doc.tensors.iter().map(|t| t.tensor_id));
+                    for op in &doc.ops {
+                        known_tensors.extend(op.inputs.iter().copied());
+                        known_tensors.extend(op.output);
+                    }
+                }
+                for end in [from_tensor, to_tensor] {
+                    if !known_tensors.contains(&end) {
+                        let id = doc.str(end);
+                        issues.error(
+                            HealthCode::UnknownDataEdgeTensor,
+                            format!("data edge {f} -> {t}: tensor {id} is neither a tensor event nor an op input or output"),
+                            IssueLocation::node(format!("tensor/{id}")),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

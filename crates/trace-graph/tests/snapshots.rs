@@ -1,0 +1,173 @@
+//! insta snapshots of health, capabilities, graph and findings for hand-written traces.
+
+mod common;
+
+use common::*;
+use trace_graph::{analyze, HealthCode, Severity};
+use trace_schema::*;
+
+fn codes(a: &trace_graph::Analysis) -> Vec<(Severity, HealthCode)> {
+    a.health
+        .issues
+        .iter()
+        .map(|i| (i.severity, i.code))
+        .collect()
+}
+
+#[test]
+fn clean_training_step() {
+    let doc = TraceDocument::from_events(clean_step());
+    let a = analyze(&doc);
+    assert!(a.health.structurally_valid, "{:#?}", a.health.issues);
+    assert!(a.health.capture_complete);
+    let g = a.graph.as_ref().expect("graph");
+    assert_eq!(g.outer_wall_time_ns, Some(200));
+    insta::assert_yaml_snapshot!(a);
+}
+
+#[test]
+fn failed_capture_keeps_health_and_refuses_graph() {
+    use MemoryCategory::*;
+    let doc = TraceDocument::from_events(vec![
+        meta(ExecutionPhase::Train, Some(contract(&["w1"]))),
+        measured("s1", None, "train_step", 0),
+        step("s2", "s1", "forward", 10, ExecutionStep::Forward),
+        op("s2", "matmul", &["x", "w"], Some("h"), 20, 30),
+        alloc(20, "st-h", 4096, Some("s2"), Activation),
+        failed(60, "panicked: shape mismatch in matmul"),
+    ]);
+    let a = analyze(&doc);
+    assert!(!a.health.capture_complete);
+    assert!(a.health.capture_failed);
+    assert!(a.graph.is_none());
+    let reasons = &a.graph_refusal.as_ref().unwrap().reasons;
+    assert!(
+        reasons[0].contains("capture failed: panicked"),
+        "{reasons:?}"
+    );
+    // Open spans are warnings in a failed run, missing manifest keys too.
+    assert!(codes(&a).contains(&(Severity::Warning, HealthCode::OpenSpan)));
+    assert!(codes(&a).contains(&(Severity::Warning, HealthCode::GradientManifestMissingKey)));
+    insta::assert_yaml_snapshot!(a);
+}
+
+#[test]
+fn truncated_trace_loads_and_says_so() {
+    let text = r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"mlp","phase":"infer","timestamp":"2026-11-29T08:00:00.000Z","capture_step":1,"warmup_steps":0,"device":"cpu","timing_mode":"host"}
+{"kind":"span_start","id":"s1","name":"mlp","start_ns":0,"span_kind":"function","measured":true}
+{"kind":"op","span_id":"s1","op_name":"matmul","inputs":["x","w"],"output":"h","shape":[2,2],"dtype":"f32","device":"cpu","duration_ns":5,"timestamp_ns":1}
+{"kind":"memory","timestamp_ns":1,"action":"alloc","device":"cpu","storage_id":"st1","bytes":16,"span_id":"s1","category":"activation"}
+{"kind":"memory","timestamp_ns":7,"action":"al"#;
+    let doc = load_str(text).unwrap();
+    assert!(doc.is_truncated());
+    let a = analyze(&doc);
+    assert!(a.health.truncated);
+    assert!(a.health.memory_lower_bound);
+    assert!(a.graph.is_none());
+    assert!(codes(&a).contains(&(Severity::Warning, HealthCode::TraceTruncated)));
+    insta::assert_yaml_snapshot!(a);
+}
+
+#[test]
+fn child_outliving_parent_is_clipped_never_negative() {
+    let doc = TraceDocument::from_events(vec![
+        meta(ExecutionPhase::Infer, None),
+        measured("s1", None, "run", 0),
+        start("s2", Some("s1"), "encoder", 10),
+        start("s3", Some("s2"), "attention", 40),
+        op("s2", "matmul", &["x"], Some("h"), 12, 60),
+        end("s3", 40),
+        end("s2", 40),
+        end("s1", 100),
+        terminal(100),
+    ]);
+    let a = analyze(&doc);
+    assert!(a.health.structurally_valid);
+    assert!(codes(&a).contains(&(Severity::Warning, HealthCode::ChildOutlivesParent)));
+    assert!(codes(&a).contains(&(Severity::Warning, HealthCode::OperationOutlivesSpan)));
+    let g = a.graph.as_ref().unwrap();
+    let s2 = g.nodes.iter().find(|n| n.id == "s2").unwrap();
+    // s2 = [10, 50]; op [12, 72] and s3 [40, 80] clipped to it cover [12, 50].
+    assert_eq!(s2.host_self_time_ns, Some(2));
+    let s1 = g.nodes.iter().find(|n| n.id == "s1").unwrap();
+    assert_eq!(s1.host_self_time_ns, Some(60));
+    insta::assert_yaml_snapshot!(a);
+}
+
+#[test]
+fn equal_timestamp_siblings_are_ordered_by_id_and_counted_once() {
+    let doc = TraceDocument::from_events(vec![
+        meta(ExecutionPhase::Infer, None),
+        measured("s1", None, "run", 0),
+        start("s10", Some("s1"), "b", 10),
+        start("s2", Some("s1"), "a", 10),
+        end("s10", 20),
+        end("s2", 30),
+        start("s3", Some("s1"), "zero", 50),
+        op("s3", "add", &["x", "y"], Some("z"), 50, 5),
+        op("s3", "mul", &["z", "z"], Some("w"), 55, 5),
+        end("s3", 0),
+        end("s1", 100),
+        terminal(100),
+    ]);
+    let a = analyze(&doc);
+    let g = a.graph.as_ref().unwrap();
+    let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(&ids[..4], &["s1", "s2", "s10", "s3"]);
+    let s1 = &g.nodes[0];
+    // children cover [10, 40] ∪ [50, 60] = 40 ns.
+    assert_eq!(s1.host_self_time_ns, Some(60));
+    let s3 = g.nodes.iter().find(|n| n.id == "s3").unwrap();
+    assert!(s3.host_time_inferred);
+    assert_eq!(s3.host_total_time_ns, Some(10));
+    assert_eq!(s3.host_self_time_ns, Some(0));
+    insta::assert_yaml_snapshot!(a);
+}
+
+#[test]
+fn all_gradients_missing_is_a_finding_not_an_error() {
+    let mut events = clean_step();
+    let params = ["w1", "w2", "w3"];
+    events[0] = meta(ExecutionPhase::Train, Some(contract(&params)));
+    events.retain(|e| !matches!(e, TraceEvent::Gradient(_)));
+    let n = events.len();
+    for (i, p) in params.iter().enumerate() {
+        events.insert(n - 1, grad(i as u64 + 1, p, GradientState::Missing, None));
+    }
+    let a = analyze(&TraceDocument::from_events(events));
+    assert!(a.health.structurally_valid, "{:#?}", a.health.issues);
+    assert!(codes(&a).contains(&(
+        Severity::Warning,
+        HealthCode::GradientActiveFamilyBelowMinimum
+    )));
+    let f = a
+        .findings
+        .iter()
+        .find(|f| f.code == trace_graph::FindingCode::ParametersWithoutGradient)
+        .expect("finding");
+    assert!(
+        f.summary
+            .starts_with("3 of 3 parameters received no gradient"),
+        "{}",
+        f.summary
+    );
+    assert_eq!(f.severity, Severity::Error);
+    insta::assert_yaml_snapshot!(a);
+}
+
+#[test]
+fn unpaired_frees_are_warnings_and_the_trace_stays_valid() {
+    let mut events = clean_step();
+    let n = events.len();
+    events.insert(n - 2, free(5, "st-from-before", Some("s1")));
+    events.insert(n - 2, free(6, "st-from-before-2", None));
+    let a = analyze(&TraceDocument::from_events(events));
+    assert!(a.health.structurally_valid);
+    let unpaired = codes(&a)
+        .into_iter()
+        .filter(|c| *c == (Severity::Warning, HealthCode::UnpairedFree))
+        .count();
+    assert_eq!(unpaired, 2);
+    assert!(a.graph.is_some());
+    insta::assert_yaml_snapshot!(a.health);
+}
