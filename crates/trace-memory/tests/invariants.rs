@@ -64,10 +64,12 @@ fn to_event(e: &Ev) -> TraceEvent {
     TraceEvent::Memory(m)
 }
 
+/// (time, total, per device, per category) after one batch.
+type RefPoint = (u64, u64, BTreeMap<u8, u64>, BTreeMap<u8, u64>);
+
 /// Naive replay: after each batch, sum the whole live map.
 struct Reference {
-    /// (time, total, per device, per category) after each batch.
-    points: Vec<(u64, u64, BTreeMap<u8, u64>, BTreeMap<u8, u64>)>,
+    points: Vec<RefPoint>,
     allocated: u64,
     pre_existing: u64,
 }
