@@ -1,8 +1,14 @@
 //! String and shape interning: a loaded trace keeps each distinct span id, device, dtype, name
 //! and shape once, and records refer to them by 4-byte handles.
+//!
+//! Strings live end to end in one arena (`String`) with one end offset each; the lookup table
+//! holds only the 4-byte handles (a `hashbrown::HashTable` hashed with foldhash), so a distinct
+//! string costs its bytes plus about 16 bytes, instead of two boxed copies and a map entry.
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::num::NonZeroU32;
+
+use hashbrown::{DefaultHashBuilder, HashTable};
 
 /// A handle to an interned string of one [`Interner`]. `Option<Sym>` is 4 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -13,31 +19,70 @@ impl Sym {
     pub fn index(self) -> usize {
         self.0.get() as usize - 1
     }
+
+    fn from_index(index: usize) -> Self {
+        let raw = u32::try_from(index + 1).expect("more than 2^32 - 1 distinct strings");
+        Sym(NonZeroU32::new(raw).expect("non-zero"))
+    }
 }
 
 /// Deduplicating string storage.
-#[derive(Debug, Default, Clone)]
+#[derive(Clone, Default)]
 pub struct Interner {
-    map: HashMap<Box<str>, Sym>,
-    strings: Vec<Box<str>>,
+    /// All strings, end to end.
+    arena: String,
+    /// End offset in `arena` of each string, by index.
+    ends: Vec<usize>,
+    table: HashTable<Sym>,
+    hasher: DefaultHashBuilder,
+}
+
+impl std::fmt::Debug for Interner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interner")
+            .field("len", &self.len())
+            .field("arena_bytes", &self.arena.len())
+            .finish()
+    }
+}
+
+fn span_of(ends: &[usize], index: usize) -> (usize, usize) {
+    let start = if index == 0 { 0 } else { ends[index - 1] };
+    (start, ends[index])
 }
 
 impl Interner {
     /// Interns `s`, returning its handle.
+    ///
+    /// # Panics
+    /// With more than 2^32 − 1 distinct strings.
     pub fn intern(&mut self, s: &str) -> Sym {
-        if let Some(&sym) = self.map.get(s) {
+        let hash = self.hasher.hash_one(s);
+        let (arena, ends) = (&self.arena, &self.ends);
+        let eq = |sym: &Sym| {
+            let (start, end) = span_of(ends, sym.index());
+            &arena[start..end] == s
+        };
+        if let Some(&sym) = self.table.find(hash, eq) {
             return sym;
         }
-        let raw = u32::try_from(self.strings.len() + 1).expect("more than 2^32 distinct strings");
-        let sym = Sym(NonZeroU32::new(raw).expect("non-zero"));
-        self.strings.push(s.into());
-        self.map.insert(s.into(), sym);
+        let sym = Sym::from_index(self.ends.len());
+        self.arena.push_str(s);
+        self.ends.push(self.arena.len());
+        let (arena, ends, hasher) = (&self.arena, &self.ends, &self.hasher);
+        self.table.insert_unique(hash, sym, |sym| {
+            let (start, end) = span_of(ends, sym.index());
+            hasher.hash_one(&arena[start..end])
+        });
         sym
     }
 
     /// The handle of `s` if it was interned.
     pub fn get(&self, s: &str) -> Option<Sym> {
-        self.map.get(s).copied()
+        let hash = self.hasher.hash_one(s);
+        self.table
+            .find(hash, |sym| self.resolve(*sym) == s)
+            .copied()
     }
 
     /// The string of a handle.
@@ -45,43 +90,61 @@ impl Interner {
     /// # Panics
     /// When `sym` comes from another interner and is out of range.
     pub fn resolve(&self, sym: Sym) -> &str {
-        &self.strings[sym.index()]
+        let (start, end) = span_of(&self.ends, sym.index());
+        &self.arena[start..end]
     }
 
     /// Number of distinct strings.
     pub fn len(&self) -> usize {
-        self.strings.len()
+        self.ends.len()
     }
 
     /// True when nothing was interned.
     pub fn is_empty(&self) -> bool {
-        self.strings.is_empty()
+        self.ends.is_empty()
     }
 
-    /// Approximate heap bytes held.
+    /// Approximate heap bytes held (arena, offsets and table).
     pub fn heap_bytes(&self) -> usize {
-        self.strings.iter().map(|s| 2 * s.len() + 40).sum::<usize>()
+        self.arena.capacity()
+            + self.ends.capacity() * std::mem::size_of::<usize>()
+            + self.table.capacity() * (std::mem::size_of::<Sym>() + 1)
+    }
+
+    /// Releases spare capacity (called when a document is finished).
+    pub fn shrink_to_fit(&mut self) {
+        self.arena.shrink_to_fit();
+        self.ends.shrink_to_fit();
+        let (arena, ends, hasher) = (&self.arena, &self.ends, &self.hasher);
+        self.table.shrink_to_fit(|sym| {
+            let (start, end) = span_of(ends, sym.index());
+            hasher.hash_one(&arena[start..end])
+        });
     }
 }
 
-/// A handle to an interned shape.
+/// A handle to an interned shape. `Option<ShapeId>` is 4 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ShapeId(u32);
+pub struct ShapeId(NonZeroU32);
 
 /// Deduplicating shape storage.
 #[derive(Debug, Default, Clone)]
 pub struct ShapeTable {
-    map: HashMap<Box<[u64]>, ShapeId>,
+    map: std::collections::HashMap<Box<[u64]>, ShapeId>,
     shapes: Vec<Box<[u64]>>,
 }
 
 impl ShapeTable {
     /// Interns `shape`.
+    ///
+    /// # Panics
+    /// With more than 2^32 − 1 distinct shapes.
     pub fn intern(&mut self, shape: &[u64]) -> ShapeId {
         if let Some(&id) = self.map.get(shape) {
             return id;
         }
-        let id = ShapeId(u32::try_from(self.shapes.len()).expect("more than 2^32 shapes"));
+        let raw = u32::try_from(self.shapes.len() + 1).expect("more than 2^32 - 1 shapes");
+        let id = ShapeId(NonZeroU32::new(raw).expect("non-zero"));
         self.shapes.push(shape.into());
         self.map.insert(shape.into(), id);
         id
@@ -89,6 +152,62 @@ impl ShapeTable {
 
     /// The dimensions of a handle.
     pub fn resolve(&self, id: ShapeId) -> &[u64] {
-        &self.shapes[id.0 as usize]
+        &self.shapes[id.0.get() as usize - 1]
+    }
+
+    /// Number of distinct shapes.
+    pub fn len(&self) -> usize {
+        self.shapes.len()
+    }
+
+    /// True when no shape was interned.
+    pub fn is_empty(&self) -> bool {
+        self.shapes.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interning_deduplicates_and_resolves() {
+        let mut i = Interner::default();
+        let a = i.intern("s1");
+        let b = i.intern("cpu");
+        let empty = i.intern("");
+        assert_eq!(i.intern("s1"), a);
+        assert_ne!(a, b);
+        assert_eq!(i.resolve(a), "s1");
+        assert_eq!(i.resolve(b), "cpu");
+        assert_eq!(i.resolve(empty), "");
+        assert_eq!(i.get("cpu"), Some(b));
+        assert_eq!(i.get("gpu"), None);
+        assert_eq!(i.len(), 3);
+        assert_eq!(std::mem::size_of::<Option<Sym>>(), 4);
+        assert_eq!(std::mem::size_of::<Option<ShapeId>>(), 4);
+    }
+
+    #[test]
+    fn many_strings_survive_growth_and_shrinking() {
+        let mut i = Interner::default();
+        let syms: Vec<Sym> = (0..10_000).map(|n| i.intern(&format!("t{n}"))).collect();
+        i.shrink_to_fit();
+        for (n, sym) in syms.iter().enumerate() {
+            assert_eq!(i.resolve(*sym), format!("t{n}"));
+            assert_eq!(i.get(&format!("t{n}")), Some(*sym));
+        }
+        assert_eq!(i.intern("t42"), syms[42]);
+    }
+
+    #[test]
+    fn shapes_deduplicate() {
+        let mut t = ShapeTable::default();
+        let a = t.intern(&[2, 3]);
+        let scalar = t.intern(&[]);
+        assert_eq!(t.intern(&[2, 3]), a);
+        assert_eq!(t.resolve(a), &[2, 3]);
+        assert_eq!(t.resolve(scalar), &[] as &[u64]);
+        assert_eq!(t.len(), 2);
     }
 }

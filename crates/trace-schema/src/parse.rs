@@ -54,7 +54,7 @@ pub(crate) fn parse_line(
             host_duration_ns: edge.duration_ns,
         })
     } else {
-        match serde_json::from_slice::<TraceEvent>(bytes) {
+        match fast_parse(bytes).unwrap_or_else(|| serde_json::from_slice::<TraceEvent>(bytes)) {
             Ok(event) => event,
             Err(_) => return Err(diagnose(bytes, line)),
         }
@@ -70,6 +70,37 @@ pub(crate) fn parse_line(
         check_version_rules(&event, line, version)?;
     }
     Ok(legacy_fixups(event, legacy))
+}
+
+/// The fast path for lines that start with `{"kind":"<kind>"` (as every writer of this crate and
+/// the probe write them): deserialize straight into the body struct, skipping the buffering
+/// serde does for internally tagged enums (the struct ignores the `kind` key). `None` when the
+/// line does not start that way or the kind is `meta` or `edge`; the caller then takes the
+/// general path, which accepts `kind` anywhere in the object.
+fn fast_parse(bytes: &[u8]) -> Option<serde_json::Result<TraceEvent>> {
+    const PREFIX: &[u8] = b"{\"kind\":\"";
+    let rest = bytes.strip_prefix(PREFIX)?;
+    let end = rest.iter().position(|&b| b == b'"')?;
+    fn parse<T: DeserializeOwned>(
+        bytes: &[u8],
+        wrap: fn(T) -> TraceEvent,
+    ) -> Option<serde_json::Result<TraceEvent>> {
+        Some(serde_json::from_slice::<T>(bytes).map(wrap))
+    }
+    match &rest[..end] {
+        b"memory" => parse(bytes, TraceEvent::Memory),
+        b"op" => parse(bytes, TraceEvent::Op),
+        b"span_start" => parse(bytes, TraceEvent::SpanStart),
+        b"span_end" => parse(bytes, TraceEvent::SpanEnd),
+        b"tensor" => parse(bytes, TraceEvent::Tensor),
+        b"tensor_stats" => parse(bytes, TraceEvent::TensorStats),
+        b"device_memory" => parse(bytes, TraceEvent::DeviceMemory),
+        b"device_interval" => parse(bytes, TraceEvent::DeviceInterval),
+        b"gradient" => parse(bytes, TraceEvent::Gradient),
+        b"dropped_events" => parse(bytes, TraceEvent::DroppedEvents),
+        b"terminal" => parse(bytes, TraceEvent::Terminal),
+        _ => None,
+    }
 }
 
 fn looks_like_kind(bytes: &[u8], kind: &[u8]) -> bool {

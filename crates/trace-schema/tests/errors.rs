@@ -184,6 +184,15 @@ fn trace_8_meta_requires_its_fields_but_trace_11_does_not() {
 }
 
 #[test]
+fn kind_anywhere_in_the_object_is_accepted() {
+    let end_first = r#"{"id":"s1","duration_ns":3,"kind":"span_end"}"#;
+    let spaced = r#"{ "kind" : "memory", "timestamp_ns":1,"action":"free","device":"cpu","storage_id":"a.1"}"#;
+    let doc = load_str(&doc(&[META_11, SPAN, end_first, spaced, TERMINAL])).unwrap();
+    assert_eq!(doc.spans[0].duration_ns, Some(3));
+    assert_eq!(doc.memory.len(), 1);
+}
+
+#[test]
 fn missing_meta() {
     let e = err(&[SPAN, TERMINAL]);
     assert!(matches!(e, LoadError::MissingMeta { line: 1, .. }), "{e:?}");
