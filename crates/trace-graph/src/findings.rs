@@ -266,3 +266,233 @@ pub(crate) fn coverage_gaps(caps: &CapabilityMatrix, out: &mut Vec<Finding>) {
         });
     }
 }
+
+/// The innermost span containing `ts` and its step (own or inherited from an ancestor).
+pub(crate) fn step_at(
+    doc: &trace_schema::TraceDocument,
+    index: &crate::index::TraceIndex,
+    ts: u64,
+) -> (Option<usize>, Option<ExecutionStep>) {
+    use crate::index::{recorded_end, NONE};
+    let n = doc.spans.len();
+    let mut step: Vec<Option<ExecutionStep>> = vec![None; n];
+    let mut depth = vec![0u32; n];
+    let mut best: Option<(u32, u64, usize)> = None;
+    for &s in &index.preorder {
+        let s = s as usize;
+        let span = &doc.spans[s];
+        let p = index.parent[s];
+        if p != NONE {
+            step[s] = span.step.or(step[p as usize]);
+            depth[s] = depth[p as usize] + 1;
+        } else {
+            step[s] = span.step;
+        }
+        let end = match span.duration_ns {
+            None => u64::MAX,
+            Some(_) => match recorded_end(span) {
+                Some(e) => e,
+                None => continue,
+            },
+        };
+        if span.start_ns <= ts && ts < end {
+            let key = (depth[s], span.start_ns, s);
+            if best.is_none_or(|b| key > b) {
+                best = Some(key);
+            }
+        }
+    }
+    match best {
+        Some((_, _, s)) => (Some(s), step[s]),
+        None => (None, None),
+    }
+}
+
+fn step_name(step: Option<ExecutionStep>) -> &'static str {
+    match step {
+        Some(ExecutionStep::Forward) => "the forward step",
+        Some(ExecutionStep::Backward) => "the backward step",
+        Some(ExecutionStep::Optimizer) => "the optimizer step",
+        None => "no declared step",
+    }
+}
+
+fn category_name(c: MemoryCategory) -> &'static str {
+    c.as_str()
+}
+
+/// How many storages a memory finding names.
+pub const TOP_STORAGES: usize = 5;
+
+fn describe(l: &trace_memory::StorageLifetime) -> String {
+    let mut s = format!(
+        "{} ({}, {}",
+        crate::health::lifetime_label(l),
+        human_bytes(l.bytes),
+        category_name(l.category)
+    );
+    if let Some(span) = &l.span_id {
+        s.push_str(&format!(", allocated in {span}"));
+    }
+    if let Some(op) = &l.op_name {
+        s.push_str(&format!(" by {op}"));
+    }
+    s.push(')');
+    s
+}
+
+/// Memory findings: the peak, activations retained into the optimizer step, storages retained
+/// at the end.
+pub(crate) fn memory_findings(
+    doc: &trace_schema::TraceDocument,
+    index: &crate::index::TraceIndex,
+    logical: Option<&trace_memory::LogicalMemoryProfile>,
+    health: &crate::health::TraceHealth,
+    caps: &CapabilityMatrix,
+    out: &mut Vec<Finding>,
+) {
+    let requires = vec![CapabilityKind::LogicalMemory];
+    let Some(logical) = logical.filter(|_| caps.allows(&requires)) else {
+        return;
+    };
+    let lower_bound = health.memory_lower_bound;
+    let bound = if lower_bound {
+        " (a lower bound: the capture is incomplete)"
+    } else {
+        ""
+    };
+    if let Some(peak) = logical.peak.as_ref().filter(|p| p.live_bytes > 0) {
+        let (span, step) = step_at(doc, index, peak.timestamp_ns);
+        let dominant = peak
+            .by_category
+            .iter()
+            .max_by_key(|(c, b)| (**b, std::cmp::Reverse(**c)))
+            .map(|(c, b)| (*c, *b));
+        let top: Vec<&trace_memory::StorageLifetime> =
+            peak.live_allocations.iter().take(TOP_STORAGES).collect();
+        let mut summary = format!(
+            "logical memory peaks at {}{bound} at {} during {}",
+            human_bytes(peak.live_bytes),
+            crate::findings::ms(peak.timestamp_ns),
+            step_name(step)
+        );
+        if let Some(s) = span {
+            summary.push_str(&format!(" (span {})", doc.str(doc.spans[s].id)));
+        }
+        if let Some((c, b)) = dominant {
+            summary.push_str(&format!(
+                "; {} dominates with {} ({:.1}%)",
+                category_name(c),
+                human_bytes(b),
+                100.0 * b as f64 / peak.live_bytes as f64
+            ));
+        }
+        if !top.is_empty() {
+            let names: Vec<String> = top.iter().map(|l| describe(l)).collect();
+            summary.push_str(&format!("; largest: {}", names.join(", ")));
+        }
+        let mut node_ids: Vec<String> = span
+            .map(|s| doc.str(doc.spans[s].id).to_string())
+            .into_iter()
+            .collect();
+        for l in &top {
+            if let Some(s) = &l.span_id {
+                if !node_ids.iter().any(|n| n == &**s) {
+                    node_ids.push(s.to_string());
+                }
+            }
+        }
+        out.push(Finding {
+            code: FindingCode::MemoryPeak,
+            severity: Severity::Info,
+            summary,
+            evidence: Evidence {
+                node_ids,
+                storages: top
+                    .iter()
+                    .map(|l| crate::health::lifetime_label(l))
+                    .collect(),
+                bytes: Some(peak.live_bytes),
+                timestamp_ns: Some(peak.timestamp_ns),
+                count: Some(peak.live_allocations.len() as u64),
+                step,
+                category: dominant.map(|(c, _)| c),
+                lower_bound,
+                ..Evidence::default()
+            },
+            requires: requires.clone(),
+        });
+    }
+    if let Some(opt) = logical
+        .findings
+        .first_optimizer
+        .as_ref()
+        .filter(|o| o.activation_live_bytes > 0)
+    {
+        let still = opt
+            .still_live_at_end_bytes
+            .map(|b| format!(", {} still live when it ends", human_bytes(b)))
+            .unwrap_or_default();
+        out.push(Finding {
+            code: FindingCode::ActivationsRetainedIntoOptimizer,
+            severity: Severity::Warning,
+            summary: format!(
+                "{} of activations ({} storages) are still live when the optimizer step {} ({}) starts{still}{bound}: run backward, drop the loss, then step, so they are freed before the optimizer runs",
+                human_bytes(opt.activation_live_bytes),
+                opt.activation_live_count,
+                opt.span_name,
+                opt.span_id
+            ),
+            evidence: Evidence {
+                node_ids: vec![opt.span_id.to_string()],
+                bytes: Some(opt.activation_live_bytes),
+                timestamp_ns: Some(opt.start_ns),
+                count: Some(opt.activation_live_count),
+                step: Some(ExecutionStep::Optimizer),
+                category: Some(MemoryCategory::Activation),
+                lower_bound,
+                ..Evidence::default()
+            },
+            requires: requires.clone(),
+        });
+    }
+    let retained: Vec<&trace_memory::StorageLifetime> = crate::health::retained(logical).collect();
+    if !retained.is_empty() {
+        let bytes: u64 = retained.iter().map(|l| l.bytes).sum();
+        let mut ranked = retained.clone();
+        ranked.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.start_ns.cmp(&b.start_ns)));
+        let top: Vec<String> = ranked
+            .iter()
+            .take(TOP_STORAGES)
+            .map(|l| describe(l))
+            .collect();
+        let when = if health.truncated || logical.live_at_end.trace_truncated {
+            "when the trace was cut short"
+        } else if health.capture_failed {
+            "when the capture failed"
+        } else {
+            "at the end of the capture"
+        };
+        out.push(Finding {
+            code: FindingCode::StoragesRetainedAtEnd,
+            severity: Severity::Warning,
+            summary: format!(
+                "{} storage(s) holding {} allocated inside the capture are still live {when} (parameters, optimizer state and pre-existing storages excluded); largest: {}",
+                retained.len(),
+                human_bytes(bytes),
+                top.join(", ")
+            ),
+            evidence: Evidence {
+                storages: ranked
+                    .iter()
+                    .map(|l| crate::health::lifetime_label(l))
+                    .collect(),
+                bytes: Some(bytes),
+                count: Some(retained.len() as u64),
+                lower_bound,
+                ..Evidence::default()
+            },
+            requires,
+        });
+    }
+}

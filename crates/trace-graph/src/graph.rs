@@ -15,32 +15,9 @@ use crate::health::TraceHealth;
 use crate::index::{natural_cmp, TraceIndex, NONE};
 use crate::timing::HostTiming;
 
-/// Per-node memory metrics (from `trace_memory::node_memory_metrics`); every field `None`
-/// when not observed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct NodeMemory {
-    /// Bytes of storages allocated directly in the node (not in child spans).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub direct_allocated_bytes: Option<u64>,
-    /// Simultaneous peak of the subtree's storages, clipped to the node interval.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub subtree_peak_live_bytes: Option<u64>,
-    /// Bytes of the subtree's storages still live when the node ends.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub subtree_residual_bytes: Option<u64>,
-    /// Output element count × dtype size (ops).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_dense_bytes: Option<u64>,
-}
-
-/// Per-node memory inputs of the graph build, indexed like `doc.spans` and `doc.ops`.
-#[derive(Debug, Clone, Default)]
-pub struct GraphMemoryInputs {
-    /// Per span.
-    pub spans: Vec<NodeMemory>,
-    /// Per op.
-    pub ops: Vec<NodeMemory>,
-}
+/// Per-node memory metrics, from `trace_memory::node_memory_metrics` (definitions there).
+pub use trace_memory::NodeMemoryMetrics as NodeMemory;
+use trace_memory::NodeMetrics;
 
 /// Kind of a graph node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -286,7 +263,7 @@ pub(crate) fn build_graph(
     index: &TraceIndex,
     timing: &HostTiming,
     measured: Option<usize>,
-    memory: Option<&GraphMemoryInputs>,
+    memory: Option<&NodeMetrics>,
 ) -> Result<ExecutionGraph, GraphRefusal> {
     let n_spans = doc.spans.len();
     // Scopes: the measured subtree is a contiguous range of the pre-order.
@@ -323,13 +300,13 @@ pub(crate) fn build_graph(
     let mem_span = |i: usize| {
         memory
             .and_then(|m| m.spans.get(i))
-            .copied()
+            .cloned()
             .unwrap_or_default()
     };
     let mem_op = |i: usize| {
         memory
             .and_then(|m| m.ops.get(i))
-            .copied()
+            .cloned()
             .unwrap_or_default()
     };
     let opt = |s: Option<Sym>| s.map(|s| doc.str(s).to_string());
@@ -608,7 +585,7 @@ fn rank(
     index: &TraceIndex,
     timing: &HostTiming,
     scope: &[HostScope],
-    memory: Option<&GraphMemoryInputs>,
+    memory: Option<&NodeMetrics>,
 ) -> Rankings {
     let mut out = Rankings::default();
     for &s in &index.preorder {
@@ -630,7 +607,7 @@ fn rank(
         });
         let m = memory
             .and_then(|m| m.spans.get(s))
-            .copied()
+            .cloned()
             .unwrap_or_default();
         if let Some(b) = m.direct_allocated_bytes.filter(|&b| b > 0) {
             target.heaviest_by_direct_allocated.push(SpanBytes {

@@ -2,8 +2,10 @@
 //!
 //! Structural health, the capability matrix, the execution graph and typed findings for
 //! candle-graph traces. Consumers call one function, [`analyze`], which runs every analysis
-//! once and passes results on: the hierarchy index, the memory pairing replay and health
-//! first, then the capability matrix, gradients, host timing, the graph and the findings.
+//! once and passes results on: the memory profile (`trace_memory::analyze_memory`), the
+//! hierarchy index and health first, then the capability matrix, gradients, host timing,
+//! per-node memory metrics (`trace_memory::node_memory_metrics`, from the same profile), the
+//! graph and the findings.
 //!
 //! Graph-dependent results (the graph, the largest self time) are refused for failed,
 //! truncated or structurally invalid traces, with every reason listed; health, capabilities,
@@ -37,6 +39,7 @@ mod index;
 mod timing;
 
 use serde::Serialize;
+use trace_memory::{analyze_memory, node_memory_metrics, MemoryProfile};
 use trace_schema::TraceDocument;
 
 pub use capability::{
@@ -48,8 +51,8 @@ pub use gradients::{
     summarize_gradients, GradientCounts, GradientSummary, NonParameterGradient, ParameterGradient,
 };
 pub use graph::{
-    EdgeKind, ExecutionGraph, GraphEdge, GraphMemoryInputs, GraphNode, GraphRefusal, HostScope,
-    NodeKind, NodeMemory, Rankings, ScopeRankings, SpanBytes, SpanCost,
+    EdgeKind, ExecutionGraph, GraphEdge, GraphNode, GraphRefusal, HostScope, NodeKind, NodeMemory,
+    Rankings, ScopeRankings, SpanBytes, SpanCost,
 };
 pub use health::{
     EvidenceCoverage, HealthCode, HealthIssue, IssueLocation, Severity, TraceHealth,
@@ -65,6 +68,9 @@ pub struct Analysis {
     pub capabilities: CapabilityMatrix,
     /// Gradient summary.
     pub gradients: GradientSummary,
+    /// Logical and physical memory profiles (from `trace_memory`); computed for every trace,
+    /// failed and truncated ones included (their figures are lower bounds).
+    pub memory: MemoryProfile,
     /// The execution graph; `None` when refused (see `graph_refusal`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub graph: Option<ExecutionGraph>,
@@ -77,9 +83,10 @@ pub struct Analysis {
 
 /// Runs every analysis once on `doc`. O(n log n) in the number of events.
 pub fn analyze(doc: &TraceDocument) -> Analysis {
+    let memory = analyze_memory(doc);
+    let logical = memory.logical.as_ref();
     let index = index::TraceIndex::build(doc);
-    let pairing = health::MemoryPairing::replay(doc);
-    let health = health::analyze_health(doc, &index, &pairing, None);
+    let health = health::analyze_health(doc, &index, logical);
     let capabilities = assess_capabilities(doc, &health);
     let gradients = summarize_gradients(doc);
 
@@ -87,7 +94,8 @@ pub fn analyze(doc: &TraceDocument) -> Analysis {
     let (graph, graph_refusal) = if reasons.is_empty() {
         let measured = doc.spans.iter().position(|s| s.measured);
         let timing = timing::HostTiming::compute(doc, &index, measured);
-        match graph::build_graph(doc, &index, &timing, measured, None) {
+        let metrics = node_memory_metrics(doc, logical);
+        match graph::build_graph(doc, &index, &timing, measured, Some(&metrics)) {
             Ok(g) => (Some(g), None),
             Err(r) => (None, Some(r)),
         }
@@ -99,12 +107,14 @@ pub fn analyze(doc: &TraceDocument) -> Analysis {
     if let Some(g) = &graph {
         findings.extend(findings::largest_self_time(g, &capabilities));
     }
+    findings::memory_findings(doc, &index, logical, &health, &capabilities, &mut findings);
     findings::gradient_findings(&gradients, &capabilities, &mut findings);
     findings::coverage_gaps(&capabilities, &mut findings);
     Analysis {
         health,
         capabilities,
         gradients,
+        memory,
         graph,
         graph_refusal,
         findings,

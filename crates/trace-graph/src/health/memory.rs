@@ -1,103 +1,66 @@
-//! Logical memory pairing: alloc/free events replayed in timestamp order (file order within a
-//! timestamp), keyed by `(device, storage_id)` (trace/6: `(device, tensor_id)`). O(n log n).
+//! Logical memory checks. Unpaired frees, size mismatches and retained storages come from the
+//! memory profile (`trace_memory`, computed once); the only replay here detects
+//! `duplicate_allocation` (the same tensor allocating a live storage again), which the profile
+//! folds into aliases. Events apply in `(timestamp_ns, file order)`, keyed by
+//! `(device, storage_id)` (trace/6: `(device, tensor_id)`). O(n log n).
 
 use std::collections::HashMap;
 
+use trace_memory::{LogicalMemoryProfile, StorageLifetime};
 use trace_schema::{MemoryAction, MemoryCategory, Sym, TraceDocument};
 
 use super::{HealthCode, IssueLocation, Issues};
+use crate::findings::human_bytes;
 
-/// What the pairing replay found; indices are into `doc.memory`.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct MemoryPairing {
-    /// `(free or alias alloc, bytes live, bytes claimed)`.
-    pub size_mismatches: Vec<(usize, u64, u64)>,
-    /// The same tensor allocated a live storage again.
-    pub duplicate_allocations: Vec<usize>,
-    /// Frees of storages that were not live.
-    pub unpaired_frees: Vec<usize>,
-    /// Allocs inside the window (not pre-existing, not parameter or optimizer state) still live
-    /// at the end, in replay order.
-    pub retained: Vec<usize>,
-    /// Bytes of `retained`.
-    pub retained_bytes: u64,
-}
-
-struct Live {
-    alloc: usize,
-    bytes: u64,
-    tensors: Vec<Option<Sym>>,
-}
-
-impl MemoryPairing {
-    pub fn replay(doc: &TraceDocument) -> Self {
-        let mut order: Vec<u32> = (0..doc.memory.len() as u32).collect();
-        order.sort_by_key(|&i| doc.memory[i as usize].timestamp_ns);
-        let mut live: HashMap<(Sym, Sym), Live> = HashMap::new();
-        let mut out = Self::default();
-        for i in order {
-            let i = i as usize;
-            let m = &doc.memory[i];
-            let Some(id) = m.storage.or(m.tensor) else {
-                if m.action == MemoryAction::Free {
-                    out.unpaired_frees.push(i);
+/// Allocs (indices into `doc.memory`) by a tensor that already holds the live storage.
+pub(crate) fn duplicate_allocations(doc: &TraceDocument) -> Vec<usize> {
+    let mut order: Vec<u32> = (0..doc.memory.len() as u32).collect();
+    order.sort_by_key(|&i| doc.memory[i as usize].timestamp_ns);
+    let mut live: HashMap<(Sym, Sym), Vec<Option<Sym>>> = HashMap::new();
+    let mut out = Vec::new();
+    for i in order {
+        let i = i as usize;
+        let m = &doc.memory[i];
+        let Some(id) = m.storage.or(m.tensor) else {
+            continue;
+        };
+        match m.action {
+            MemoryAction::Alloc => match live.get_mut(&(m.device, id)) {
+                Some(tensors) if tensors.contains(&m.tensor) => out.push(i),
+                Some(tensors) => tensors.push(m.tensor),
+                None => {
+                    live.insert((m.device, id), vec![m.tensor]);
                 }
-                continue;
-            };
-            let key = (m.device, id);
-            match m.action {
-                MemoryAction::Alloc => match live.get_mut(&key) {
-                    Some(l) => {
-                        if l.tensors.contains(&m.tensor) {
-                            out.duplicate_allocations.push(i);
-                        } else {
-                            l.tensors.push(m.tensor);
-                        }
-                        if let Some(b) = m.bytes.filter(|&b| b != l.bytes) {
-                            out.size_mismatches.push((i, l.bytes, b));
-                        }
-                    }
-                    None => {
-                        live.insert(
-                            key,
-                            Live {
-                                alloc: i,
-                                bytes: m.bytes.unwrap_or(0),
-                                tensors: vec![m.tensor],
-                            },
-                        );
-                    }
-                },
-                MemoryAction::Free => match live.remove(&key) {
-                    Some(l) => {
-                        if let Some(b) = m.bytes.filter(|&b| b != l.bytes) {
-                            out.size_mismatches.push((i, l.bytes, b));
-                        }
-                    }
-                    None => out.unpaired_frees.push(i),
-                },
+            },
+            MemoryAction::Free => {
+                live.remove(&(m.device, id));
             }
         }
-        let mut retained: Vec<usize> = live
-            .into_values()
-            .map(|l| l.alloc)
-            .filter(|&a| {
-                let m = &doc.memory[a];
-                !m.pre_existing
-                    && !matches!(
-                        m.category,
-                        MemoryCategory::Parameter | MemoryCategory::Optimizer
-                    )
-            })
-            .collect();
-        retained.sort_unstable();
-        out.retained_bytes = retained
-            .iter()
-            .map(|&a| doc.memory[a].bytes.unwrap_or(0))
-            .sum();
-        out.retained = retained;
-        out
     }
+    out.sort_unstable();
+    out
+}
+
+/// Storages allocated inside the window still live at the end: not pre-existing, not
+/// parameters or optimizer state.
+pub(crate) fn retained(logical: &LogicalMemoryProfile) -> impl Iterator<Item = &StorageLifetime> {
+    logical.live_at_end_lifetimes().filter(|l| {
+        !l.pre_existing
+            && !matches!(
+                l.category,
+                MemoryCategory::Parameter | MemoryCategory::Optimizer
+            )
+    })
+}
+
+/// `{device}:{storage_id}` of a lifetime (the first tensor id in trace/6).
+pub(crate) fn lifetime_label(l: &StorageLifetime) -> String {
+    let id = l
+        .storage_id
+        .as_deref()
+        .or(l.tensor_ids.first().map(|t| &**t))
+        .unwrap_or("?");
+    format!("{}:{id}", l.device)
 }
 
 /// `{device}:{storage}` (or the tensor id in trace/6) of a memory event.
@@ -109,19 +72,11 @@ pub(crate) fn storage_label(doc: &TraceDocument, i: usize) -> String {
 
 pub(super) fn report(
     doc: &TraceDocument,
-    pairing: &MemoryPairing,
-    peak_categorized_share: Option<f64>,
+    logical: Option<&LogicalMemoryProfile>,
+    duplicates: &[usize],
     issues: &mut Issues,
 ) {
-    for &(i, live, claimed) in &pairing.size_mismatches {
-        let s = storage_label(doc, i);
-        issues.warning(
-            HealthCode::AllocationSizeMismatch,
-            format!("storage {s} was allocated with {live} bytes but a later event claims {claimed} bytes"),
-            IssueLocation::storage(s),
-        );
-    }
-    for &i in &pairing.duplicate_allocations {
+    for &i in duplicates {
         let s = storage_label(doc, i);
         let t = doc.memory[i].tensor.map_or("?", |t| doc.str(t));
         issues.error(
@@ -130,28 +85,45 @@ pub(super) fn report(
             IssueLocation::storage(s),
         );
     }
-    for &i in &pairing.unpaired_frees {
-        let s = storage_label(doc, i);
+    let Some(logical) = logical else {
+        return;
+    };
+    for m in &logical.size_mismatches {
+        let s = format!("{}:{}", m.device, m.storage_id.as_deref().unwrap_or("?"));
         issues.warning(
-            HealthCode::UnpairedFree,
-            format!("storage {s} is freed at {} ns but was not allocated inside the capture (memory from before the capture)", doc.memory[i].timestamp_ns),
+            HealthCode::AllocationSizeMismatch,
+            format!(
+                "storage {s} was allocated with {} bytes but its free at {} ns states {} bytes (memory from before the capture or a mislabelled storage)",
+                m.alloc_bytes, m.free_timestamp_ns, m.free_bytes
+            ),
             IssueLocation::storage(s),
         );
     }
-    if let Some(&first) = pairing.retained.first() {
+    for f in &logical.unmatched_frees {
+        let s = storage_label(doc, f.event_index);
+        issues.warning(
+            HealthCode::UnpairedFree,
+            format!("storage {s} is freed at {} ns but was not allocated inside the capture (memory from before the capture)", f.timestamp_ns),
+            IssueLocation::storage(s),
+        );
+    }
+    let (mut count, mut bytes, mut first) = (0u64, 0u64, None);
+    for l in retained(logical) {
+        count += 1;
+        bytes += l.bytes;
+        first.get_or_insert_with(|| lifetime_label(l));
+    }
+    if let Some(first) = first {
         issues.warning(
             HealthCode::RetainedAllocations,
             format!(
-                "{} storage(s) ({} bytes, {}) allocated inside the capture are still live at its end (parameters, optimizer state and pre-existing storages excluded), e.g. {}",
-                pairing.retained.len(),
-                pairing.retained_bytes,
-                crate::findings::human_bytes(pairing.retained_bytes),
-                storage_label(doc, first)
+                "{count} storage(s) ({bytes} bytes, {}) allocated inside the capture are still live at its end (parameters, optimizer state and pre-existing storages excluded), e.g. {first}",
+                human_bytes(bytes)
             ),
-            IssueLocation::storage(storage_label(doc, first)),
+            IssueLocation::storage(first),
         );
     }
-    if let Some(share) = peak_categorized_share.filter(|&s| s < 0.5) {
+    if let Some(share) = peak_categorized_share(logical).filter(|&s| s < 0.5) {
         issues.warning(
             HealthCode::MemoryUncategorised,
             format!(
@@ -161,4 +133,15 @@ pub(super) fn report(
             IssueLocation::document(),
         );
     }
+}
+
+/// Share (0..=1) of the bytes live at the logical peak whose category is not `other`.
+pub(crate) fn peak_categorized_share(logical: &LogicalMemoryProfile) -> Option<f64> {
+    let peak = logical.peak.as_ref().filter(|p| p.live_bytes > 0)?;
+    let other = peak
+        .by_category
+        .get(&MemoryCategory::Other)
+        .copied()
+        .unwrap_or(0);
+    Some(peak.live_bytes.saturating_sub(other) as f64 / peak.live_bytes as f64)
 }

@@ -19,7 +19,7 @@ use trace_schema::{SemanticCode, TerminalOutcome, TraceDocument};
 use crate::index::TraceIndex;
 
 pub use coverage::EvidenceCoverage;
-pub(crate) use memory::MemoryPairing;
+pub(crate) use memory::{lifetime_label, retained};
 
 /// How bad an issue or finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -317,15 +317,14 @@ impl CaptureState {
     }
 }
 
-/// Runs every check once. `pairing` is the logical-memory replay (see [`MemoryPairing`]);
-/// `peak_categorized_share` the share of bytes live at the logical peak whose category is not
-/// `other` (from the memory profile), if there is a peak.
+/// Runs every check once; memory checks read the logical memory profile (computed once by the
+/// caller with `trace_memory::analyze_memory`).
 pub(crate) fn analyze_health(
     doc: &TraceDocument,
     index: &TraceIndex,
-    pairing: &MemoryPairing,
-    peak_categorized_share: Option<f64>,
+    logical: Option<&trace_memory::LogicalMemoryProfile>,
 ) -> TraceHealth {
+    let peak_categorized_share = logical.and_then(memory::peak_categorized_share);
     let state = CaptureState::of(doc);
     let mut issues = Issues::default();
     semantic(doc, &mut issues);
@@ -333,7 +332,12 @@ pub(crate) fn analyze_health(
     hierarchy::check(doc, index, state, &mut issues);
     references::check(doc, index, &mut issues);
     references::check_edges(doc, index, &mut issues);
-    memory::report(doc, pairing, peak_categorized_share, &mut issues);
+    memory::report(
+        doc,
+        logical,
+        &memory::duplicate_allocations(doc),
+        &mut issues,
+    );
     gradients::check(doc, state, &mut issues);
     let coverage = coverage::check(doc, peak_categorized_share, &mut issues);
 

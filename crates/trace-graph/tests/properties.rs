@@ -1,0 +1,285 @@
+//! proptest invariants: self times never exceed totals (never negative), well-nested subtrees
+//! sum to their root's total, edge endpoints exist, and results do not depend on how events of
+//! different spans and kinds are interleaved.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use common::*;
+use proptest::prelude::*;
+use trace_graph::{analyze, Analysis, NodeKind};
+use trace_schema::*;
+
+/// Small deterministic generator (xorshift64*), so one proptest seed drives a whole trace.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+    fn coin(&mut self) -> bool {
+        self.next() & 1 == 1
+    }
+}
+
+struct Gen {
+    rng: Rng,
+    next_span: u64,
+    next_tensor: u64,
+    next_storage: u64,
+    events: Vec<TraceEvent>,
+    /// Children may end after their parent and ops may leave their span.
+    sloppy: bool,
+}
+
+impl Gen {
+    fn span(&mut self, parent: Option<&str>, a: u64, b: u64, depth: u32) {
+        self.next_span += 1;
+        let id = format!("s{}", self.next_span);
+        let ev = match parent {
+            None => measured(&id, None, "root", a),
+            Some(parent) => {
+                let steps = [
+                    ExecutionStep::Forward,
+                    ExecutionStep::Backward,
+                    ExecutionStep::Optimizer,
+                ];
+                let s = steps[self.rng.below(3) as usize];
+                step(&id, parent, &format!("n{}", self.rng.below(5)), a, s)
+            }
+        };
+        self.events.push(ev);
+        // Children start after their parent: trace-memory picks the "first" backward/optimizer
+        // span by (start, file order), so a child starting with its parent would make that
+        // choice depend on the interleaving (reported to the memory crate).
+        let mut t = a + 1;
+        while t < b {
+            t += self.rng.below((b - t) / 4 + 1);
+            if t >= b {
+                break;
+            }
+            let mut len = 1 + self.rng.below(b - t);
+            if self.sloppy && self.rng.below(4) == 0 {
+                len += self.rng.below(50);
+            }
+            if depth < 3 && self.rng.coin() {
+                self.span(Some(&id), t, t + len, depth + 1);
+            } else {
+                self.op(&id, t, len);
+            }
+            t += len;
+        }
+        let mut dur = b - a;
+        if self.sloppy && self.rng.below(6) == 0 {
+            dur = 0; // "not recorded": inferred from children and ops
+        }
+        self.events.push(end(&id, dur));
+    }
+
+    fn op(&mut self, span: &str, t: u64, len: u64) {
+        let inputs: Vec<String> = (0..self.rng.below(3))
+            .filter(|_| self.next_tensor > 0)
+            .map(|_| format!("t{}", self.rng.below(self.next_tensor)))
+            .collect();
+        let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+        let out = format!("t{}", self.next_tensor);
+        self.next_tensor += 1;
+        self.events
+            .push(op(span, "op", &inputs, Some(&out), t, len));
+        if self.rng.coin() {
+            let st = format!("st{}", self.next_storage);
+            self.next_storage += 1;
+            let cat = MemoryCategory::ALL[self.rng.below(5) as usize];
+            self.events
+                .push(alloc(t, &st, 64 * (1 + self.rng.below(8)), Some(span), cat));
+            if self.rng.coin() {
+                self.events.push(free(t + len, &st, Some(span)));
+            }
+        }
+    }
+}
+
+fn trace(seed: u64, sloppy: bool) -> Vec<TraceEvent> {
+    let mut g = Gen {
+        rng: Rng(seed | 1),
+        next_span: 0,
+        next_tensor: 0,
+        next_storage: 0,
+        events: vec![meta(ExecutionPhase::Train, None)],
+        sloppy,
+    };
+    let total = 100 + g.rng.below(900);
+    g.span(None, 0, total, 0);
+    for k in 0..g.rng.below(4) {
+        let states = [
+            GradientState::Present,
+            GradientState::Missing,
+            GradientState::Zero,
+        ];
+        let s = states[g.rng.below(3) as usize];
+        let norm = match s {
+            GradientState::Present => Some(1.5),
+            GradientState::Zero => Some(0.0),
+            _ => None,
+        };
+        g.events.push(grad(k, &format!("p{k}"), s, norm));
+    }
+    g.events.push(terminal(total + 10_000));
+    g.events
+}
+
+/// Randomly merges chains of events whose relative order must be kept: one per span
+/// (start, end), per span's ops, per span's tensors, per memory timestamp, and gradients.
+fn interleave(events: &[TraceEvent], seed: u64) -> Vec<TraceEvent> {
+    let (head, body) = events.split_first().unwrap();
+    let (last, body) = body.split_last().unwrap();
+    let mut chains: BTreeMap<String, Vec<TraceEvent>> = BTreeMap::new();
+    for e in body {
+        let key = match e {
+            TraceEvent::SpanStart(s) => format!("span:{}", s.id),
+            TraceEvent::SpanEnd(s) => format!("span:{}", s.id),
+            TraceEvent::Op(o) => format!("ops:{}", o.span_id),
+            TraceEvent::Tensor(t) => format!("tensors:{}", t.span_id),
+            TraceEvent::Memory(m) => format!("mem:{}", m.timestamp_ns),
+            other => other.kind_name().to_string(),
+        };
+        chains.entry(key).or_default().push(e.clone());
+    }
+    let mut chains: Vec<std::collections::VecDeque<TraceEvent>> =
+        chains.into_values().map(Into::into).collect();
+    let mut rng = Rng(seed | 1);
+    let mut out = vec![head.clone()];
+    while !chains.is_empty() {
+        let i = rng.below(chains.len() as u64) as usize;
+        out.push(chains[i].pop_front().unwrap());
+        if chains[i].is_empty() {
+            chains.swap_remove(i);
+        }
+    }
+    out.push(last.clone());
+    out
+}
+
+fn check_edges(a: &Analysis) {
+    if let Some(g) = &a.graph {
+        let ids: HashSet<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+        assert_eq!(ids.len(), g.nodes.len(), "node ids are unique");
+        for e in &g.edges {
+            assert!(
+                ids.contains(e.from.as_str()),
+                "edge source {} exists",
+                e.from
+            );
+            assert!(ids.contains(e.to.as_str()), "edge target {} exists", e.to);
+        }
+    }
+}
+
+fn check_self_le_total(a: &Analysis) {
+    if let Some(g) = &a.graph {
+        for n in &g.nodes {
+            if let (Some(s), Some(t)) = (n.host_self_time_ns, n.host_total_time_ns) {
+                assert!(s <= t, "node {} self {s} > total {t}", n.id);
+            }
+        }
+    }
+}
+
+/// The comparable part of an analysis: everything but line numbers.
+fn comparable(a: &Analysis) -> serde_json::Value {
+    let mut codes: Vec<String> = a
+        .health
+        .issues
+        .iter()
+        .map(|i| format!("{:?}/{:?}", i.severity, i.code))
+        .collect();
+    codes.sort();
+    serde_json::json!({
+        "valid": a.health.structurally_valid,
+        "codes": codes,
+        "capabilities": a.capabilities,
+        "gradients": a.gradients,
+        "graph": a.graph,
+        "refusal": a.graph_refusal,
+        "findings": a.findings,
+    })
+}
+
+/// The path and values of the first difference between two JSON values.
+fn first_diff(a: &serde_json::Value, b: &serde_json::Value, path: &str) -> Option<String> {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in x {
+                let w = y.get(k).unwrap_or(&Value::Null);
+                if let Some(d) = first_diff(v, w, &format!("{path}.{k}")) {
+                    return Some(d);
+                }
+            }
+            y.keys()
+                .find(|k| !x.contains_key(*k))
+                .map(|k| format!("{path}.{k}: only on the right"))
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (v, w))| first_diff(v, w, &format!("{path}[{i}]"))),
+        _ if a == b => None,
+        _ => Some(format!("{path}: {a} != {b}")),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn well_nested_subtrees_sum_to_their_root_total(seed in any::<u64>()) {
+        let a = analyze(&TraceDocument::from_events(trace(seed, false)));
+        prop_assert!(a.health.structurally_valid, "{:#?}", a.health.issues);
+        let g = a.graph.as_ref().expect("graph of a valid trace");
+        check_edges(&a);
+        check_self_le_total(&a);
+        // Sum self times bottom-up over the parent relation (spans and ops).
+        let mut subtree_self: HashMap<&str, u64> = HashMap::new();
+        let parent: HashMap<&str, Option<&str>> =
+            g.nodes.iter().map(|n| (n.id.as_str(), n.parent_id.as_deref())).collect();
+        for n in g.nodes.iter().filter(|n| n.kind != NodeKind::Tensor) {
+            let mut cur = Some(n.id.as_str());
+            while let Some(c) = cur {
+                *subtree_self.entry(c).or_default() += n.host_self_time_ns.unwrap();
+                cur = parent[c];
+            }
+        }
+        for n in g.nodes.iter().filter(|n| n.kind != NodeKind::Tensor) {
+            prop_assert_eq!(subtree_self[n.id.as_str()], n.host_total_time_ns.unwrap(), "node {}", n.id);
+        }
+    }
+
+    #[test]
+    fn self_time_never_exceeds_total_and_edges_resolve(seed in any::<u64>()) {
+        let a = analyze(&TraceDocument::from_events(trace(seed, true)));
+        prop_assert!(a.graph.is_some(), "{:#?}", a.graph_refusal);
+        check_edges(&a);
+        check_self_le_total(&a);
+    }
+
+    #[test]
+    fn results_do_not_depend_on_interleaving(seed in any::<u64>(), shuffle in any::<u64>(), sloppy in any::<bool>()) {
+        let events = trace(seed, sloppy);
+        let a = analyze(&TraceDocument::from_events(events.clone()));
+        let b = analyze(&TraceDocument::from_events(interleave(&events, shuffle)));
+        let (x, y) = (comparable(&a), comparable(&b));
+        prop_assert!(x == y, "{:?}", first_diff(&x, &y, ""));
+    }
+}
