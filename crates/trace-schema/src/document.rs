@@ -13,6 +13,7 @@ use crate::dtype::dense_bytes;
 use crate::event::*;
 use crate::intern::{Interner, ShapeId, ShapeTable, Sym};
 use crate::meta::RunMeta;
+use crate::parse::MemoryRef;
 use crate::version::SchemaVersion;
 
 /// A span, from its `span_start` and (if seen) its `span_end`.
@@ -653,25 +654,7 @@ impl TraceBuilder {
                 }
             }
             TraceEvent::Memory(e) => {
-                let record = MemoryRecord {
-                    timestamp_ns: e.timestamp_ns,
-                    bytes: e.bytes,
-                    device: doc.strings.intern(&e.device),
-                    storage: e.storage_id.as_deref().map(|x| doc.strings.intern(x)),
-                    tensor: e.tensor_id.as_deref().map(|x| doc.strings.intern(x)),
-                    span: e.span_id.as_deref().map(|x| doc.strings.intern(x)),
-                    op_name: e.op_name.as_deref().map(|x| doc.strings.intern(x)),
-                    shape: e.shape.as_deref().map(|x| doc.shapes.intern(x)),
-                    dtype: e.dtype.as_deref().map(|x| doc.strings.intern(x)),
-                    label: e.label.as_deref().map(|x| doc.strings.intern(x)),
-                    action: e.action,
-                    category: e.category,
-                    category_source: e.category_source,
-                    source: e.source,
-                    pre_existing: e.pre_existing,
-                };
-                doc.memory.push(record);
-                self.evidence(e.timestamp_ns);
+                self.add_memory(&MemoryRef::from(&e), e.shape.as_deref());
             }
             TraceEvent::DeviceMemory(e) => {
                 let record = DeviceMemoryRecord {
@@ -752,6 +735,43 @@ impl TraceBuilder {
                 self.doc.terminal = Some(e);
             }
         }
+    }
+
+    /// Adds one `memory` event (the loader's fast path hands borrowed events here directly).
+    pub(crate) fn push_memory(&mut self, e: &MemoryRef<'_>) {
+        self.doc.event_count += 1;
+        self.add_memory(e, e.shape.as_deref());
+    }
+
+    fn add_memory(&mut self, e: &MemoryRef<'_>, shape: Option<&[u64]>) {
+        let doc = &mut self.doc;
+        let mut intern =
+            |x: &Option<std::borrow::Cow<'_, str>>| x.as_deref().map(|x| doc.strings.intern(x));
+        let storage = intern(&e.storage_id);
+        let tensor = intern(&e.tensor_id);
+        let span = intern(&e.span_id);
+        let op_name = intern(&e.op_name);
+        let dtype = intern(&e.dtype);
+        let label = intern(&e.label);
+        let record = MemoryRecord {
+            timestamp_ns: e.timestamp_ns,
+            bytes: e.bytes,
+            device: doc.strings.intern(&e.device),
+            storage,
+            tensor,
+            span,
+            op_name,
+            shape: shape.map(|x| doc.shapes.intern(x)),
+            dtype,
+            label,
+            action: e.action,
+            category: e.category,
+            category_source: e.category_source,
+            source: e.source,
+            pre_existing: e.pre_existing,
+        };
+        doc.memory.push(record);
+        self.evidence(e.timestamp_ns);
     }
 
     /// Finishes the document. `partial_line` is `(line, bytes)` of a dropped partial last line.

@@ -32,7 +32,7 @@ pub struct Interner {
     /// All strings, end to end.
     arena: String,
     /// End offset in `arena` of each string, by index.
-    ends: Vec<usize>,
+    ends: Ends,
     table: HashTable<Sym>,
     hasher: DefaultHashBuilder,
 }
@@ -46,9 +46,66 @@ impl std::fmt::Debug for Interner {
     }
 }
 
-fn span_of(ends: &[usize], index: usize) -> (usize, usize) {
-    let start = if index == 0 { 0 } else { ends[index - 1] };
-    (start, ends[index])
+/// End offsets: 4 bytes each while the arena is under 4 GiB, 8 bytes after that.
+#[derive(Clone)]
+enum Ends {
+    Narrow(Vec<u32>),
+    Wide(Vec<u64>),
+}
+
+impl Default for Ends {
+    fn default() -> Self {
+        Ends::Narrow(Vec::new())
+    }
+}
+
+impl Ends {
+    fn get(&self, index: usize) -> usize {
+        match self {
+            Ends::Narrow(v) => v[index] as usize,
+            Ends::Wide(v) => v[index] as usize,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Ends::Narrow(v) => v.len(),
+            Ends::Wide(v) => v.len(),
+        }
+    }
+
+    fn push(&mut self, end: usize) {
+        match self {
+            Ends::Narrow(v) => match u32::try_from(end) {
+                Ok(end) => v.push(end),
+                Err(_) => {
+                    let mut wide: Vec<u64> = v.iter().map(|&e| e as u64).collect();
+                    wide.push(end as u64);
+                    *self = Ends::Wide(wide);
+                }
+            },
+            Ends::Wide(v) => v.push(end as u64),
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Ends::Narrow(v) => v.capacity() * 4,
+            Ends::Wide(v) => v.capacity() * 8,
+        }
+    }
+
+    fn shrink_to_fit(&mut self) {
+        match self {
+            Ends::Narrow(v) => v.shrink_to_fit(),
+            Ends::Wide(v) => v.shrink_to_fit(),
+        }
+    }
+}
+
+fn span_of(ends: &Ends, index: usize) -> (usize, usize) {
+    let start = if index == 0 { 0 } else { ends.get(index - 1) };
+    (start, ends.get(index))
 }
 
 impl Interner {
@@ -101,13 +158,13 @@ impl Interner {
 
     /// True when nothing was interned.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.ends.len() == 0
     }
 
     /// Approximate heap bytes held (arena, offsets and table).
     pub fn heap_bytes(&self) -> usize {
         self.arena.capacity()
-            + self.ends.capacity() * std::mem::size_of::<usize>()
+            + self.ends.heap_bytes()
             + self.table.capacity() * (std::mem::size_of::<Sym>() + 1)
     }
 
@@ -198,6 +255,16 @@ mod tests {
             assert_eq!(i.get(&format!("t{n}")), Some(*sym));
         }
         assert_eq!(i.intern("t42"), syms[42]);
+    }
+
+    #[test]
+    fn offsets_widen_past_4_gib() {
+        let mut ends = Ends::default();
+        ends.push(10);
+        ends.push(u32::MAX as usize + 5);
+        assert!(matches!(ends, Ends::Wide(_)));
+        assert_eq!(span_of(&ends, 0), (0, 10));
+        assert_eq!(span_of(&ends, 1), (10, u32::MAX as usize + 5));
     }
 
     #[test]

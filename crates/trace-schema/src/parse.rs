@@ -5,6 +5,8 @@
 //! parsed again, slowly, to say exactly what is wrong (malformed JSON, unknown kind, or the field
 //! path of a missing or mistyped field).
 
+use std::borrow::Cow;
+
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
@@ -245,25 +247,8 @@ fn check_version_rules(
     };
     match event {
         TraceEvent::Memory(m) => {
-            if m.action == MemoryAction::Alloc && m.bytes.is_none() {
-                return missing("bytes");
-            }
-            if version <= SchemaVersion::V10 {
-                if m.bytes.is_none() {
-                    return missing("bytes");
-                }
-                if m.span_id.is_none() {
-                    return missing("span_id");
-                }
-                if version >= SchemaVersion::V9 && m.storage_id.is_none() {
-                    return missing("storage_id");
-                }
-                if m.tensor_id.is_none() {
-                    return missing("tensor_id");
-                }
-            }
-            if version == SchemaVersion::V6 && m.dtype.is_none() {
-                return missing("dtype");
+            if let Some(field) = memory_missing_field(&MemoryRef::from(m), version) {
+                return missing(field);
             }
         }
         TraceEvent::TensorStats(t) if version == SchemaVersion::V10 => {
@@ -318,4 +303,101 @@ fn legacy_fixups(event: TraceEvent, legacy: bool) -> TraceEvent {
         }
         other => other,
     }
+}
+
+/// A borrowed mirror of [`MemoryEvent`] (same fields, same serde attributes): the loader's fast
+/// path for the most frequent event, deserialized without allocating its strings.
+#[derive(Debug, Deserialize)]
+pub(crate) struct MemoryRef<'a> {
+    pub timestamp_ns: u64,
+    pub action: MemoryAction,
+    #[serde(borrow)]
+    pub device: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub storage_id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    #[serde(default, borrow)]
+    pub tensor_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub span_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub op_name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub shape: Option<Vec<u64>>,
+    #[serde(default, borrow)]
+    pub dtype: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub category: MemoryCategory,
+    #[serde(default)]
+    pub category_source: Option<CategorySource>,
+    #[serde(default)]
+    pub source: Option<MemorySource>,
+    #[serde(default)]
+    pub pre_existing: bool,
+    #[serde(default, borrow)]
+    pub label: Option<Cow<'a, str>>,
+}
+
+impl<'a> From<&'a MemoryEvent> for MemoryRef<'a> {
+    fn from(e: &'a MemoryEvent) -> Self {
+        let b = |s: &'a Option<String>| s.as_deref().map(Cow::Borrowed);
+        MemoryRef {
+            timestamp_ns: e.timestamp_ns,
+            action: e.action,
+            device: Cow::Borrowed(&e.device),
+            storage_id: b(&e.storage_id),
+            bytes: e.bytes,
+            tensor_id: b(&e.tensor_id),
+            span_id: b(&e.span_id),
+            op_name: b(&e.op_name),
+            shape: None, // not needed by the rules; the builder reads the owned event's shape
+            dtype: b(&e.dtype),
+            category: e.category,
+            category_source: e.category_source,
+            source: e.source,
+            pre_existing: e.pre_existing,
+            label: b(&e.label),
+        }
+    }
+}
+
+/// The per-version required fields of a memory event: the first one missing.
+pub(crate) fn memory_missing_field(
+    m: &MemoryRef<'_>,
+    version: SchemaVersion,
+) -> Option<&'static str> {
+    if m.action == MemoryAction::Alloc && m.bytes.is_none() {
+        return Some("bytes");
+    }
+    if version <= SchemaVersion::V10 {
+        if m.bytes.is_none() {
+            return Some("bytes");
+        }
+        if m.span_id.is_none() {
+            return Some("span_id");
+        }
+        if version >= SchemaVersion::V9 && m.storage_id.is_none() {
+            return Some("storage_id");
+        }
+        if m.tensor_id.is_none() {
+            return Some("tensor_id");
+        }
+    }
+    if version == SchemaVersion::V6 && m.dtype.is_none() {
+        return Some("dtype");
+    }
+    None
+}
+
+/// The loader's fast path for a `memory` line of a document of `version` (not trace/6, whose
+/// legacy fields go through the general path): the borrowed event when the line starts with
+/// `{"kind":"memory"`, parses and has its version's required fields; `None` otherwise (the
+/// general path then parses it again and reports precisely).
+pub(crate) fn fast_memory(bytes: &[u8], version: SchemaVersion) -> Option<MemoryRef<'_>> {
+    if version == SchemaVersion::V6 || !bytes.starts_with(b"{\"kind\":\"memory\"") {
+        return None;
+    }
+    let m: MemoryRef<'_> = serde_json::from_slice(bytes).ok()?;
+    memory_missing_field(&m, version).is_none().then_some(m)
 }

@@ -13,7 +13,7 @@ use std::path::Path;
 use crate::document::{TraceBuilder, TraceDocument};
 use crate::error::LoadError;
 use crate::event::TraceEvent;
-use crate::parse::parse_line;
+use crate::parse::{fast_memory, parse_line};
 use crate::version::SchemaVersion;
 
 /// One event and the 1-based line it was read from.
@@ -63,7 +63,8 @@ impl<R: BufRead> TraceReader<R> {
         self.partial_line
     }
 
-    fn next_event(&mut self) -> Result<Option<LineEvent>, LoadError> {
+    /// Reads the next non-blank line into `buf`: `(line, terminated)`, or `None` at the end.
+    fn read_line(&mut self) -> Result<Option<(u64, bool)>, LoadError> {
         loop {
             self.buf.clear();
             let n = self
@@ -83,29 +84,42 @@ impl<R: BufRead> TraceReader<R> {
                 return Ok(None);
             }
             self.line += 1;
-            let terminated = self.buf.last() == Some(&b'\n');
-            let content = trim_ascii(&self.buf);
-            if content.is_empty() {
+            if trim_ascii(&self.buf).is_empty() {
                 continue;
             }
-            let line = self.line;
-            let parsed = parse_line(content, line, self.version);
-            let event = match parsed {
-                Ok(event) => event,
-                Err(_) if !terminated => {
-                    self.partial_line = Some((line, self.buf.len() as u64));
-                    if self.version.is_none() {
-                        return Err(LoadError::MissingMeta {
-                            line,
-                            found: "only a partial first line".to_string(),
-                        });
-                    }
-                    return Ok(None);
+            return Ok(Some((self.line, self.buf.last() == Some(&b'\n'))));
+        }
+    }
+
+    /// Parses the line in `buf` (general path) and applies the truncation and shape rules.
+    fn parse_current(
+        &mut self,
+        line: u64,
+        terminated: bool,
+    ) -> Result<Option<LineEvent>, LoadError> {
+        let parsed = parse_line(trim_ascii(&self.buf), line, self.version);
+        let event = match parsed {
+            Ok(event) => event,
+            Err(_) if !terminated => {
+                self.partial_line = Some((line, self.buf.len() as u64));
+                if self.version.is_none() {
+                    return Err(LoadError::MissingMeta {
+                        line,
+                        found: "only a partial first line".to_string(),
+                    });
                 }
-                Err(err) => return Err(err),
-            };
-            self.check_shape(&event, line)?;
-            return Ok(Some(LineEvent { line, event }));
+                return Ok(None);
+            }
+            Err(err) => return Err(err),
+        };
+        self.check_shape(&event, line)?;
+        Ok(Some(LineEvent { line, event }))
+    }
+
+    fn next_event(&mut self) -> Result<Option<LineEvent>, LoadError> {
+        match self.read_line()? {
+            Some((line, terminated)) => self.parse_current(line, terminated),
+            None => Ok(None),
         }
     }
 
@@ -188,8 +202,20 @@ fn trim_ascii(bytes: &[u8]) -> &[u8] {
 pub fn load_reader<R: Read>(reader: R) -> Result<TraceDocument, LoadError> {
     let mut events = TraceReader::new(BufReader::with_capacity(1 << 16, reader));
     let mut builder: Option<TraceBuilder> = None;
-    for item in events.by_ref() {
-        let LineEvent { line, event } = item?;
+    while let Some((line, terminated)) = events.read_line()? {
+        // Fast path: a well-formed memory event, borrowed from the line buffer, straight into
+        // the builder. Anything else (or any doubt) takes the general path below.
+        if let (Some(version), Some(b), 0) =
+            (events.version, builder.as_mut(), events.terminal_line)
+        {
+            if let Some(memory) = fast_memory(trim_ascii(&events.buf), version) {
+                b.push_memory(&memory);
+                continue;
+            }
+        }
+        let Some(LineEvent { line, event }) = events.parse_current(line, terminated)? else {
+            break;
+        };
         let b = builder.get_or_insert_with(|| {
             TraceBuilder::new(events_version(&event).unwrap_or(SchemaVersion::V11))
         });

@@ -554,6 +554,12 @@ proptest! {
         // The document keeps every event, whatever semantic issues it has.
         let doc = load_reader(bytes.as_slice()).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(doc.event_count, events.len() as u64);
+        // Memory events take the loader's borrowed fast path: the records must hold exactly
+        // what was written, in file order.
+        let memory = |events: &[TraceEvent]| -> Vec<TraceEvent> {
+            events.iter().filter(|e| matches!(e, TraceEvent::Memory(_))).cloned().collect()
+        };
+        prop_assert_eq!(memory(&doc.to_events()), memory(&events));
         prop_assert_eq!(doc.is_truncated(), !matches!(events.last(), Some(TraceEvent::Terminal(_))));
     }
 
