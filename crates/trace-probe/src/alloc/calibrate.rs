@@ -1,0 +1,177 @@
+//! Calibration: where a storage key sits inside its `Arc` block, the block's size, and where a
+//! CPU storage's data pointer sits in it — measured at runtime with throw-away tensors, never
+//! hard-coded (the `cuda` and `metal` features change `size_of::<Storage>()`; another Candle
+//! version may change the layout entirely).
+
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+
+use candle_core::{DType, Device, Storage, Tensor};
+
+use super::ring::{self, RawEvent, RawKind};
+use super::state::{self, BLOCK_SIZE, DATA_PTR_OFFSET};
+use super::{hook, storage_key};
+
+/// Layout facts found by [`calibrate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Calibration {
+    /// Size in bytes of the allocation holding a storage (`ArcInner<RwLock<Storage>>`); 56 on
+    /// a CPU-only x86_64 build of Candle 0.11.1.
+    pub block_size: usize,
+    /// Offset in bytes of the storage key (the address Candle's `storage_and_layout` guard
+    /// derefs to) from the block's start; 24 on that build.
+    pub key_offset: usize,
+    /// Offset in bytes of a CPU storage's data pointer word from the block's start, when every
+    /// dtype checked agreed; `None` means the hook scans every word of a dying block.
+    pub data_ptr_offset: Option<usize>,
+}
+
+/// Why calibration failed; capture is then off and logical memory is declared unavailable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CalibrationError {
+    /// The tracking allocator is not the global allocator.
+    #[error("the tracking allocator is not installed as #[global_allocator]")]
+    NotInstalled,
+    /// A capture was armed; calibration needs the hook to itself.
+    #[error("calibration cannot run while a capture is armed")]
+    Busy,
+    /// Candle could not create the throw-away tensor.
+    #[error("candle failed to create the calibration tensor: {0}")]
+    Candle(String),
+    /// The observed layout is not the expected `Arc` block around a CPU storage.
+    #[error("unexpected storage layout ({0}); automatic storage capture is off")]
+    UnexpectedLayout(String),
+}
+
+static RESULT: OnceLock<Result<Calibration, CalibrationError>> = OnceLock::new();
+
+/// The calibration result, running it on first call (process-wide, cached).
+///
+/// # Errors
+/// See [`CalibrationError`]. A failure is cached: capture stays off for the process.
+pub fn calibrate() -> Result<Calibration, CalibrationError> {
+    if let Some(r) = RESULT.get() {
+        return r.clone();
+    }
+    if !state::is_installed() {
+        // Not cached: the allocator serves its first call only once something allocates.
+        return Err(CalibrationError::NotInstalled);
+    }
+    if state::is_armed() {
+        return Err(CalibrationError::Busy);
+    }
+    RESULT.get_or_init(run).clone()
+}
+
+/// Words of one probe tensor: (key, data pointer, data bytes).
+fn probe_tensor(dtype: DType) -> Result<(Tensor, usize, usize, usize), CalibrationError> {
+    let t = Tensor::zeros(24, dtype, &Device::Cpu)
+        .map_err(|e| CalibrationError::Candle(e.to_string()))?;
+    let key = storage_key(&t);
+    let (guard, _) = t.storage_and_layout();
+    let (ptr, bytes) = match &*guard {
+        Storage::Cpu(cpu) => super::cpu_data(cpu),
+        _ => {
+            return Err(CalibrationError::UnexpectedLayout(
+                "a CPU tensor has a non-CPU storage".into(),
+            ))
+        }
+    };
+    drop(guard);
+    Ok((t, key, ptr, bytes))
+}
+
+fn run() -> Result<Calibration, CalibrationError> {
+    let word = std::mem::size_of::<usize>();
+    let mut events = Vec::with_capacity(4096);
+    ring::drain_into(&mut events); // discard anything stale
+    events.clear();
+
+    // 1. Block size and key offset: the logged allocation containing the key.
+    hook::arm();
+    let probes = [probe_tensor(DType::F32), probe_tensor(DType::U8)];
+    hook::disarm();
+    let mut tensors = Vec::new();
+    for p in probes {
+        tensors.push(p?);
+    }
+    events.reserve(1 << 14);
+    ring::drain_into(&mut events);
+    let mut found = Vec::new();
+    for (_, key, data, _) in &tensors {
+        let block = events
+            .iter()
+            .rev()
+            .filter(|e| e.kind == RawKind::Alloc)
+            .find(|e| e.a <= *key && *key < e.a + e.b)
+            .ok_or_else(|| {
+                CalibrationError::UnexpectedLayout(
+                    "no logged allocation contains the storage key".into(),
+                )
+            })?;
+        let (base, size) = (block.a, block.b);
+        if size % word != 0 || key - base + std::mem::size_of::<Storage>() > size {
+            return Err(CalibrationError::UnexpectedLayout(format!(
+                "storage key at offset {} of a {size}-byte block",
+                key - base
+            )));
+        }
+        // 2. Data pointer offset: the word of the live block equal to the data pointer.
+        // SAFETY: the block is live (its tensor is held in `tensors`) and `size` bytes long;
+        // its words are read, never written.
+        let words: Vec<usize> = (0..size / word)
+            .map(|i| unsafe { (base as *const usize).add(i).read_volatile() })
+            .collect();
+        let offsets: Vec<usize> = words
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| **w == *data)
+            .map(|(i, _)| i * word)
+            .collect();
+        if offsets.len() != 1 {
+            return Err(CalibrationError::UnexpectedLayout(format!(
+                "the data pointer appears {} times in the storage block",
+                offsets.len()
+            )));
+        }
+        found.push((size, key - base, offsets[0]));
+    }
+    let (block_size, key_offset, off0) = found[0];
+    if found.iter().any(|f| f.0 != block_size || f.1 != key_offset) {
+        return Err(CalibrationError::UnexpectedLayout(format!(
+            "storage blocks differ between dtypes: {found:?}"
+        )));
+    }
+    let data_ptr_offset = found.iter().all(|f| f.2 == off0).then_some(off0);
+
+    // 3. Validation: the drop signature must recognise the throw-away storages.
+    BLOCK_SIZE.store(block_size, Ordering::Relaxed);
+    DATA_PTR_OFFSET.store(data_ptr_offset.unwrap_or(usize::MAX), Ordering::Relaxed);
+    let expected: Vec<(usize, usize, usize)> = tensors
+        .iter()
+        .map(|(_, key, data, bytes)| (key - key_offset, *data, *bytes))
+        .collect();
+    events.clear();
+    hook::arm();
+    drop(tensors);
+    hook::disarm();
+    ring::drain_into(&mut events);
+    for (block, data, bytes) in expected {
+        let hit = events.iter().any(|e: &RawEvent| {
+            e.kind == RawKind::BlockFree && e.a == block && e.b == data && e.c >= bytes
+        });
+        if !hit {
+            BLOCK_SIZE.store(0, Ordering::Relaxed);
+            return Err(CalibrationError::UnexpectedLayout(
+                "the storage drop signature (data free, then block free) was not observed".into(),
+            ));
+        }
+    }
+    Ok(Calibration {
+        block_size,
+        key_offset,
+        data_ptr_offset,
+    })
+}

@@ -1,0 +1,224 @@
+//! [`Tracking`]: the global allocator wrapper and its hook.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::ring::{self, RawEvent, RawKind};
+use super::state::{
+    self, ARMED, ARMED_ALLOC_CALLS, ARMED_NET_BYTES, BLOCK_SIZE, DATA_PTR_OFFSET, HEAP_SHARDS,
+    IGNORE_DEPTH, INSTALLED, LAST_FREE, SHARDS, STATE,
+};
+use super::watch;
+
+/// Set by the first call of a counting-mode allocator.
+pub(crate) static COUNTING_SEEN: AtomicBool = AtomicBool::new(false);
+
+/// A global allocator that forwards to `A` and, while a capture is armed, records storage
+/// lifetimes for the probe.
+///
+/// Install it in the binary (a library cannot), then start a session:
+/// ```ignore
+/// #[global_allocator]
+/// static ALLOC: trace_probe::alloc::Tracking = trace_probe::alloc::Tracking::system();
+/// ```
+///
+/// Cost:
+/// - disarmed: one relaxed atomic load per call on top of `A` (plus, only in
+///   [`Tracking::counting`] mode, one relaxed `fetch_add` on a per-thread-shard counter);
+/// - armed (inside the captured step only): every allocation is logged to a static ring
+///   (address, size, time, thread); a free of the calibrated storage-block size does one probe
+///   of the watch table and the CPU storage drop-signature check, and logs a hit.
+///
+/// The hook never allocates, never locks and touches only statics, atomics and `const`
+/// thread-locals (see `alloc::state` for why).
+pub struct Tracking<A: GlobalAlloc = System> {
+    inner: A,
+    counting: bool,
+}
+
+impl Tracking<System> {
+    /// Tracking over the system allocator, disarmed cost one relaxed load per call.
+    pub const fn system() -> Self {
+        Self {
+            inner: System,
+            counting: false,
+        }
+    }
+
+    /// [`Tracking::system`] in counting mode (see [`Tracking::counting`]).
+    pub const fn system_counting() -> Self {
+        Self {
+            inner: System,
+            counting: true,
+        }
+    }
+}
+
+impl<A: GlobalAlloc> Tracking<A> {
+    /// Tracking over any inner allocator (mimalloc, jemalloc, …).
+    pub const fn new(inner: A) -> Self {
+        Self {
+            inner,
+            counting: false,
+        }
+    }
+
+    /// Like [`Tracking::new`], and also counts live heap bytes at all times (not only while
+    /// armed), so device samples can report the absolute `used_bytes` of the heap. Costs one
+    /// relaxed `fetch_add` per call on a per-thread shard, in addition to the disarmed load.
+    pub const fn counting(inner: A) -> Self {
+        Self {
+            inner,
+            counting: true,
+        }
+    }
+
+    #[inline]
+    fn count(&self, delta: i64) {
+        if self.counting {
+            let shard = (state::thread_id() as usize) & (SHARDS - 1);
+            HEAP_SHARDS[shard].0.fetch_add(delta, Ordering::Relaxed);
+        }
+    }
+
+    #[cold]
+    fn first_call(&self) {
+        if self.counting {
+            COUNTING_SEEN.store(true, Ordering::Relaxed);
+        }
+        STATE.fetch_or(INSTALLED, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn flags(&self) -> u8 {
+        let s = STATE.load(Ordering::Relaxed);
+        if s & INSTALLED == 0 {
+            self.first_call();
+        }
+        s
+    }
+}
+
+#[inline]
+fn log_alloc(ptr: *mut u8, size: usize) {
+    ARMED_ALLOC_CALLS.fetch_add(1, Ordering::Relaxed);
+    ARMED_NET_BYTES.fetch_add(size as i64, Ordering::Relaxed);
+    if ptr.is_null() || IGNORE_DEPTH.with(|d| d.get()) != 0 {
+        return;
+    }
+    ring::push(RawEvent {
+        kind: RawKind::Alloc,
+        ts_ns: state::now_ns(),
+        thread: state::thread_id(),
+        tag: 0,
+        a: ptr as usize,
+        b: size,
+        c: 0,
+    });
+}
+
+/// Whether the dying block at `block` holds the word `data` at the calibrated data-pointer
+/// offset (or anywhere, when calibration could not pin the offset down).
+///
+/// # Safety
+/// `block` must point to `size` readable bytes (it is being freed, not yet returned to the inner
+/// allocator).
+#[inline]
+unsafe fn block_holds(block: *const u8, size: usize, data: usize) -> bool {
+    let words = size / std::mem::size_of::<usize>();
+    let off = DATA_PTR_OFFSET.load(Ordering::Relaxed);
+    let base = block as *const usize;
+    if off != usize::MAX {
+        let i = off / std::mem::size_of::<usize>();
+        return i < words && base.add(i).read_volatile() == data;
+    }
+    (0..words).any(|i| base.add(i).read_volatile() == data)
+}
+
+#[inline]
+fn on_dealloc(ptr: *mut u8, size: usize) {
+    ARMED_NET_BYTES.fetch_sub(size as i64, Ordering::Relaxed);
+    let (last_ptr, last_size) = LAST_FREE.with(|c| c.replace((ptr as usize, size)));
+    if size != BLOCK_SIZE.load(Ordering::Relaxed) {
+        return;
+    }
+    let tag = watch::take(ptr as usize);
+    // SAFETY: `ptr` is a live block of `size` bytes until the inner dealloc below.
+    let signature = last_ptr != 0 && unsafe { block_holds(ptr, size, last_ptr) };
+    // Every block-sized free is logged, matched or not: the drain needs it to know which
+    // logged block allocations are still live at the end of the window.
+    ring::push(RawEvent {
+        kind: RawKind::BlockFree,
+        ts_ns: state::now_ns(),
+        thread: state::thread_id(),
+        tag,
+        a: ptr as usize,
+        b: if signature { last_ptr } else { 0 },
+        c: if signature { last_size } else { 0 },
+    });
+}
+
+// SAFETY: every method forwards to `A` with the caller's arguments unchanged; the hook only
+// records metadata, never touches the returned memory except reading a block being freed.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let ptr = self.inner.alloc(layout);
+        let s = self.flags();
+        self.count(layout.size() as i64);
+        if s & ARMED != 0 {
+            log_alloc(ptr, layout.size());
+        }
+        ptr
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let ptr = self.inner.alloc_zeroed(layout);
+        let s = self.flags();
+        self.count(layout.size() as i64);
+        if s & ARMED != 0 {
+            log_alloc(ptr, layout.size());
+        }
+        ptr
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        let s = self.flags();
+        self.count(-(layout.size() as i64));
+        if s & ARMED != 0 {
+            on_dealloc(ptr, layout.size());
+        }
+        self.inner.dealloc(ptr, layout)
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let new = self.inner.realloc(ptr, layout, new_size);
+        let s = self.flags();
+        if !new.is_null() {
+            self.count(new_size as i64 - layout.size() as i64);
+        }
+        if s & ARMED != 0 && !new.is_null() {
+            // The old block is gone, the new one is logged as an allocation (a grown Vec that
+            // becomes a storage's data buffer is joined on its final address).
+            ARMED_NET_BYTES.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+            log_alloc(new, new_size);
+        }
+        new
+    }
+}
+
+/// Arms the hook (process-wide). Resets the armed counters.
+pub(crate) fn arm() {
+    ARMED_NET_BYTES.store(0, Ordering::Relaxed);
+    ARMED_ALLOC_CALLS.store(0, Ordering::Relaxed);
+    state::epoch();
+    STATE.fetch_or(ARMED, Ordering::SeqCst);
+}
+
+/// Disarms the hook (process-wide).
+pub(crate) fn disarm() {
+    STATE.fetch_and(!ARMED, Ordering::SeqCst);
+}

@@ -1,0 +1,138 @@
+//! Process-wide state read by the allocator hook: flags, calibration results, the clock and the
+//! per-thread cells.
+//!
+//! Everything here is a `static` atomic or a `const`-initialised thread-local `Cell` without a
+//! destructor. The hook runs *inside* the global allocator, so it must never allocate (that would
+//! recurse into itself), never take a lock (the lock may be held by the thread being interrupted
+//! mid-allocation, or may itself allocate), and never touch a lazily initialised or `Drop`-carrying
+//! thread-local (their first access registers a destructor, which allocates). Const thread-locals
+//! of `Cell<Copy>` compile to a plain TLS slot access.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+/// Bit of [`STATE`]: some call went through a [`crate::alloc::Tracking`] allocator.
+pub(crate) const INSTALLED: u8 = 1;
+/// Bit of [`STATE`]: the hook records events.
+pub(crate) const ARMED: u8 = 2;
+
+/// Installation and arming flags; the disarmed hook does exactly one relaxed load of it.
+pub(crate) static STATE: AtomicU8 = AtomicU8::new(0);
+
+/// Calibrated size in bytes of a storage's `Arc` block (`ArcInner<RwLock<Storage>>`); 0 until
+/// calibration succeeded.
+pub(crate) static BLOCK_SIZE: AtomicUsize = AtomicUsize::new(0);
+
+/// Calibrated offset in bytes of the data pointer word of a CPU storage inside its block;
+/// `usize::MAX` when the variants disagreed (the hook then scans every word of the block).
+pub(crate) static DATA_PTR_OFFSET: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Per-shard live heap bytes (only in counting mode); summed by [`heap_live_bytes`].
+pub(crate) static HEAP_SHARDS: [Shard; SHARDS] = [const { Shard(AtomicI64::new(0)) }; SHARDS];
+/// Number of heap counter shards (a power of two).
+pub(crate) const SHARDS: usize = 32;
+
+/// Bytes allocated minus bytes freed through the armed hook since the last arming.
+pub(crate) static ARMED_NET_BYTES: AtomicI64 = AtomicI64::new(0);
+
+/// Total allocation calls seen by the armed hook since the last arming.
+pub(crate) static ARMED_ALLOC_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// One cache-line-sized heap counter.
+#[repr(align(64))]
+pub(crate) struct Shard(pub(crate) AtomicI64);
+
+thread_local! {
+    /// The previous dealloc on this thread: (pointer, size). Feeds the storage drop signature.
+    pub(crate) static LAST_FREE: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// Depth of [`IgnoreAllocs`] guards on this thread: allocations are not logged while > 0.
+    pub(crate) static IGNORE_DEPTH: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The session's small id of the calling thread ([`crate::capture::thread_key`]: a const
+/// thread-local and one atomic on first use; never allocates), so span attribution can look the
+/// thread up.
+#[inline]
+pub(crate) fn thread_id() -> u32 {
+    crate::capture::thread_key() as u32
+}
+
+/// Fixes the process clock base (outside the hook) before the first arming.
+pub(crate) fn epoch() {
+    crate::clock::process_base();
+}
+
+/// Hook timestamp: ns since the process clock base ([`crate::clock::process_ns`]; `Instant::now`
+/// is a vDSO `clock_gettime(CLOCK_MONOTONIC)` on Linux, and the base is a set `OnceLock`: no
+/// allocation, no lock).
+#[inline]
+pub(crate) fn now_ns() -> u64 {
+    crate::clock::process_ns()
+}
+
+/// Whether a [`crate::alloc::Tracking`] allocator has served at least one call in this process.
+///
+/// It is the process's global allocator exactly when this is true: a `Tracking` value that is not
+/// the `#[global_allocator]` is never called by the runtime.
+pub fn is_installed() -> bool {
+    STATE.load(Ordering::Relaxed) & INSTALLED != 0
+}
+
+/// Whether the hook currently records events.
+pub fn is_armed() -> bool {
+    STATE.load(Ordering::Relaxed) & ARMED != 0
+}
+
+/// Live heap bytes through the tracking allocator since process start, summed over all threads;
+/// `None` unless the allocator is installed in counting mode ([`crate::alloc::Tracking::counting`]).
+pub fn heap_live_bytes() -> Option<u64> {
+    if !crate::alloc::hook::COUNTING_SEEN.load(Ordering::Relaxed) {
+        return None;
+    }
+    let sum: i64 = HEAP_SHARDS
+        .iter()
+        .map(|s| s.0.load(Ordering::Relaxed))
+        .sum();
+    Some(sum.max(0) as u64)
+}
+
+/// Bytes allocated minus bytes freed through the armed hook since the last arming (may be
+/// negative: frees of memory allocated before arming count).
+pub fn armed_net_bytes() -> i64 {
+    ARMED_NET_BYTES.load(Ordering::Relaxed)
+}
+
+/// Allocation calls (alloc, alloc_zeroed, realloc) seen by the armed hook since the last arming.
+pub fn armed_alloc_calls() -> u64 {
+    ARMED_ALLOC_CALLS.load(Ordering::Relaxed)
+}
+
+/// RAII guard: while alive, allocations made *by this thread* are not logged (frees still are,
+/// so a storage dropped inside the guard is not missed). Nests. Use it around probe-internal work
+/// (the writer thread, registry maps) so the probe's own allocations stay out of the trace.
+#[must_use = "allocations are logged again as soon as the guard is dropped"]
+pub struct IgnoreAllocs {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl IgnoreAllocs {
+    /// Starts ignoring this thread's allocations until the guard is dropped.
+    pub fn new() -> Self {
+        IGNORE_DEPTH.with(|d| d.set(d.get() + 1));
+        Self {
+            _not_send: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Default for IgnoreAllocs {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for IgnoreAllocs {
+    fn drop(&mut self) {
+        IGNORE_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}

@@ -1,0 +1,388 @@
+//! The storage registry: what the probe knows about storages from public Candle API only.
+//!
+//! Sources: parameter names from a `VarMap`, graph nodes from `loss.sorted_nodes()`, gradients
+//! from a `GradStore`, and user labels. It never holds a `Tensor` (that would extend the
+//! tensor's life): an entry keeps the storage key, bytes taken from the storage itself (CPU:
+//! `Vec` length × element size, never a view's shape), the view facts of the first tensor seen,
+//! and every `TensorId` that views the storage.
+//!
+//! Identity is `(key, generation)`: addresses are reused immediately (100/100 in the prototype),
+//! so a known key is treated as an alias only when the storage is still live: when the watch
+//! table still holds the entry's tag (set on registration, cleared by the allocator hook on the
+//! block's free). Without the tracking allocator the registry falls back to comparing the data
+//! pointer and byte size.
+
+use std::collections::HashMap;
+
+use candle_core::{Storage, Tensor, TensorId};
+use trace_schema::{CategorySource, MemoryCategory};
+
+use crate::alloc;
+
+/// One registered storage lifetime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StorageEntry {
+    /// Registry id, also the watch-table tag (non-zero).
+    pub tag: u32,
+    /// Storage key (see [`alloc::storage_key`]).
+    pub key: usize,
+    /// Lifetimes seen at this key before this one (0 for the first).
+    pub generation: u32,
+    /// Wire identity: `<key hex>.<generation>`.
+    pub storage_id: String,
+    /// Device label (`cpu`, `cuda:0`, `metal:0`).
+    pub device: String,
+    /// Bytes of the storage; `None` when the backend's size is not readable in this build.
+    pub bytes: Option<u64>,
+    /// CPU data pointer (for joining to the allocator log).
+    pub data_ptr: Option<usize>,
+    /// Shape of the first tensor registered on this storage.
+    pub shape: Vec<u64>,
+    /// Dtype label (`f32`, …).
+    pub dtype: String,
+    /// Every tensor seen viewing this storage, first one first.
+    pub tensor_ids: Vec<TensorId>,
+    /// Label (parameter name, user label).
+    pub label: Option<String>,
+    /// Category.
+    pub category: MemoryCategory,
+    /// Where the category came from.
+    pub category_source: CategorySource,
+    /// The watch table holds this entry: its free will be observed while armed.
+    pub watched: bool,
+    /// Kept across sessions (optimizer state found at construction).
+    pub persistent: bool,
+}
+
+/// Result of [`Registry::register`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registration {
+    /// A storage not known before (or a new lifetime at a reused address): its tag.
+    New(u32),
+    /// Another view of a live known storage: its tag.
+    Alias(u32),
+}
+
+impl Registration {
+    /// The entry's tag.
+    pub fn tag(self) -> u32 {
+        match self {
+            Registration::New(t) | Registration::Alias(t) => t,
+        }
+    }
+}
+
+/// What to record about a tensor being registered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisterAs {
+    /// Label (parameter name, user label).
+    pub label: Option<String>,
+    /// Category.
+    pub category: MemoryCategory,
+    /// Where the category came from.
+    pub category_source: CategorySource,
+}
+
+impl RegisterAs {
+    /// A registry-sourced category without a label.
+    pub fn category(category: MemoryCategory) -> Self {
+        Self {
+            label: None,
+            category,
+            category_source: CategorySource::Registry,
+        }
+    }
+
+    /// Adds a label.
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.label = Some(label.into());
+        self
+    }
+}
+
+/// Storage facts read through `storage_and_layout()` (read lock held only inside).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageFacts {
+    /// Storage key.
+    pub key: usize,
+    /// Bytes of the storage (`None`: backend size not readable in this build).
+    pub bytes: Option<u64>,
+    /// CPU data pointer.
+    pub data_ptr: Option<usize>,
+    /// Device label.
+    pub device: String,
+}
+
+/// Reads a tensor's storage facts. Takes a read lock on the storage.
+pub fn storage_facts(t: &Tensor) -> StorageFacts {
+    let (guard, _) = t.storage_and_layout();
+    let key = &*guard as *const Storage as usize;
+    let (bytes, data_ptr) = match &*guard {
+        Storage::Cpu(cpu) => {
+            let (ptr, bytes) = alloc::cpu_data(cpu);
+            (Some(bytes as u64), Some(ptr))
+        }
+        #[allow(unreachable_patterns)]
+        other => (crate::device_mem::backend_storage_bytes(other), None),
+    };
+    drop(guard);
+    StorageFacts {
+        key,
+        bytes,
+        data_ptr,
+        device: device_label(t.device()),
+    }
+}
+
+/// `cpu`, `cuda:<n>` or `metal:<n>`.
+pub fn device_label(device: &candle_core::Device) -> String {
+    match device.location() {
+        candle_core::DeviceLocation::Cpu => "cpu".to_string(),
+        candle_core::DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
+        candle_core::DeviceLocation::Metal { gpu_id } => format!("metal:{gpu_id}"),
+    }
+}
+
+/// The registry. Not thread-safe by itself; the capture keeps it behind its mutex.
+#[derive(Debug, Default)]
+pub struct Registry {
+    entries: HashMap<u32, StorageEntry>,
+    by_key: HashMap<usize, u32>,
+    generations: HashMap<usize, u32>,
+    next_tag: u32,
+    /// `(key offset, watching)`: set once calibration succeeded.
+    watch: Option<usize>,
+}
+
+impl Registry {
+    /// An empty registry that does not use the watch table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Enables liveness checks through the watch table (needs a calibrated allocator).
+    pub(crate) fn enable_watch(&mut self, key_offset: usize) {
+        self.watch = Some(key_offset);
+    }
+
+    /// Whether liveness comes from the watch table.
+    pub fn watching(&self) -> bool {
+        self.watch.is_some()
+    }
+
+    /// The next generation number at `key` (shared with unregistered storages at that key).
+    pub(crate) fn next_generation(&mut self, key: usize) -> u32 {
+        let g = self.generations.entry(key).or_insert(0);
+        let this = *g;
+        *g += 1;
+        this
+    }
+
+    fn is_live(&self, entry: &StorageEntry, facts: &StorageFacts) -> bool {
+        match self.watch {
+            Some(off) if entry.watched => alloc::watch_get(entry.key - off) == entry.tag,
+            _ => entry.data_ptr == facts.data_ptr && entry.bytes == facts.bytes,
+        }
+    }
+
+    /// Registers `t`: an alias when its storage is a live known one, else a new lifetime.
+    pub fn register(&mut self, t: &Tensor, what: RegisterAs) -> Registration {
+        let facts = storage_facts(t);
+        if let Some(&tag) = self.by_key.get(&facts.key) {
+            if let Some(entry) = self.entries.get(&tag) {
+                if self.is_live(entry, &facts) {
+                    let entry = self.entries.get_mut(&tag).expect("entry present");
+                    if !entry.tensor_ids.contains(&t.id()) {
+                        entry.tensor_ids.push(t.id());
+                    }
+                    if entry.label.is_none() {
+                        entry.label = what.label;
+                    }
+                    return Registration::Alias(tag);
+                }
+            }
+            // Dead lifetime at a reused address: forget it.
+            self.forget(tag);
+        }
+        self.next_tag = self.next_tag.wrapping_add(1).max(1);
+        let tag = self.next_tag;
+        let generation = self.next_generation(facts.key);
+        let watched = match self.watch {
+            Some(off) => alloc::watch_insert(facts.key - off, tag),
+            None => false,
+        };
+        let entry = StorageEntry {
+            tag,
+            key: facts.key,
+            generation,
+            storage_id: storage_id(facts.key, generation),
+            device: facts.device,
+            bytes: facts.bytes,
+            data_ptr: facts.data_ptr,
+            shape: t.dims().iter().map(|&d| d as u64).collect(),
+            dtype: t.dtype().as_str().to_string(),
+            tensor_ids: vec![t.id()],
+            label: what.label,
+            category: what.category,
+            category_source: what.category_source,
+            watched,
+            persistent: false,
+        };
+        self.by_key.insert(facts.key, tag);
+        self.entries.insert(tag, entry);
+        Registration::New(tag)
+    }
+
+    /// Registers a storage found without a tensor (optimizer state found by address).
+    pub(crate) fn register_raw(
+        &mut self,
+        key: usize,
+        bytes: u64,
+        data_ptr: usize,
+        what: RegisterAs,
+    ) -> u32 {
+        if let Some(&old) = self.by_key.get(&key) {
+            self.forget(old);
+        }
+        self.next_tag = self.next_tag.wrapping_add(1).max(1);
+        let tag = self.next_tag;
+        let generation = self.next_generation(key);
+        let watched = match self.watch {
+            Some(off) => alloc::watch_insert(key - off, tag),
+            None => false,
+        };
+        self.by_key.insert(key, tag);
+        self.entries.insert(
+            tag,
+            StorageEntry {
+                tag,
+                key,
+                generation,
+                storage_id: storage_id(key, generation),
+                device: "cpu".into(),
+                bytes: Some(bytes),
+                data_ptr: Some(data_ptr),
+                shape: Vec::new(),
+                dtype: String::new(),
+                tensor_ids: Vec::new(),
+                label: what.label,
+                category: what.category,
+                category_source: what.category_source,
+                watched,
+                persistent: true,
+            },
+        );
+        tag
+    }
+
+    /// The entry with `tag`.
+    pub fn get(&self, tag: u32) -> Option<&StorageEntry> {
+        self.entries.get(&tag)
+    }
+
+    /// The live entry at storage key `key`, if any.
+    pub fn by_key(&self, key: usize) -> Option<&StorageEntry> {
+        self.by_key.get(&key).and_then(|t| self.entries.get(t))
+    }
+
+    /// Whether `tensor`'s storage is registered (and live, by the liveness rule).
+    pub fn lookup(&self, t: &Tensor) -> Option<&StorageEntry> {
+        let facts = storage_facts(t);
+        let entry = self.by_key(facts.key)?;
+        self.is_live(entry, &facts).then_some(entry)
+    }
+
+    /// Removes an entry (its storage died, or the caller no longer wants it).
+    pub fn forget(&mut self, tag: u32) -> Option<StorageEntry> {
+        let entry = self.entries.remove(&tag)?;
+        if self.by_key.get(&entry.key) == Some(&tag) {
+            self.by_key.remove(&entry.key);
+        }
+        if let (Some(off), true) = (self.watch, entry.watched) {
+            alloc::watch_clear_if(entry.key - off, tag);
+        }
+        Some(entry)
+    }
+
+    /// Removes every non-persistent entry (end of a session).
+    pub fn clear_session_entries(&mut self) {
+        let tags: Vec<u32> = self
+            .entries
+            .values()
+            .filter(|e| !e.persistent)
+            .map(|e| e.tag)
+            .collect();
+        for tag in tags {
+            self.forget(tag);
+        }
+    }
+
+    /// Every entry, in tag order.
+    pub fn entries(&self) -> Vec<&StorageEntry> {
+        let mut v: Vec<&StorageEntry> = self.entries.values().collect();
+        v.sort_by_key(|e| e.tag);
+        v
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there is no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Whether a block at `block` (address) belongs to a registered entry.
+    pub(crate) fn has_block(&self, block: usize) -> bool {
+        match self.watch {
+            Some(off) => self.by_key.contains_key(&(block + off)),
+            None => false,
+        }
+    }
+}
+
+/// `<key hex>.<generation>`.
+pub fn storage_id(key: usize, generation: u32) -> String {
+    format!("{key:x}.{generation}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device};
+
+    #[test]
+    fn views_alias_and_bytes_come_from_the_storage() {
+        let mut r = Registry::new();
+        let t = Tensor::zeros((8, 64, 1), DType::F32, &Device::Cpu).unwrap();
+        let b = t.broadcast_as((8, 64, 128)).unwrap();
+        let tag = r
+            .register(&t, RegisterAs::category(MemoryCategory::Activation))
+            .tag();
+        assert_eq!(
+            r.register(&b, RegisterAs::category(MemoryCategory::Activation)),
+            Registration::Alias(tag)
+        );
+        let e = r.get(tag).unwrap();
+        assert_eq!(
+            e.bytes,
+            Some(8 * 64 * 4),
+            "storage bytes, not the 262144-byte view"
+        );
+        assert_eq!(e.tensor_ids.len(), 2);
+        let n = t.narrow(1, 0, 3).unwrap();
+        assert_eq!(
+            r.register(&n, RegisterAs::category(MemoryCategory::Activation)),
+            Registration::Alias(tag)
+        );
+        let copy = t.copy().unwrap();
+        assert!(matches!(
+            r.register(&copy, RegisterAs::category(MemoryCategory::Activation)),
+            Registration::New(_)
+        ));
+        assert_eq!(r.len(), 2);
+    }
+}

@@ -1,0 +1,188 @@
+//! Armed allocator tests without a session: calibration, identity under address reuse, frees on
+//! other threads, views, ring overflow. Arming is process-wide, so every test here takes
+//! `LOCK` (one test binary = one process).
+
+use std::sync::Mutex;
+
+use candle_core::{DType, Device, Tensor};
+use trace_probe::alloc::{self, capture, Tracking};
+use trace_probe::registry::RegisterAs;
+use trace_schema::{ExecutionStep, MemoryAction, MemoryCategory, MemoryEvent};
+
+#[global_allocator]
+static ALLOC: Tracking = Tracking::system_counting();
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+/// Session time = hook time; no spans.
+struct NoSpans;
+
+impl capture::Attribution for NoSpans {
+    fn session_ns(&self, hook_ns: u64) -> u64 {
+        hook_ns
+    }
+    fn span_at(&self, _thread: u64, _ts: u64) -> (Option<String>, Option<ExecutionStep>) {
+        (None, Some(ExecutionStep::Forward))
+    }
+}
+
+fn window<R>(
+    f: impl FnOnce(&mut dyn FnMut(&Tensor, MemoryCategory)) -> R,
+) -> (R, Vec<MemoryEvent>, capture::CaptureSummary) {
+    let av = capture::availability();
+    assert!(av.installed);
+    av.calibration.expect("calibration succeeds on this Candle");
+    assert!(capture::lock().begin("cpu", 0));
+    let r = f(&mut |t, c| {
+        capture::lock().register(t, RegisterAs::category(c));
+    });
+    let (mut events, summary) = capture::lock().end(&NoSpans);
+    events.sort_by_key(|e| e.timestamp_ns);
+    (r, events, summary)
+}
+
+fn lifetimes(events: &[MemoryEvent]) -> std::collections::HashMap<String, (u64, bool, bool)> {
+    let mut m = std::collections::HashMap::new();
+    for e in events {
+        let id = e
+            .storage_id
+            .clone()
+            .expect("allocator events carry a storage id");
+        let entry = m.entry(id).or_insert((0u64, false, false));
+        match e.action {
+            MemoryAction::Alloc => {
+                assert!(!entry.1, "two allocs for one storage id");
+                entry.0 = e.bytes.expect("alloc has bytes");
+                entry.1 = true;
+            }
+            MemoryAction::Free => entry.2 = true,
+        }
+    }
+    m
+}
+
+#[test]
+fn installation_and_calibration_are_measured() {
+    let _g = LOCK.lock().unwrap();
+    assert!(alloc::is_installed());
+    let c = alloc::calibrate().expect("calibration");
+    let word = std::mem::size_of::<usize>();
+    assert!(c.block_size >= c.key_offset + std::mem::size_of::<candle_core::Storage>());
+    assert_eq!(c.block_size % word, 0);
+    assert!(c.data_ptr_offset.is_some());
+    assert!(
+        alloc::heap_live_bytes().unwrap() > 0,
+        "counting mode counts from process start"
+    );
+    eprintln!("calibration: {c:?}");
+}
+
+#[test]
+fn same_size_rounds_give_distinct_lifetimes() {
+    let _g = LOCK.lock().unwrap();
+    // 100 unregistered storages of one size allocated and freed in turn: the allocator hands
+    // back the same addresses, the trace still has 100 lifetimes.
+    let (keys, events, summary) = window(|_| {
+        let mut keys = std::collections::HashSet::new();
+        for _ in 0..100 {
+            let t = Tensor::zeros((32, 32), DType::F32, &Device::Cpu).unwrap();
+            keys.insert(alloc::storage_key(&t));
+            drop(t);
+        }
+        keys
+    });
+    let lt = lifetimes(&events);
+    let ours: Vec<_> = lt.values().filter(|v| v.0 == 32 * 32 * 4).collect();
+    assert_eq!(ours.len(), 100, "{summary:?}");
+    assert!(ours.iter().all(|v| v.1 && v.2));
+    assert!(
+        keys.len() < 100,
+        "addresses were reused ({} keys)",
+        keys.len()
+    );
+
+    // The same with registration: a known key is an alias only while live.
+    let (_, events, _) = window(|reg| {
+        for _ in 0..100 {
+            let t = Tensor::zeros((16, 16), DType::F32, &Device::Cpu).unwrap();
+            reg(&t, MemoryCategory::Activation);
+            reg(&t.t().unwrap(), MemoryCategory::Activation);
+            drop(t);
+        }
+    });
+    let lt = lifetimes(&events);
+    let ours: Vec<_> = lt.values().filter(|v| v.0 == 16 * 16 * 4).collect();
+    assert_eq!(ours.len(), 100);
+    assert!(ours.iter().all(|v| v.1 && v.2));
+}
+
+#[test]
+fn frees_on_other_threads_are_caught() {
+    let _g = LOCK.lock().unwrap();
+    use rayon::prelude::*;
+    let (_, events, _) = window(|reg| {
+        let ts: Vec<Tensor> = (0..100)
+            .map(|i| Tensor::zeros(1000 + i, DType::F32, &Device::Cpu).unwrap())
+            .collect();
+        for t in ts.iter().step_by(2) {
+            reg(t, MemoryCategory::Activation);
+        }
+        ts.into_par_iter().for_each(drop);
+        let more: Vec<Tensor> = (0..50)
+            .map(|i| Tensor::zeros(3000 + i, DType::F32, &Device::Cpu).unwrap())
+            .collect();
+        std::thread::spawn(move || drop(more)).join().unwrap();
+    });
+    let lt = lifetimes(&events);
+    for i in 0..100u64 {
+        let bytes = (1000 + i) * 4;
+        let hits: Vec<_> = lt.values().filter(|v| v.0 == bytes).collect();
+        assert_eq!(hits.len(), 1, "storage of {bytes} bytes");
+        assert!(hits[0].2, "its free (on a rayon worker) was caught");
+    }
+    for i in 0..50u64 {
+        let bytes = (3000 + i) * 4;
+        let hits: Vec<_> = lt.values().filter(|v| v.0 == bytes && v.2).collect();
+        assert_eq!(
+            hits.len(),
+            1,
+            "storage of {bytes} bytes freed on a std::thread"
+        );
+    }
+}
+
+#[test]
+fn views_add_no_bytes_and_bytes_come_from_the_storage() {
+    let _g = LOCK.lock().unwrap();
+    let (_, events, _) = window(|reg| {
+        let t = Tensor::zeros((8, 64, 1), DType::F32, &Device::Cpu).unwrap();
+        reg(&t, MemoryCategory::Activation);
+        let b = t.broadcast_as((8, 64, 128)).unwrap();
+        reg(&b, MemoryCategory::Activation);
+        reg(&t.narrow(1, 0, 3).unwrap(), MemoryCategory::Activation);
+        let r = t.reshape((8, 64)).unwrap();
+        reg(&r, MemoryCategory::Activation);
+        drop((t, b, r));
+    });
+    let allocs: Vec<_> = events
+        .iter()
+        .filter(|e| e.action == MemoryAction::Alloc)
+        .collect();
+    assert_eq!(allocs.len(), 1, "{allocs:?}");
+    assert_eq!(allocs[0].bytes, Some(8 * 64 * 4));
+}
+
+#[test]
+fn a_low_ring_capacity_drops_and_counts() {
+    let _g = LOCK.lock().unwrap();
+    let before = alloc::dropped_events();
+    alloc::set_ring_capacity(8);
+    let (_, _, summary) = window(|_| {
+        for _ in 0..50 {
+            drop(Tensor::zeros(64, DType::F32, &Device::Cpu).unwrap());
+        }
+    });
+    alloc::set_ring_capacity(alloc::RING_CAPACITY);
+    assert!(summary.dropped_events > before, "{summary:?}");
+    assert!(alloc::dropped_events() > before);
+}
