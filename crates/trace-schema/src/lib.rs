@@ -21,6 +21,9 @@
 //! names its line and, where there is one, the field. Everything else is kept in the document as
 //! a [`SemanticIssue`] for the health check. A final line cut short by a crash is dropped and the
 //! document says it was truncated ([`Truncation`]).
+//!
+//! With the cargo feature `synth`, `trace_schema::synth` generates large, realistic,
+//! deterministic trace/11 streams for tests and benchmarks.
 
 #![deny(missing_docs)]
 
