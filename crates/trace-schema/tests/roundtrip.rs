@@ -560,6 +560,11 @@ proptest! {
             events.iter().filter(|e| matches!(e, TraceEvent::Memory(_))).cloned().collect()
         };
         prop_assert_eq!(memory(&doc.to_events()), memory(&events));
+        // A loaded document written back (`to_events`) loads to the same document.
+        let again = load_reader(write(&doc.to_events()).as_slice())
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(again.to_events(), doc.to_events());
+        prop_assert_eq!(&again.truncation, &doc.truncation);
         prop_assert_eq!(doc.is_truncated(), !matches!(events.last(), Some(TraceEvent::Terminal(_))));
     }
 
