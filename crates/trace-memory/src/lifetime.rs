@@ -128,3 +128,24 @@ pub(crate) fn ranked_live(
     idx.sort_by(|&a, &b| rank_cmp(doc, &lives[a as usize], &lives[b as usize]));
     idx
 }
+
+/// Indices of the lifetimes satisfying `live`, and the first `n` of them in rank order
+/// ([`rank_cmp`]) found by selection: O(L + k + n log n).
+pub(crate) fn top_live(
+    doc: &TraceDocument,
+    lives: &[Life],
+    n: usize,
+    live: impl Fn(&Life) -> bool,
+) -> (Vec<u32>, Vec<u32>) {
+    let all: Vec<u32> = (0..lives.len() as u32)
+        .filter(|&i| live(&lives[i as usize]))
+        .collect();
+    let mut top = all.clone();
+    let cmp = |a: &u32, b: &u32| rank_cmp(doc, &lives[*a as usize], &lives[*b as usize]);
+    if top.len() > n && n > 0 {
+        top.select_nth_unstable_by(n - 1, cmp);
+    }
+    top.truncate(n);
+    top.sort_by(cmp);
+    (all, top)
+}

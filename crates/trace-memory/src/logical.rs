@@ -8,7 +8,7 @@ use trace_schema::{MemoryCategory, TraceDocument};
 
 use crate::error::MemoryQueryError;
 use crate::lifetime::{build_lifetimes, ranked_live, StorageLifetime};
-use crate::replay::{replay, Life, OPEN};
+use crate::replay::{category_index, replay, Life, CATEGORIES, OPEN};
 use crate::steps::{findings_support, step_peaks, FindingsSupport, StepPeak};
 use crate::strings::Resolver;
 use crate::timeline::{LogicalTimeline, TimelinePoint};
@@ -292,17 +292,7 @@ pub(crate) fn analyze_logical(doc: &TraceDocument) -> Option<LogicalMemoryProfil
     // Global peak: rebuild the live set once, at the peak time.
     let peak = r.peak.map(|(ts, live_bytes)| {
         let idx = ranked_live(doc, &r.lives, |l| l.live_after(ts));
-        let mut by_device = BTreeMap::new();
-        let mut by_category = BTreeMap::new();
-        for &i in &idx {
-            let l = &r.lives[i as usize];
-            *by_device
-                .entry(device_names[l.device as usize].clone())
-                .or_insert(0u64) += l.bytes;
-            *by_category
-                .entry(doc.memory[l.event as usize].category)
-                .or_insert(0u64) += l.bytes;
-        }
+        let (by_device, by_category) = breakdown(idx.iter().map(|&i| &lifetimes[i as usize]));
         LogicalPeak {
             timestamp_ns: ts,
             live_bytes,
@@ -314,20 +304,18 @@ pub(crate) fn analyze_logical(doc: &TraceDocument) -> Option<LogicalMemoryProfil
 
     // Device peaks, live at end and category totals in one pass over lifetimes.
     let nd = r.devices.len();
-    let mut dev_peak_cat: Vec<BTreeMap<MemoryCategory, u64>> = vec![BTreeMap::new(); nd];
+    let mut dev_peak_cat = vec![[0u64; CATEGORIES]; nd];
     let mut dev_peak_count = vec![0u64; nd];
     let mut dev_end = vec![(0u64, 0u64); nd];
-    let mut totals = LogicalTotals::default();
-    let mut live_at_end = LiveAtEnd {
-        trace_truncated: doc.is_truncated(),
-        timestamp_ns: r.last_ns,
-        ..LiveAtEnd::default()
-    };
-    for l in &r.lives {
-        let ev = &doc.memory[l.event as usize];
+    let mut dev_end_cat = vec![[0u64; CATEGORIES]; nd];
+    let mut cat_totals: [CategoryTotals; CATEGORIES] = Default::default();
+    let mut seen_cat = [false; CATEGORIES];
+    for (l, lt) in r.lives.iter().zip(&lifetimes) {
         let d = l.device as usize;
-        let cat = totals.by_category.entry(ev.category).or_default();
-        if ev.pre_existing {
+        let k = category_index(lt.category);
+        seen_cat[k] = true;
+        let cat = &mut cat_totals[k];
+        if lt.pre_existing {
             cat.pre_existing_count += 1;
             cat.pre_existing_bytes = cat.pre_existing_bytes.saturating_add(l.bytes);
         } else {
@@ -339,18 +327,40 @@ pub(crate) fn analyze_logical(doc: &TraceDocument) -> Option<LogicalMemoryProfil
             cat.live_at_end_bytes = cat.live_at_end_bytes.saturating_add(l.bytes);
             dev_end[d].0 += 1;
             dev_end[d].1 = dev_end[d].1.saturating_add(l.bytes);
-            live_at_end.count += 1;
-            live_at_end.bytes = live_at_end.bytes.saturating_add(l.bytes);
-            *live_at_end.by_category.entry(ev.category).or_insert(0) += l.bytes;
-            *live_at_end
-                .by_device
-                .entry(device_names[d].clone())
-                .or_insert(0) += l.bytes;
+            dev_end_cat[d][k] = dev_end_cat[d][k].saturating_add(l.bytes);
         }
         if let Some((ts, _)) = r.device_acc[d].peak {
             if l.live_after(ts) {
-                *dev_peak_cat[d].entry(ev.category).or_insert(0) += l.bytes;
+                dev_peak_cat[d][k] = dev_peak_cat[d][k].saturating_add(l.bytes);
                 dev_peak_count[d] += 1;
+            }
+        }
+    }
+    let mut totals = LogicalTotals::default();
+    for (k, c) in cat_totals.into_iter().enumerate() {
+        if seen_cat[k] {
+            totals.by_category.insert(MemoryCategory::ALL[k], c);
+        }
+    }
+    let mut live_at_end = LiveAtEnd {
+        trace_truncated: doc.is_truncated(),
+        timestamp_ns: r.last_ns,
+        ..LiveAtEnd::default()
+    };
+    for d in 0..nd {
+        live_at_end.count += dev_end[d].0;
+        live_at_end.bytes = live_at_end.bytes.saturating_add(dev_end[d].1);
+        if dev_end[d].1 > 0 {
+            live_at_end
+                .by_device
+                .insert(device_names[d].clone(), dev_end[d].1);
+        }
+        for (k, &b) in dev_end_cat[d].iter().enumerate() {
+            if b > 0 {
+                *live_at_end
+                    .by_category
+                    .entry(MemoryCategory::ALL[k])
+                    .or_insert(0) += b;
             }
         }
     }
@@ -379,7 +389,7 @@ pub(crate) fn analyze_logical(doc: &TraceDocument) -> Option<LogicalMemoryProfil
                 peak: acc.peak.map(|(ts, live_bytes)| DevicePeak {
                     timestamp_ns: ts,
                     live_bytes,
-                    by_category: std::mem::take(&mut dev_peak_cat[d]),
+                    by_category: category_map(&dev_peak_cat[d]),
                     live_allocation_count: dev_peak_count[d],
                 }),
                 live_at_end_count: dev_end[d].0,
@@ -448,4 +458,34 @@ pub(crate) fn analyze_logical(doc: &TraceDocument) -> Option<LogicalMemoryProfil
         lifetimes,
         compact: Compact { lives: r.lives },
     })
+}
+
+/// Non-zero categories of a per-category array.
+pub(crate) fn category_map(cells: &[u64; CATEGORIES]) -> BTreeMap<MemoryCategory, u64> {
+    cells
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| b > 0)
+        .map(|(k, &b)| (MemoryCategory::ALL[k], b))
+        .collect()
+}
+
+/// Bytes per device (by label) and per category of a set of lifetimes; O(k + devices).
+pub(crate) fn breakdown<'a>(
+    lifetimes: impl Iterator<Item = &'a StorageLifetime>,
+) -> (BTreeMap<String, u64>, BTreeMap<MemoryCategory, u64>) {
+    let mut by_device: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut cats = [0u64; CATEGORIES];
+    for l in lifetimes {
+        *by_device.entry(&*l.device).or_insert(0) += l.bytes;
+        let k = category_index(l.category);
+        cats[k] = cats[k].saturating_add(l.bytes);
+    }
+    (
+        by_device
+            .into_iter()
+            .map(|(d, b)| (d.to_string(), b))
+            .collect(),
+        category_map(&cats),
+    )
 }

@@ -111,10 +111,19 @@ fn identity(storage: Option<Sym>, tensor: Option<Sym>) -> Option<u64> {
     }
 }
 
+#[derive(Clone, Copy)]
+struct LiveEntry {
+    life: u32,
+    cell: u32,
+    tensor: Option<Sym>,
+    bytes: u64,
+}
+
 struct State {
     r: Replay,
     device_of_sym: FxHashMap<Sym, u32>,
-    live: FxHashMap<(u32, u64), u32>,
+    /// Live storages: lifetime index plus what a free needs (no cold access to the alloc).
+    live: FxHashMap<(u32, u64), LiveEntry>,
     cells: Vec<u64>,
     cell_start: Vec<u64>,
     touched_flag: Vec<bool>,
@@ -237,10 +246,12 @@ pub(crate) fn replay(doc: &TraceDocument) -> Replay {
         let key = identity(e.storage, e.tensor).map(|k| (device, k));
         match e.action {
             MemoryAction::Alloc => {
-                if let Some(&li) = key.as_ref().and_then(|k| st.live.get(k)) {
+                if let Some(entry) = key.as_ref().and_then(|k| st.live.get(k)) {
                     st.r.alias_event_count += 1;
                     if let Some(t) = e.tensor {
-                        st.r.extra_tensors.push((li, t));
+                        if entry.tensor != Some(t) {
+                            st.r.extra_tensors.push((entry.life, t));
+                        }
                     }
                     continue;
                 }
@@ -259,9 +270,16 @@ pub(crate) fn replay(doc: &TraceDocument) -> Replay {
                     event: ei,
                     device,
                 });
+                let cell = device as usize * CATEGORIES + category_index(e.category);
                 match key {
                     Some(k) => {
-                        st.live.insert(k, li);
+                        let entry = LiveEntry {
+                            life: li,
+                            cell: cell as u32,
+                            tensor: e.tensor,
+                            bytes,
+                        };
+                        st.live.insert(k, entry);
                     }
                     None => st.r.unidentified_alloc_count += 1,
                 }
@@ -275,30 +293,28 @@ pub(crate) fn replay(doc: &TraceDocument) -> Replay {
                     acc.total_allocated_bytes = acc.total_allocated_bytes.saturating_add(bytes);
                 }
                 acc.live_bytes = acc.live_bytes.saturating_add(bytes);
-                let cell = device as usize * CATEGORIES + category_index(e.category);
                 st.touch(cell);
                 st.cells[cell] = st.cells[cell].saturating_add(bytes);
                 st.total = st.total.saturating_add(bytes);
             }
             MemoryAction::Free => {
-                let Some(li) = key.and_then(|k| st.live.remove(&k)) else {
+                let Some(entry) = key.and_then(|k| st.live.remove(&k)) else {
                     st.r.unmatched_frees.push(ei);
                     st.r.device_acc[device as usize].unpaired_free_count += 1;
                     continue;
                 };
-                let life = &mut st.r.lives[li as usize];
-                life.end_ns = ts;
-                let bytes = life.bytes;
-                let alloc = &memory[life.event as usize];
+                let li = entry.life;
+                st.r.lives[li as usize].end_ns = ts;
+                let bytes = entry.bytes;
                 if e.bytes.is_some_and(|b| b != bytes) {
                     st.r.size_mismatches.push((li, ei));
                 }
                 if let Some(t) = e.tensor {
-                    if alloc.tensor != Some(t) {
+                    if entry.tensor != Some(t) {
                         st.r.extra_tensors.push((li, t));
                     }
                 }
-                let cell = device as usize * CATEGORIES + category_index(alloc.category);
+                let cell = entry.cell as usize;
                 let acc = &mut st.r.device_acc[device as usize];
                 acc.matched_free_count += 1;
                 acc.live_bytes = acc.live_bytes.saturating_sub(bytes);

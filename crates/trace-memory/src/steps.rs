@@ -7,7 +7,8 @@ use std::sync::Arc;
 use serde::Serialize;
 use trace_schema::{ExecutionStep, MemoryCategory, TraceDocument};
 
-use crate::lifetime::{ranked_live, StorageLifetime};
+use crate::lifetime::{top_live, StorageLifetime};
+use crate::logical::breakdown;
 use crate::replay::{Life, OPEN};
 use crate::strings::Resolver;
 use crate::timeline::LogicalTimeline;
@@ -195,14 +196,8 @@ pub(crate) fn step_peaks(
             }
         }
         let (ts, live_bytes) = best.unwrap_or((0, 0));
-        let idx = ranked_live(doc, lives, |l| l.live_after(ts));
-        let mut by_category = BTreeMap::new();
-        let mut by_device = BTreeMap::new();
-        for &i in &idx {
-            let l = &lifetimes[i as usize];
-            *by_category.entry(l.category).or_insert(0u64) += l.bytes;
-            *by_device.entry(l.device.to_string()).or_insert(0u64) += l.bytes;
-        }
+        let (idx, top) = top_live(doc, lives, STEP_PEAK_TOP, |l| l.live_after(ts));
+        let (by_device, by_category) = breakdown(idx.iter().map(|&i| &lifetimes[i as usize]));
         let dominant_category = by_category
             .iter()
             .fold(
@@ -227,11 +222,7 @@ pub(crate) fn step_peaks(
                 by_device,
                 dominant_category,
                 live_allocation_count: idx.len() as u64,
-                top_allocations: idx
-                    .iter()
-                    .take(STEP_PEAK_TOP)
-                    .map(|&i| lifetimes[i as usize].clone())
-                    .collect(),
+                top_allocations: top.iter().map(|&i| lifetimes[i as usize].clone()).collect(),
             },
         });
     }

@@ -20,7 +20,7 @@ impl<'a> Resolver<'a> {
     pub(crate) fn new(doc: &'a TraceDocument) -> Self {
         Self {
             doc,
-            strings: Vec::new(),
+            strings: vec![None; doc.strings.len()],
             shapes: HashMap::new(),
         }
     }
