@@ -13,7 +13,7 @@ use crate::dtype::dense_bytes;
 use crate::event::*;
 use crate::intern::{Interner, ShapeId, ShapeTable, Sym};
 use crate::meta::RunMeta;
-use crate::parse::MemoryRef;
+use crate::parse::{FastEvent, MemoryRef, OpRef};
 use crate::version::SchemaVersion;
 
 /// A span, from its `span_start` and (if seen) its `span_end`.
@@ -609,26 +609,7 @@ impl TraceBuilder {
                 let end = span.start_ns.saturating_add(e.duration_ns);
                 self.evidence(end);
             }
-            TraceEvent::Op(e) => {
-                let output_dense_bytes = e
-                    .output_dense_bytes
-                    .or_else(|| dense_bytes(&e.shape, &e.dtype));
-                let record = OpRecord {
-                    span: doc.strings.intern(&e.span_id),
-                    op_name: doc.strings.intern(&e.op_name),
-                    inputs: e.inputs.iter().map(|i| doc.strings.intern(i)).collect(),
-                    output: e.output.as_deref().map(|x| doc.strings.intern(x)),
-                    shape: doc.shapes.intern(&e.shape),
-                    dtype: doc.strings.intern(&e.dtype),
-                    device: doc.strings.intern(&e.device),
-                    duration_ns: e.duration_ns,
-                    timestamp_ns: e.timestamp_ns,
-                    output_dense_bytes,
-                    input_dense_bytes: e.input_dense_bytes,
-                };
-                doc.ops.push(record);
-                self.evidence(e.timestamp_ns.saturating_add(e.duration_ns));
-            }
+            TraceEvent::Op(e) => self.add_op(&OpRef::from(&e), &e.shape),
             TraceEvent::Tensor(e) => {
                 let dense = e.dense_bytes.or_else(|| dense_bytes(&e.shape, &e.dtype));
                 let record = TensorRecord {
@@ -737,26 +718,48 @@ impl TraceBuilder {
         }
     }
 
-    /// Adds one `memory` event (the loader's fast path hands borrowed events here directly).
-    pub(crate) fn push_memory(&mut self, e: &MemoryRef<'_>) {
+    /// Adds one event parsed by the loader's fast path (borrowed from the line).
+    pub(crate) fn push_fast(&mut self, event: &FastEvent<'_>) {
         self.doc.event_count += 1;
-        self.add_memory(e, e.shape.as_deref());
+        match event {
+            FastEvent::Memory(e) => self.add_memory(e, e.shape.as_deref()),
+            FastEvent::Op(e) => self.add_op(e, &e.shape),
+        }
+    }
+
+    fn add_op(&mut self, e: &OpRef<'_>, shape: &[u64]) {
+        let doc = &mut self.doc;
+        let output_dense_bytes = e.output_dense_bytes.or_else(|| dense_bytes(shape, e.dtype));
+        let record = OpRecord {
+            span: doc.strings.intern(e.span_id),
+            op_name: doc.strings.intern(e.op_name),
+            inputs: e.inputs.iter().map(|i| doc.strings.intern(i)).collect(),
+            output: e.output.map(|x| doc.strings.intern(x)),
+            shape: doc.shapes.intern(shape),
+            dtype: doc.strings.intern(e.dtype),
+            device: doc.strings.intern(e.device),
+            duration_ns: e.duration_ns,
+            timestamp_ns: e.timestamp_ns,
+            output_dense_bytes,
+            input_dense_bytes: e.input_dense_bytes,
+        };
+        doc.ops.push(record);
+        self.evidence(e.timestamp_ns.saturating_add(e.duration_ns));
     }
 
     fn add_memory(&mut self, e: &MemoryRef<'_>, shape: Option<&[u64]>) {
         let doc = &mut self.doc;
-        let mut intern =
-            |x: &Option<std::borrow::Cow<'_, str>>| x.as_deref().map(|x| doc.strings.intern(x));
-        let storage = intern(&e.storage_id);
-        let tensor = intern(&e.tensor_id);
-        let span = intern(&e.span_id);
-        let op_name = intern(&e.op_name);
-        let dtype = intern(&e.dtype);
-        let label = intern(&e.label);
+        let mut intern = |x: Option<&str>| x.map(|x| doc.strings.intern(x));
+        let storage = intern(e.storage_id);
+        let tensor = intern(e.tensor_id);
+        let span = intern(e.span_id);
+        let op_name = intern(e.op_name);
+        let dtype = intern(e.dtype);
+        let label = intern(e.label);
         let record = MemoryRecord {
             timestamp_ns: e.timestamp_ns,
             bytes: e.bytes,
-            device: doc.strings.intern(&e.device),
+            device: doc.strings.intern(e.device),
             storage,
             tensor,
             span,

@@ -13,7 +13,7 @@ use std::path::Path;
 use crate::document::{TraceBuilder, TraceDocument};
 use crate::error::LoadError;
 use crate::event::TraceEvent;
-use crate::parse::{fast_memory, parse_line};
+use crate::parse::{fast_event, parse_line};
 use crate::version::SchemaVersion;
 
 /// One event and the 1-based line it was read from.
@@ -203,13 +203,13 @@ pub fn load_reader<R: Read>(reader: R) -> Result<TraceDocument, LoadError> {
     let mut events = TraceReader::new(BufReader::with_capacity(1 << 16, reader));
     let mut builder: Option<TraceBuilder> = None;
     while let Some((line, terminated)) = events.read_line()? {
-        // Fast path: a well-formed memory event, borrowed from the line buffer, straight into
+        // Fast path: a well-formed memory or op event, borrowed from the line buffer, straight into
         // the builder. Anything else (or any doubt) takes the general path below.
         if let (Some(version), Some(b), 0) =
             (events.version, builder.as_mut(), events.terminal_line)
         {
-            if let Some(memory) = fast_memory(trim_ascii(&events.buf), version) {
-                b.push_memory(&memory);
+            if let Some(event) = fast_event(trim_ascii(&events.buf), version) {
+                b.push_fast(&event);
                 continue;
             }
         }

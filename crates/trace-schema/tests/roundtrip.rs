@@ -249,7 +249,7 @@ fn op() -> impl Strategy<Value = TraceEvent> {
             shape(),
         ),
         (
-            text(),
+            prop_oneof![text(), Just("f32".to_string()), Just("f4".to_string())],
             text(),
             any::<u64>(),
             any::<u64>(),
@@ -560,6 +560,24 @@ proptest! {
             events.iter().filter(|e| matches!(e, TraceEvent::Memory(_))).cloned().collect()
         };
         prop_assert_eq!(memory(&doc.to_events()), memory(&events));
+        // So do ops (strings with escapes fall back to the general path); the loader fills a
+        // missing output_dense_bytes from shape × dtype.
+        let ops = |events: &[TraceEvent], fill: bool| -> Vec<TraceEvent> {
+            events
+                .iter()
+                .filter_map(|e| match e {
+                    TraceEvent::Op(op) => {
+                        let mut op = op.clone();
+                        if fill && op.output_dense_bytes.is_none() {
+                            op.output_dense_bytes = dense_bytes(&op.shape, &op.dtype);
+                        }
+                        Some(TraceEvent::Op(op))
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        prop_assert_eq!(ops(&doc.to_events(), false), ops(&events, true));
         // A loaded document written back (`to_events`) loads to the same document.
         let again = load_reader(write(&doc.to_events()).as_slice())
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
