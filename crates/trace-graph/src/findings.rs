@@ -153,7 +153,7 @@ pub(crate) fn largest_self_time(
             ms(top.host_self_time_ns)
         ),
         evidence: Evidence {
-            node_ids: vec![top.id.clone()],
+            node_ids: vec![top.id.to_string()],
             duration_ns: Some(top.host_self_time_ns),
             of_duration_ns: outer,
             ..Evidence::default()

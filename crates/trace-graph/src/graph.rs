@@ -7,6 +7,7 @@
 //! events of different spans were interleaved in the file. O(n log n).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 use trace_schema::{EdgeRecord, ExecutionStep, MemoryCategory, SpanKind, Sym, TraceDocument};
@@ -18,6 +19,40 @@ use crate::timing::HostTiming;
 /// Per-node memory metrics, from `trace_memory::node_memory_metrics` (definitions there).
 pub use trace_memory::NodeMemoryMetrics as NodeMemory;
 use trace_memory::NodeMetrics;
+
+/// A shared string of the graph (node ids, names, labels); serialized as a plain string.
+/// Node ids are shared between nodes, edges and rankings, never copied.
+pub type Text = Arc<str>;
+
+/// Each distinct document string and shape converted once.
+struct Texts<'a> {
+    doc: &'a TraceDocument,
+    strings: Vec<Option<Text>>,
+    shapes: HashMap<trace_schema::ShapeId, Arc<[u64]>>,
+}
+
+impl<'a> Texts<'a> {
+    fn new(doc: &'a TraceDocument) -> Self {
+        Self {
+            doc,
+            strings: vec![None; doc.strings.len()],
+            shapes: HashMap::new(),
+        }
+    }
+    fn get(&mut self, sym: Sym) -> Text {
+        let doc = self.doc;
+        self.strings[sym.index()]
+            .get_or_insert_with(|| Arc::from(doc.str(sym)))
+            .clone()
+    }
+    fn shape(&mut self, id: trace_schema::ShapeId) -> Arc<[u64]> {
+        let doc = self.doc;
+        self.shapes
+            .entry(id)
+            .or_insert_with(|| Arc::from(doc.shape(id)))
+            .clone()
+    }
+}
 
 /// Kind of a graph node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -54,17 +89,17 @@ pub enum HostScope {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GraphNode {
     /// Span id, `{span}/op/{n}` or `tensor/{id}`.
-    pub id: String,
+    pub id: Text,
     /// Parent node (span of an op; parent span of a span).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub parent_id: Option<String>,
+    pub parent_id: Option<Text>,
     /// Span name, op name, or tensor label (tensor id when unlabelled).
-    pub name: String,
+    pub name: Text,
     /// Kind.
     pub kind: NodeKind,
     /// Module path of module spans, where recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub module_path: Option<String>,
+    pub module_path: Option<Text>,
     /// Training step of a span.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<ExecutionStep>,
@@ -85,13 +120,13 @@ pub struct GraphNode {
     pub host_time_inferred: bool,
     /// Shape (ops: output; tensors).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub shape: Option<Vec<u64>>,
+    pub shape: Option<Arc<[u64]>>,
     /// Dtype label.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub dtype: Option<String>,
+    pub dtype: Option<Text>,
     /// Device label.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub device: Option<String>,
+    pub device: Option<Text>,
     /// Tensor category (tensors with a tensor event).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub category: Option<MemoryCategory>,
@@ -120,16 +155,16 @@ pub enum EdgeKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GraphEdge {
     /// Source node id.
-    pub from: String,
+    pub from: Text,
     /// Target node id.
-    pub to: String,
+    pub to: Text,
     /// Call or data.
     pub kind: EdgeKind,
     /// Inferred from the hierarchy or op inputs/outputs (false: an explicit trace edge).
     pub inferred: bool,
     /// Op name (span → op), `input` / `output` (op data edges).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
+    pub label: Option<Text>,
     /// Host duration of the callee, ns (call edges).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_ns: Option<u64>,
@@ -139,9 +174,9 @@ pub struct GraphEdge {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SpanCost {
     /// Span id.
-    pub id: String,
+    pub id: Text,
     /// Span name.
-    pub name: String,
+    pub name: Text,
     /// Host self time, ns.
     pub host_self_time_ns: u64,
     /// Self time inside the measured interval, ns.
@@ -156,9 +191,9 @@ pub struct SpanCost {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SpanBytes {
     /// Span id.
-    pub id: String,
+    pub id: Text,
     /// Span name.
-    pub name: String,
+    pub name: Text,
     /// The ranked figure, bytes.
     pub bytes: u64,
 }
@@ -191,7 +226,7 @@ pub struct ExecutionGraph {
     pub entrypoint: String,
     /// Id of the measured span.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub measured_span: Option<String>,
+    pub measured_span: Option<Text>,
     /// Host total of the measured span, ns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outer_wall_time_ns: Option<u64>,
@@ -309,21 +344,21 @@ pub(crate) fn build_graph(
             .cloned()
             .unwrap_or_default()
     };
-    let opt = |s: Option<Sym>| s.map(|s| doc.str(s).to_string());
+    let mut texts = Texts::new(doc);
 
-    let mut nodes: Vec<GraphNode> = Vec::with_capacity(n_spans + doc.ops.len());
+    let mut nodes: Vec<GraphNode> = Vec::with_capacity(n_spans + 2 * doc.ops.len());
     let mut span_node = vec![NONE; n_spans];
     for &s in &index.preorder {
         let s = s as usize;
         let span = &doc.spans[s];
         span_node[s] = nodes.len() as u32;
+        let parent = index.parent[s];
         nodes.push(GraphNode {
-            id: doc.str(span.id).to_string(),
-            parent_id: (index.parent[s] != NONE)
-                .then(|| doc.str(doc.spans[index.parent[s] as usize].id).to_string()),
-            name: doc.str(span.name).to_string(),
-            kind: span_kind(span.kind, index.parent[s] == NONE),
-            module_path: opt(span.module_path),
+            id: texts.get(span.id),
+            parent_id: (parent != NONE).then(|| texts.get(doc.spans[parent as usize].id)),
+            name: texts.get(span.name),
+            kind: span_kind(span.kind, parent == NONE),
+            module_path: span.module_path.map(|m| texts.get(m)),
             step: span.step,
             scope: Some(scope[s]),
             start_ns: Some(span.start_ns),
@@ -339,6 +374,16 @@ pub(crate) fn build_graph(
             memory: mem_span(s),
         });
     }
+    // Tensors get node slots in order of first appearance: op inputs and outputs in canonical
+    // op order, then tensor events by span, then explicit data edges.
+    let mut tensor_slot = vec![u32::MAX; doc.strings.len()];
+    let mut tensors: Vec<Sym> = Vec::new();
+    fn see(t: Sym, slots: &mut [u32], tensors: &mut Vec<Sym>) {
+        if slots[t.index()] == u32::MAX {
+            slots[t.index()] = tensors.len() as u32;
+            tensors.push(t);
+        }
+    }
     let mut op_node = vec![NONE; doc.ops.len()];
     for &s in &index.preorder {
         for &o in &index.ops_by_span[s as usize] {
@@ -347,10 +392,16 @@ pub(crate) fn build_graph(
             op_node[o] = nodes.len() as u32;
             let mut memory = mem_op(o);
             memory.output_dense_bytes = memory.output_dense_bytes.or(op.output_dense_bytes);
+            for &input in op.inputs.iter() {
+                see(input, &mut tensor_slot, &mut tensors);
+            }
+            if let Some(out) = op.output {
+                see(out, &mut tensor_slot, &mut tensors);
+            }
             nodes.push(GraphNode {
-                id: index.op_node_id(doc, o),
-                parent_id: Some(doc.str(op.span).to_string()),
-                name: doc.str(op.op_name).to_string(),
+                id: Arc::from(index.op_node_id(doc, o)),
+                parent_id: Some(texts.get(op.span)),
+                name: texts.get(op.op_name),
                 kind: NodeKind::Operation,
                 module_path: None,
                 step: None,
@@ -359,9 +410,9 @@ pub(crate) fn build_graph(
                 host_total_time_ns: Some(op.duration_ns),
                 host_self_time_ns: Some(op.duration_ns),
                 host_time_inferred: false,
-                shape: Some(doc.shape(op.shape).to_vec()),
-                dtype: Some(doc.str(op.dtype).to_string()),
-                device: Some(doc.str(op.device).to_string()),
+                shape: Some(texts.shape(op.shape)),
+                dtype: Some(texts.get(op.dtype)),
+                device: Some(texts.get(op.device)),
                 category: None,
                 requires_grad: None,
                 dense_bytes: None,
@@ -369,18 +420,25 @@ pub(crate) fn build_graph(
             });
         }
     }
-    // Tensors: every distinct id of tensor events, op inputs/outputs and data edges.
-    let mut tensor_fact: HashMap<Sym, usize> = HashMap::new();
+    // First tensor event per tensor, in canonical span order.
+    let mut tensor_events: Vec<Vec<u32>> = vec![Vec::new(); n_spans];
     for (i, t) in doc.tensors.iter().enumerate() {
-        tensor_fact.entry(t.tensor_id).or_insert(i);
+        if let Some(si) = doc.span_index(t.span) {
+            tensor_events[si].push(i as u32);
+        }
     }
-    let mut op_output: HashMap<Sym, usize> = HashMap::new();
-    let mut tensor_ids: HashSet<Sym> = tensor_fact.keys().copied().collect();
-    for (o, op) in doc.ops.iter().enumerate() {
-        tensor_ids.extend(op.inputs.iter().copied());
-        if let Some(out) = op.output {
-            tensor_ids.insert(out);
-            op_output.entry(out).or_insert(o);
+    let mut tensor_fact: Vec<u32> = Vec::new();
+    for &s in &index.preorder {
+        for &i in &tensor_events[s as usize] {
+            let t = doc.tensors[i as usize].tensor_id;
+            see(t, &mut tensor_slot, &mut tensors);
+            let slot = tensor_slot[t.index()] as usize;
+            if tensor_fact.len() <= slot {
+                tensor_fact.resize(slot + 1, NONE);
+            }
+            if tensor_fact[slot] == NONE {
+                tensor_fact[slot] = i;
+            }
         }
     }
     for e in &doc.edges {
@@ -389,20 +447,30 @@ pub(crate) fn build_graph(
             to_tensor,
         } = *e
         {
-            tensor_ids.insert(from_tensor);
-            tensor_ids.insert(to_tensor);
+            see(from_tensor, &mut tensor_slot, &mut tensors);
+            see(to_tensor, &mut tensor_slot, &mut tensors);
         }
     }
-    let mut tensors: Vec<Sym> = tensor_ids.into_iter().collect();
-    tensors.sort_by(|a, b| natural_cmp(doc.str(*a), doc.str(*b)));
-    let mut tensor_node: HashMap<Sym, u32> = HashMap::with_capacity(tensors.len());
-    for t in tensors {
-        tensor_node.insert(t, nodes.len() as u32);
+    tensor_fact.resize(tensors.len(), NONE);
+    // Output op of each tensor (first in canonical order) for tensors without a fact.
+    let mut tensor_output = vec![NONE; tensors.len()];
+    for &s in &index.preorder {
+        for &o in &index.ops_by_span[s as usize] {
+            if let Some(out) = doc.ops[o as usize].output {
+                let slot = tensor_slot[out.index()] as usize;
+                if tensor_output[slot] == NONE {
+                    tensor_output[slot] = o;
+                }
+            }
+        }
+    }
+    let tensor_base = nodes.len() as u32;
+    for (slot, &t) in tensors.iter().enumerate() {
         let id = doc.str(t);
         let mut node = GraphNode {
-            id: format!("tensor/{id}"),
+            id: Arc::from(format!("tensor/{id}")),
             parent_id: None,
-            name: id.to_string(),
+            name: texts.get(t),
             kind: NodeKind::Tensor,
             module_path: None,
             step: None,
@@ -419,30 +487,31 @@ pub(crate) fn build_graph(
             dense_bytes: None,
             memory: NodeMemory::default(),
         };
-        if let Some(&f) = tensor_fact.get(&t) {
-            let fact = &doc.tensors[f];
+        if tensor_fact[slot] != NONE {
+            let fact = &doc.tensors[tensor_fact[slot] as usize];
             if let Some(label) = fact.label {
-                node.name = doc.str(label).to_string();
+                node.name = texts.get(label);
             }
-            node.shape = Some(doc.shape(fact.shape).to_vec());
-            node.dtype = Some(doc.str(fact.dtype).to_string());
-            node.device = Some(doc.str(fact.device).to_string());
+            node.shape = Some(texts.shape(fact.shape));
+            node.dtype = Some(texts.get(fact.dtype));
+            node.device = Some(texts.get(fact.device));
             node.category = Some(fact.category);
             node.requires_grad = Some(fact.requires_grad);
             node.dense_bytes = fact.dense_bytes;
-        } else if let Some(&o) = op_output.get(&t) {
-            let op = &doc.ops[o];
-            node.shape = Some(doc.shape(op.shape).to_vec());
-            node.dtype = Some(doc.str(op.dtype).to_string());
-            node.device = Some(doc.str(op.device).to_string());
+        } else if tensor_output[slot] != NONE {
+            let op = &doc.ops[tensor_output[slot] as usize];
+            node.shape = Some(texts.shape(op.shape));
+            node.dtype = Some(texts.get(op.dtype));
+            node.device = Some(texts.get(op.device));
             node.dense_bytes = op.output_dense_bytes;
         }
         nodes.push(node);
     }
+    let tensor_node = |t: Sym| tensor_base + tensor_slot[t.index()];
     {
         let mut seen: HashSet<&str> = HashSet::with_capacity(nodes.len());
         for node in &nodes {
-            if !seen.insert(node.id.as_str()) {
+            if !seen.insert(&node.id) {
                 return Err(GraphRefusal {
                     reasons: vec![format!(
                         "duplicate node id {}: a span id collides with a generated op or tensor id",
@@ -453,14 +522,20 @@ pub(crate) fn build_graph(
         }
     }
 
-    // Edges as (from, to, kind, inferred, label, duration) over node indices.
+    // Edges over node indices; the label is an op name symbol or a fixed word.
+    #[derive(Clone, Copy)]
+    enum Label {
+        None,
+        Op(Sym),
+        Input,
+        Output,
+    }
     struct E {
         from: u32,
         to: u32,
         kind: EdgeKind,
         inferred: bool,
-        label: Option<&'static str>,
-        op_label: Option<Sym>,
+        label: Label,
         duration_ns: Option<u64>,
     }
     let mut edges: Vec<E> = Vec::with_capacity(n_spans + 3 * doc.ops.len());
@@ -483,8 +558,7 @@ pub(crate) fn build_graph(
                     to: span_node[t],
                     kind: EdgeKind::Call,
                     inferred: false,
-                    label: None,
-                    op_label: None,
+                    label: Label::None,
                     duration_ns: Some(host_duration_ns),
                 });
             }
@@ -492,12 +566,11 @@ pub(crate) fn build_graph(
                 from_tensor,
                 to_tensor,
             } => edges.push(E {
-                from: tensor_node[&from_tensor],
-                to: tensor_node[&to_tensor],
+                from: tensor_node(from_tensor),
+                to: tensor_node(to_tensor),
                 kind: EdgeKind::Data,
                 inferred: false,
-                label: None,
-                op_label: None,
+                label: Label::None,
                 duration_ns: None,
             }),
         }
@@ -510,8 +583,7 @@ pub(crate) fn build_graph(
                 to: span_node[c as usize],
                 kind: EdgeKind::Call,
                 inferred: true,
-                label: None,
-                op_label: None,
+                label: Label::None,
                 duration_ns: Some(timing.total_ns[c as usize]),
             });
         }
@@ -523,37 +595,35 @@ pub(crate) fn build_graph(
                 to: on,
                 kind: EdgeKind::Call,
                 inferred: true,
-                label: None,
-                op_label: Some(op.op_name),
+                label: Label::Op(op.op_name),
                 duration_ns: Some(op.duration_ns),
             });
-            for input in op.inputs.iter() {
+            for &input in op.inputs.iter() {
                 edges.push(E {
-                    from: tensor_node[input],
+                    from: tensor_node(input),
                     to: on,
                     kind: EdgeKind::Data,
                     inferred: true,
-                    label: Some("input"),
-                    op_label: None,
+                    label: Label::Input,
                     duration_ns: None,
                 });
             }
             if let Some(out) = op.output {
                 edges.push(E {
                     from: on,
-                    to: tensor_node[&out],
+                    to: tensor_node(out),
                     kind: EdgeKind::Data,
                     inferred: true,
-                    label: Some("output"),
-                    op_label: None,
+                    label: Label::Output,
                     duration_ns: None,
                 });
             }
         }
     }
     // Explicit edges (inferred = false) sort before inferred ones and win the dedup.
-    edges.sort_by_key(|e| (e.from, e.to, e.kind, e.inferred));
+    edges.sort_unstable_by_key(|e| (e.from, e.to, e.kind, e.inferred));
     edges.dedup_by_key(|e| (e.from, e.to, e.kind));
+    let (input, output): (Text, Text) = (Arc::from("input"), Arc::from("output"));
     let edges: Vec<GraphEdge> = edges
         .into_iter()
         .map(|e| GraphEdge {
@@ -561,18 +631,20 @@ pub(crate) fn build_graph(
             to: nodes[e.to as usize].id.clone(),
             kind: e.kind,
             inferred: e.inferred,
-            label: e
-                .label
-                .map(str::to_string)
-                .or_else(|| e.op_label.map(|l| doc.str(l).to_string())),
+            label: match e.label {
+                Label::None => None,
+                Label::Op(sym) => Some(texts.get(sym)),
+                Label::Input => Some(input.clone()),
+                Label::Output => Some(output.clone()),
+            },
             duration_ns: e.duration_ns,
         })
         .collect();
 
-    let rankings = rank(doc, index, timing, &scope, memory);
+    let rankings = rank(doc, index, timing, &scope, memory, &mut texts);
     Ok(ExecutionGraph {
         entrypoint: doc.meta.entrypoint.clone(),
-        measured_span: measured.map(|m| doc.str(doc.spans[m].id).to_string()),
+        measured_span: measured.map(|m| texts.get(doc.spans[m].id)),
         outer_wall_time_ns: measured.map(|m| timing.total_ns[m]),
         nodes,
         edges,
@@ -586,6 +658,7 @@ fn rank(
     timing: &HostTiming,
     scope: &[HostScope],
     memory: Option<&NodeMetrics>,
+    texts: &mut Texts<'_>,
 ) -> Rankings {
     let mut out = Rankings::default();
     for &s in &index.preorder {
@@ -596,7 +669,7 @@ fn rank(
             HostScope::Outside => continue,
         };
         let span = &doc.spans[s];
-        let (id, name) = (doc.str(span.id).to_string(), doc.str(span.name).to_string());
+        let (id, name) = (texts.get(span.id), texts.get(span.name));
         target.slowest_by_self_time.push(SpanCost {
             id: id.clone(),
             name: name.clone(),

@@ -23,7 +23,7 @@
 //! assert!(analysis.health.structurally_valid);
 //! let graph = analysis.graph.as_ref().unwrap();
 //! assert_eq!(graph.nodes[0].host_self_time_ns, Some(6));
-//! assert_eq!(graph.nodes[1].id, "s1/op/0");
+//! assert_eq!(&*graph.nodes[1].id, "s1/op/0");
 //! ```
 //!
 //! All outputs implement `serde::Serialize` with owned strings.

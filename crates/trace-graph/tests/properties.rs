@@ -172,15 +172,11 @@ fn interleave(events: &[TraceEvent], seed: u64) -> Vec<TraceEvent> {
 
 fn check_edges(a: &Analysis) {
     if let Some(g) = &a.graph {
-        let ids: HashSet<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+        let ids: HashSet<&str> = g.nodes.iter().map(|n| &*n.id).collect();
         assert_eq!(ids.len(), g.nodes.len(), "node ids are unique");
         for e in &g.edges {
-            assert!(
-                ids.contains(e.from.as_str()),
-                "edge source {} exists",
-                e.from
-            );
-            assert!(ids.contains(e.to.as_str()), "edge target {} exists", e.to);
+            assert!(ids.contains(&*e.from), "edge source {} exists", e.from);
+            assert!(ids.contains(&*e.to), "edge target {} exists", e.to);
         }
     }
 }
@@ -253,16 +249,16 @@ proptest! {
         // Sum self times bottom-up over the parent relation (spans and ops).
         let mut subtree_self: HashMap<&str, u64> = HashMap::new();
         let parent: HashMap<&str, Option<&str>> =
-            g.nodes.iter().map(|n| (n.id.as_str(), n.parent_id.as_deref())).collect();
+            g.nodes.iter().map(|n| (&*n.id, n.parent_id.as_deref())).collect();
         for n in g.nodes.iter().filter(|n| n.kind != NodeKind::Tensor) {
-            let mut cur = Some(n.id.as_str());
+            let mut cur = Some(&*n.id);
             while let Some(c) = cur {
                 *subtree_self.entry(c).or_default() += n.host_self_time_ns.unwrap();
                 cur = parent[c];
             }
         }
         for n in g.nodes.iter().filter(|n| n.kind != NodeKind::Tensor) {
-            prop_assert_eq!(subtree_self[n.id.as_str()], n.host_total_time_ns.unwrap(), "node {}", n.id);
+            prop_assert_eq!(subtree_self[&*n.id], n.host_total_time_ns.unwrap(), "node {}", n.id);
         }
     }
 

@@ -108,10 +108,10 @@ fn child_outliving_parent_is_clipped_never_negative() {
     assert!(codes(&a).contains(&(Severity::Warning, HealthCode::ChildOutlivesParent)));
     assert!(codes(&a).contains(&(Severity::Warning, HealthCode::OperationOutlivesSpan)));
     let g = a.graph.as_ref().unwrap();
-    let s2 = g.nodes.iter().find(|n| n.id == "s2").unwrap();
+    let s2 = g.nodes.iter().find(|n| &*n.id == "s2").unwrap();
     // s2 = [10, 50]; op [12, 72] and s3 [40, 80] clipped to it cover [12, 50].
     assert_eq!(s2.host_self_time_ns, Some(2));
-    let s1 = g.nodes.iter().find(|n| n.id == "s1").unwrap();
+    let s1 = g.nodes.iter().find(|n| &*n.id == "s1").unwrap();
     assert_eq!(s1.host_self_time_ns, Some(60));
     insta::assert_yaml_snapshot!(view(&a));
 }
@@ -134,12 +134,12 @@ fn equal_timestamp_siblings_are_ordered_by_id_and_counted_once() {
     ]);
     let a = analyze(&doc);
     let g = a.graph.as_ref().unwrap();
-    let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+    let ids: Vec<&str> = g.nodes.iter().map(|n| &*n.id).collect();
     assert_eq!(&ids[..4], &["s1", "s2", "s10", "s3"]);
     let s1 = &g.nodes[0];
     // children cover [10, 40] ∪ [50, 60] = 40 ns.
     assert_eq!(s1.host_self_time_ns, Some(60));
-    let s3 = g.nodes.iter().find(|n| n.id == "s3").unwrap();
+    let s3 = g.nodes.iter().find(|n| &*n.id == "s3").unwrap();
     assert!(s3.host_time_inferred);
     assert_eq!(s3.host_total_time_ns, Some(10));
     assert_eq!(s3.host_self_time_ns, Some(0));

@@ -15,7 +15,7 @@ fn known_span(doc: &TraceDocument, id: &str) -> bool {
 
 pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, issues: &mut Issues) {
     for (i, op) in doc.ops.iter().enumerate() {
-        let node = index.op_node_id(doc, i);
+        let node = || index.op_node_id(doc, i);
         let si = index.op_span[i];
         if si == NONE {
             issues.error(
@@ -25,7 +25,7 @@ pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, issues: &mut Issues
                     doc.str(op.op_name),
                     doc.str(op.span)
                 ),
-                IssueLocation::node(node),
+                IssueLocation::node(node()),
             );
             continue;
         }
@@ -33,6 +33,7 @@ pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, issues: &mut Issues
         let op_end = op.timestamp_ns.saturating_add(op.duration_ns);
         let span_end = recorded_end(span);
         if op.timestamp_ns < span.start_ns || span_end.is_some_and(|e| op.timestamp_ns > e) {
+            let node = node();
             issues.error(
                 HealthCode::OperationOutsideSpan,
                 format!(
@@ -45,6 +46,7 @@ pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, issues: &mut Issues
                 IssueLocation::node(node),
             );
         } else if let Some(e) = span_end.filter(|&e| op_end > e) {
+            let node = node();
             issues.warning(
                 HealthCode::OperationOutlivesSpan,
                 format!(
