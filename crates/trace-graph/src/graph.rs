@@ -508,7 +508,15 @@ pub(crate) fn build_graph(
         nodes.push(node);
     }
     let tensor_node = |t: Sym| tensor_base + tensor_slot[t.index()];
-    {
+    // Op ids (`{span}/op/{n}`) are unique among themselves, tensor ids too; a generated id
+    // can only collide with a span id containing `/op/` or starting with `tensor/`, or an op
+    // id of such a span with a tensor id. Check only when such span ids exist.
+    let suspicious: HashSet<&str> = nodes[..index.preorder.len()]
+        .iter()
+        .map(|n| &*n.id)
+        .filter(|id| id.contains("/op/") || id.starts_with("tensor/"))
+        .collect();
+    if !suspicious.is_empty() {
         let mut seen: HashSet<&str> = HashSet::with_capacity(nodes.len());
         for node in &nodes {
             if !seen.insert(&node.id) {

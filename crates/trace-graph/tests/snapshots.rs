@@ -226,3 +226,169 @@ fn activations_retained_into_the_optimizer_step() {
     assert_eq!(peak.evidence.step, Some(ExecutionStep::Optimizer));
     insta::assert_yaml_snapshot!(a.findings);
 }
+
+#[test]
+fn measured_subtree_and_concurrent_work_are_ranked_apart() {
+    let doc = TraceDocument::from_events(vec![
+        meta(ExecutionPhase::Infer, None),
+        start("s1", None, "session", 0),
+        measured("s2", Some("s1"), "step", 100),
+        start("s3", Some("s2"), "inner", 150),
+        end("s3", 100),
+        end("s2", 400),
+        // Background work recorded after the fact, attached to the root.
+        start("s4", Some("s1"), "data_loader", 300),
+        end("s4", 400),
+        start("s5", Some("s1"), "checkpoint", 600),
+        end("s5", 300),
+        end("s1", 1000),
+        terminal(1000),
+    ]);
+    let a = analyze(&doc);
+    let g = a.graph.as_ref().expect("graph");
+    assert_eq!(g.measured_span.as_deref(), Some("s2"));
+    assert_eq!(g.outer_wall_time_ns, Some(400));
+    let measured: Vec<&str> = g
+        .rankings
+        .measured
+        .slowest_by_self_time
+        .iter()
+        .map(|c| &*c.id)
+        .collect();
+    assert_eq!(measured, ["s2", "s3"]);
+    let concurrent = &g.rankings.concurrent.slowest_by_self_time;
+    assert_eq!(
+        concurrent.len(),
+        1,
+        "s1 is an ancestor, s5 does not overlap"
+    );
+    assert_eq!(&*concurrent[0].id, "s4");
+    // s4 = [300, 700] overlaps the measured [100, 500] for 200 ns.
+    assert_eq!(concurrent[0].measured_overlap_self_time_ns, 200);
+    assert_eq!(concurrent[0].host_self_time_ns, 400);
+    insta::assert_yaml_snapshot!(g.rankings);
+}
+
+#[test]
+fn zero_non_finite_and_non_parameter_gradients() {
+    let mut events = clean_step();
+    events.retain(|e| !matches!(e, TraceEvent::Gradient(_)));
+    let n = events.len();
+    events.insert(n - 1, grad(1, "w1", GradientState::Zero, Some(0.0)));
+    events.insert(n - 1, grad(2, "w2", GradientState::NonFinite, None));
+    events.insert(
+        n - 1,
+        TraceEvent::Gradient(GradientEvent {
+            event_id: "gradient-3".into(),
+            root: "activations".into(),
+            key: "tensor/h".into(),
+            state: GradientState::Present,
+            norm: Some(2.0),
+            parameter: false,
+            tensor_id: Some("h".into()),
+            bytes: Some(128),
+            non_finite_elements: None,
+        }),
+    );
+    let a = analyze(&TraceDocument::from_events(events));
+    assert!(a.health.structurally_valid, "{:#?}", a.health.issues);
+    assert!(codes(&a).contains(&(Severity::Warning, HealthCode::GradientFamilyNonFinite)));
+    assert_eq!(a.gradients.counts.zero, 1);
+    assert_eq!(a.gradients.counts.non_finite, 1);
+    assert_eq!(a.gradients.non_parameter_bytes, Some(128));
+    let gradient_findings: Vec<_> = a
+        .findings
+        .iter()
+        .filter(|f| f.requires == [trace_graph::CapabilityKind::Gradients])
+        .collect();
+    assert_eq!(gradient_findings.len(), 2);
+    insta::assert_yaml_snapshot!((&a.gradients, gradient_findings));
+}
+
+#[test]
+fn host_timed_device_ops_and_dropped_events() {
+    let mut events = clean_step();
+    for e in events.iter_mut() {
+        if let TraceEvent::Op(op) = e {
+            op.device = "cuda:0".into();
+        }
+    }
+    let n = events.len();
+    events.insert(
+        n - 1,
+        TraceEvent::DroppedEvents(DroppedEventsEvent {
+            timestamp_ns: 199,
+            dropped_events: 12,
+        }),
+    );
+    let a = analyze(&TraceDocument::from_events(events));
+    assert!(a.health.structurally_valid);
+    assert!(!a.health.capture_complete);
+    assert!(a.health.memory_lower_bound);
+    assert!(codes(&a).contains(&(Severity::Warning, HealthCode::HostTimedDeviceOps)));
+    assert!(codes(&a).contains(&(Severity::Warning, HealthCode::DroppedEvents)));
+    // Dropped events cap every capability at partial, but the graph is still built.
+    assert!(a.graph.is_some());
+    assert!(a
+        .capabilities
+        .capabilities
+        .iter()
+        .all(|c| c.level != trace_graph::CapabilityLevel::Complete));
+    insta::assert_yaml_snapshot!(a.health);
+}
+
+#[test]
+fn invalid_trace_refuses_graph_with_every_reason() {
+    let doc = TraceDocument::from_events(vec![
+        meta(ExecutionPhase::Infer, None),
+        measured("s1", None, "run", 0),
+        start("s2", Some("ghost"), "orphan", 10),
+        end("s2", 5),
+        start("s3", None, "second root", 20),
+        end("s3", 5),
+        op("s9", "matmul", &[], None, 1, 1),
+        end("s1", 100),
+        terminal(100),
+    ]);
+    let a = analyze(&doc);
+    assert!(!a.health.structurally_valid);
+    let reasons = &a.graph_refusal.as_ref().unwrap().reasons;
+    assert!(
+        reasons.iter().any(|r| r.starts_with("root_count")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.starts_with("unknown_parent")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.starts_with("unknown_span")),
+        "{reasons:?}"
+    );
+    assert!(a
+        .capabilities
+        .capabilities
+        .iter()
+        .all(|c| !c.level.is_available()));
+    insta::assert_yaml_snapshot!(view(&a));
+}
+
+#[test]
+fn span_id_colliding_with_an_op_id_is_refused() {
+    let doc = TraceDocument::from_events(vec![
+        meta(ExecutionPhase::Infer, None),
+        measured("s1", None, "run", 0),
+        op("s1", "add", &[], None, 1, 1),
+        start("s1/op/0", Some("s1"), "evil", 10),
+        end("s1/op/0", 5),
+        end("s1", 100),
+        terminal(100),
+    ]);
+    let a = analyze(&doc);
+    assert!(a.health.structurally_valid);
+    let reasons = &a.graph_refusal.as_ref().expect("refused").reasons;
+    assert!(
+        reasons[0].starts_with("duplicate node id s1/op/0"),
+        "{reasons:?}"
+    );
+}
