@@ -22,6 +22,22 @@ fn status_kib(field: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// User + system CPU seconds of this process (Linux `/proc/self/stat`, 100 ticks/s).
+fn cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(11) + tick(12)) / 100.0
+}
+
+/// Runs `f`, returning its result, wall seconds and CPU seconds.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, f64, f64) {
+    let (c, t) = (cpu_s(), Instant::now());
+    let out = f();
+    (out, t.elapsed().as_secs_f64(), cpu_s() - c)
+}
+
 fn mib(kib: Option<u64>) -> String {
     kib.map_or("unknown".into(), |k| {
         format!("{:.0} MiB", k as f64 / 1024.0)
@@ -49,29 +65,24 @@ fn main() {
     let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
 
     let bytes = std::fs::read(&path).expect("read");
-    let t = Instant::now();
-    let mut events = 0u64;
-    for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-        let e: TraceEvent = serde_json::from_slice(line).expect("parse");
-        std::hint::black_box(&e);
-        events += 1;
-    }
-    let parse = t.elapsed();
+    let (events, parse, parse_cpu) = timed(|| {
+        let mut events = 0u64;
+        for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let e: TraceEvent = serde_json::from_slice(line).expect("parse");
+            std::hint::black_box(&e);
+            events += 1;
+        }
+        events
+    });
     drop(bytes);
 
-    let t = Instant::now();
-    let doc = load_path(&path).expect("load");
-    let load = t.elapsed();
+    let (doc, load, load_cpu) = timed(|| load_path(&path).expect("load"));
     let _ = std::fs::remove_dir_all(&dir);
 
     let rss_after_load = status_kib("VmRSS:");
     let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
-    let t = Instant::now();
-    let profile = analyze_memory(&doc);
-    let analyze = t.elapsed();
-    let t = Instant::now();
-    let nodes = node_memory_metrics(&doc, profile.logical.as_ref());
-    let node = t.elapsed();
+    let (profile, analyze, analyze_cpu) = timed(|| analyze_memory(&doc));
+    let (nodes, node, node_cpu) = timed(|| node_memory_metrics(&doc, profile.logical.as_ref()));
     let peak = status_kib("VmHWM:");
     std::hint::black_box(&nodes);
 
@@ -89,18 +100,22 @@ fn main() {
         "lifetimes            {}",
         profile.logical.as_ref().map_or(0, |l| l.lifetimes.len())
     );
-    println!("typed parse          {:.3} s", parse.as_secs_f64());
-    println!("load (document)      {:.3} s", load.as_secs_f64());
+    println!("                     wall s   cpu s");
+    println!("typed parse          {parse:7.3} {parse_cpu:7.2}");
+    println!("load (document)      {load:7.3} {load_cpu:7.2}");
+    println!("analyze_memory       {analyze:7.3} {analyze_cpu:7.2}");
+    println!("node_memory_metrics  {node:7.3} {node_cpu:7.2}");
     println!(
-        "analyze_memory       {:.3} s ({:.2} M memory events/s, {:.2}x parse)",
-        analyze.as_secs_f64(),
-        n as f64 / analyze.as_secs_f64() / 1e6,
-        analyze.as_secs_f64() / parse.as_secs_f64()
+        "analyze: {:.2} M memory events/s wall, {:.2} M/s cpu; {:.2}x parse wall, {:.2}x parse cpu",
+        n as f64 / analyze / 1e6,
+        n as f64 / analyze_cpu.max(0.01) / 1e6,
+        analyze / parse,
+        analyze_cpu / parse_cpu.max(0.01)
     );
     println!(
-        "node_memory_metrics  {:.3} s ({:.2}x parse)",
-        node.as_secs_f64(),
-        node.as_secs_f64() / parse.as_secs_f64()
+        "analyze + nodes: {:.2}x parse wall, {:.2}x parse cpu",
+        (analyze + node) / parse,
+        (analyze_cpu + node_cpu) / parse_cpu.max(0.01)
     );
     println!("RSS after load       {}", mib(rss_after_load));
     if reset {

@@ -3,7 +3,7 @@
 
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// FxHash-style hasher: `h = (rotl(h, 5) ^ word) * K` per written word.
+/// FxHash-style hasher: `h = (rotl(h, 5) ^ word) * K` per written word, rotated on finish.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct FxHasher {
     hash: u64,
@@ -43,9 +43,11 @@ impl Hasher for FxHasher {
         self.add(i as u64);
     }
 
+    /// The product's high bits depend on every key bit, its low bits only on the key's low
+    /// bits; the table indexes by low bits, so rotate the high bits down (as rustc-hash 2 does).
     #[inline]
     fn finish(&self) -> u64 {
-        self.hash
+        self.hash.rotate_left(26)
     }
 }
 

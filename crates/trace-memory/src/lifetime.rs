@@ -104,14 +104,16 @@ pub(crate) fn build_lifetimes(
 /// Ranking order of a live set: bytes descending, then alloc time, device, storage id, and
 /// finally file order of the alloc event — a total order, so displays are deterministic.
 pub(crate) fn rank_cmp(doc: &TraceDocument, a: &Life, b: &Life) -> Ordering {
-    let (ea, eb) = (&doc.memory[a.event as usize], &doc.memory[b.event as usize]);
+    // The alloc events (cold memory) are only read on a tie of bytes and start time.
     b.bytes
         .cmp(&a.bytes)
         .then(a.start_ns.cmp(&b.start_ns))
-        .then_with(|| doc.str(ea.device).cmp(doc.str(eb.device)))
         .then_with(|| {
+            let (ea, eb) = (&doc.memory[a.event as usize], &doc.memory[b.event as usize]);
             let s = |x: Option<Sym>| x.map(|x| doc.str(x));
-            s(ea.storage).cmp(&s(eb.storage))
+            doc.str(ea.device)
+                .cmp(doc.str(eb.device))
+                .then_with(|| s(ea.storage).cmp(&s(eb.storage)))
         })
         .then(a.event.cmp(&b.event))
 }

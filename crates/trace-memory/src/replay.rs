@@ -123,7 +123,7 @@ struct State {
     r: Replay,
     device_of_sym: FxHashMap<Sym, u32>,
     /// Live storages: lifetime index plus what a free needs (no cold access to the alloc).
-    live: FxHashMap<(u32, u64), LiveEntry>,
+    live: FxHashMap<u64, LiveEntry>,
     cells: Vec<u64>,
     cell_start: Vec<u64>,
     touched_flag: Vec<bool>,
@@ -243,7 +243,8 @@ pub(crate) fn replay(doc: &TraceDocument) -> Replay {
         if e.storage.is_none() {
             st.r.aliases_detectable = false;
         }
-        let key = identity(e.storage, e.tensor).map(|k| (device, k));
+        // (device, identity) packed in one word: identity < 2^33, device in the bits above.
+        let key = identity(e.storage, e.tensor).map(|k| ((device as u64) << 33) | k);
         match e.action {
             MemoryAction::Alloc => {
                 if let Some(entry) = key.as_ref().and_then(|k| st.live.get(k)) {
