@@ -36,76 +36,136 @@ pub enum Severity {
 /// Snake_case code of a health check. Codes of the original tool keep their names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
-#[allow(missing_docs)] // each variant is documented by `HealthCode::description`
 pub enum HealthCode {
     // loader rules (trace_schema::SemanticCode)
+    /// A `span_start` id repeats (loader).
     DuplicateSpanId,
+    /// A `span_end` names no started span (loader).
     UnknownSpanEnd,
+    /// A span is closed twice (loader).
     RepeatedSpanEnd,
+    /// A `complete` terminal carries a reason (loader).
     CompleteWithFailureReason,
+    /// A `failed` terminal has no reason (loader).
     FailedWithoutReason,
+    /// The terminal is earlier than the latest host evidence (loader).
     TerminalPrecedesEvidence,
+    /// A `tensor_stats` event breaks its rules (loader).
     InvalidTensorStats,
+    /// A gradient norm does not fit its state (loader).
     GradientStateNormInconsistent,
+    /// The meta fails validation, e.g. `capture_step` 0 (loader).
     InvalidMeta,
     // capture
+    /// The terminal outcome is `failed` (warning).
     CaptureFailed,
+    /// Partial last line or no terminal: capture incomplete (warning).
     TraceTruncated,
+    /// The probe dropped events: capture incomplete (warning).
     DroppedEvents,
     // hierarchy
+    /// Not exactly one root span.
     RootCount,
+    /// Not exactly one measured span (finished runs only).
     MeasurementCount,
+    /// A span was never closed (error in finished runs, warning otherwise).
     OpenSpan,
+    /// A span names a parent that does not exist.
     UnknownParent,
+    /// A child span starts outside its parent's interval.
     ChildOutsideParent,
+    /// A child span ends after its closed parent (warning; clipped).
     ChildOutlivesParent,
+    /// A span is on or below a parent cycle.
     SpanCycle,
     // references
+    /// An op, tensor, tensor_stats or device interval names a missing span.
     UnknownSpan,
+    /// Memory events name a missing span (warning).
     MemoryUnknownSpan,
+    /// A device interval has duration 0.
     EmptyDeviceInterval,
+    /// An op starts outside its span's interval.
     OperationOutsideSpan,
+    /// An op ends after its closed span (warning; clipped).
     OperationOutlivesSpan,
+    /// Ops of one span are out of time order (warning).
     OperationsOutOfOrder,
+    /// A device memory sample has no field.
     EmptyDeviceMemorySample,
+    /// Host-timed ops on a non-CPU device: durations are launch times (warning).
     HostTimedDeviceOps,
     // edges
+    /// A call edge names a missing span.
     UnknownCallEdgeSpan,
+    /// A call edge target's parent is not its source.
     CallEdgeHierarchyMismatch,
+    /// A call edge duration differs from the span duration.
     CallEdgeDurationMismatch,
+    /// A data edge has an empty endpoint.
     EmptyDataEdgeEndpoint,
+    /// A data edge endpoint is no known tensor.
     UnknownDataEdgeTensor,
     // logical memory pairing
+    /// A free states another size than its alloc (warning).
     AllocationSizeMismatch,
+    /// The same tensor allocates a live storage again.
     DuplicateAllocation,
+    /// A free of a storage not allocated in the capture (warning).
     UnpairedFree,
+    /// Storages allocated in the window still live at the end (warning).
     RetainedAllocations,
+    /// Most bytes at the logical peak are `other` (warning).
     MemoryUncategorised,
     // gradients
+    /// A gradient event id is empty.
     EmptyGradientEventId,
+    /// A gradient key is empty.
     EmptyGradientParameterKey,
+    /// A gradient event id repeats.
     DuplicateGradientEventId,
+    /// Complete gradient coverage declared without a contract.
     GradientContractMissing,
+    /// A gradient contract without complete coverage.
     GradientContractWithoutCompleteCoverage,
+    /// The gradient contract fails validation.
     GradientContractInvalid,
+    /// A manifest key is reported twice.
     GradientManifestDuplicateKey,
+    /// A parameter gradient not in the manifest.
     GradientManifestUndeclaredKey,
+    /// A manifest key without a gradient event (warning in failed runs).
     GradientManifestMissingKey,
+    /// A family has non-finite gradients (warning).
     GradientFamilyNonFinite,
+    /// An active family has fewer present gradients than required (warning).
     GradientActiveFamilyBelowMinimum,
+    /// An inactive family has gradients attached (warning).
     GradientInactiveFamilyLeakage,
+    /// An attached data-conditional family is below its minimum (warning).
     GradientConditionalFamilyBelowMinimum,
     // absence and labels
+    /// No op events (warning).
     OperationsAbsent,
+    /// No tensor events (warning).
     TensorsAbsent,
+    /// No memory events (warning).
     LogicalMemoryAbsent,
+    /// No device memory samples (warning).
     PhysicalMemoryAbsent,
+    /// No device intervals (warning).
     DeviceTimingAbsent,
+    /// No gradient events in a train run (warning).
     GradientsAbsent,
+    /// No forward span in a train run (warning).
     ForwardAbsent,
+    /// No backward span in a train run (warning).
     BackwardAbsent,
+    /// No optimizer span in a train run (warning).
     OptimizerAbsent,
+    /// A required label is declared twice (warning).
     DuplicateRequiredSemanticLabel,
+    /// A required label is not exactly one span name (warning).
     RequiredSemanticLabelCardinality,
 }
 
