@@ -27,7 +27,7 @@
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use candle_core::backprop::GradStore;
-use candle_core::Tensor;
+use candle_core::{Tensor, TensorId};
 use candle_nn::VarMap;
 use trace_schema::{
     CategorySource, CoverageLevel, ExecutionStep, MemoryAction, MemoryCategory, MemoryEvent,
@@ -310,23 +310,18 @@ impl CaptureState {
         }
     }
 
-    /// Registers the gradients in `grads`: those of `varmap`'s variables labelled
-    /// `<name>.grad`, the others (non-parameter leaves) labelled `tensor-grad`.
-    pub fn register_grads(&mut self, grads: &GradStore, varmap: Option<&VarMap>) {
+    /// Registers the gradients in `grads`: those of the named parameters `params` (name,
+    /// tensor id) labelled `<name>.grad`, the others (non-parameter leaves such as the input
+    /// batch) labelled `tensor-grad`.
+    pub fn register_grads(&mut self, grads: &GradStore, params: &[(String, TensorId)]) {
         let mut param_ids = std::collections::HashSet::new();
-        if let Some(vm) = varmap {
-            let data = vm.data().lock().unwrap_or_else(|e| e.into_inner());
-            let mut named: Vec<(&String, &candle_core::Var)> = data.iter().collect();
-            named.sort_by(|a, b| a.0.cmp(b.0));
-            for (name, var) in named {
-                param_ids.insert(var.as_tensor().id());
-                if let Some(g) = grads.get(var.as_tensor()) {
-                    self.register(
-                        g,
-                        RegisterAs::category(MemoryCategory::Gradient)
-                            .label(format!("{name}.grad")),
-                    );
-                }
+        for (name, id) in params {
+            param_ids.insert(*id);
+            if let Some(g) = grads.get_id(*id) {
+                self.register(
+                    g,
+                    RegisterAs::category(MemoryCategory::Gradient).label(format!("{name}.grad")),
+                );
             }
         }
         let ids: Vec<_> = grads
@@ -548,11 +543,26 @@ impl CaptureState {
         (events, self.summary.clone())
     }
 
-    /// The summary so far.
+    /// The summary so far (of the last window once it ended).
     pub fn summary(&self) -> &CaptureSummary {
         &self.summary
     }
 }
+
+/// The figures of the last capture window in this process (match rate, allocation calls,
+/// drops, unidentified live blocks).
+pub fn last_summary() -> CaptureSummary {
+    lock().summary.clone()
+}
+
+/// Declares pre-existing storage the capture cannot size (e.g. an optimizer built outside
+/// [`crate::ProbedOptimizer`], whose state the probe never saw): sessions started afterwards
+/// declare logical memory `partial` with `reason`.
+pub fn declare_unknown_pre_existing(reason: impl Into<String>) {
+    lock().declare_unknown_pre_existing(reason);
+}
+
+impl CaptureState {}
 
 /// The inferred category of an unregistered storage created in `step`: forward temporaries
 /// are activations; backward and optimizer temporaries are `other` (a backward temporary is

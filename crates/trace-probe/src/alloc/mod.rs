@@ -22,12 +22,14 @@ mod calibrate;
 pub mod capture;
 mod hook;
 mod join;
+mod plugin;
 mod ring;
 mod state;
 mod watch;
 
 pub use calibrate::{calibrate, Calibration, CalibrationError};
 pub use hook::Tracking;
+pub(crate) use plugin::StoragePlugin;
 pub use ring::{dropped_events, pending_events, ring_capacity, set_ring_capacity, RING_CAPACITY};
 pub use state::{
     armed_alloc_calls, armed_net_bytes, heap_live_bytes, is_armed, is_installed, IgnoreAllocs,
