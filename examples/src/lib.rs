@@ -1,1 +1,38 @@
-//! Instrumented Candle training loops used by the candle-graph demo.
+//! # candle-graph-examples
+//!
+//! Real Candle training loops: the models the `candle-graph demo` trains and the runnable
+//! examples users copy (`cargo run -p candle-graph-examples --example llama` / `--example mlp`).
+//!
+//! - [`llama`]: a small llama-style causal language model built only from differentiable
+//!   candle-nn operations, loss over every position;
+//! - [`mlp`]: the 784-512-512-10 MLP, batch 64;
+//! - [`traced`]: candle-nn layers with `tracing` spans (candle-transformers' `with_tracing`
+//!   shape), which trace-probe's layer turns into module spans;
+//! - [`init`] and [`data`]: seeded weights and learnable synthetic data (Candle's CPU RNG cannot
+//!   be seeded), so runs are reproducible;
+//! - [`model`]: both models behind one [`Workload`];
+//! - [`train`](mod@train): the instrumented loop (probe session, `tracing` layer, optimizer
+//!   wrapper) that writes `DIR/trace.jsonl`, shared by the examples and `candle-graph demo`.
+//!
+//! ```
+//! use candle_core::Device;
+//! use candle_graph_examples::{ModelKind, ModelSizes, Workload};
+//! let work = Workload::new(ModelKind::Llama, ModelSizes::default(), 42, &Device::Cpu)?;
+//! let loss = work.loss(&work.batch(1)?)?;
+//! assert!(loss.to_scalar::<f32>()?.is_finite());
+//! # Ok::<(), candle_core::Error>(())
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod cli;
+pub mod data;
+pub mod init;
+pub mod llama;
+pub mod mlp;
+pub mod model;
+pub mod traced;
+pub mod train;
+
+pub use model::{ModelKind, ModelSizes, Workload};
+pub use train::{train, train_with_progress, TrainConfig, TrainError, TrainReport};

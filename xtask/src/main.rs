@@ -1,1 +1,236 @@
-fn main() {}
+//! Project tasks: `cargo xtask fixtures [--check]`.
+//!
+//! `fixtures` regenerates the golden traces under `examples/fixtures/` by running the runnable
+//! examples in the probe's deterministic mode (logical clock, sequential ids) with
+//! `RAYON_NUM_THREADS=1` and seeded weights and data. `fixtures --check` regenerates into a
+//! temporary directory and compares with the checked-in files, floats rounded to 6 significant
+//! digits; it fails naming the first differing line.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use serde_json::Value;
+
+#[derive(Debug, Parser)]
+#[command(name = "xtask", about = "candle-graph project tasks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Task,
+}
+
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// Regenerate the golden traces (or check them with --check).
+    Fixtures {
+        /// Regenerate into a temporary directory and compare instead of overwriting.
+        #[arg(long)]
+        check: bool,
+    },
+}
+
+/// One golden trace: which example, with which arguments, written where.
+struct Fixture {
+    example: &'static str,
+    args: &'static [&'static str],
+    /// Directory under `examples/fixtures/` holding `trace.jsonl`.
+    dir: &'static str,
+}
+
+/// The golden traces. Small on purpose: the MLP with a batch of 8, the llama model as built.
+const FIXTURES: &[Fixture] = &[
+    Fixture {
+        example: "mlp",
+        args: &["--steps", "3", "--batch", "8"],
+        dir: "mlp",
+    },
+    Fixture {
+        example: "llama",
+        args: &["--steps", "3"],
+        dir: "llama",
+    },
+];
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace root")
+        .to_path_buf()
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Task::Fixtures { check } => fixtures(check),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn fixtures(check: bool) -> Result<()> {
+    let root = workspace_root();
+    let golden_root = root.join("examples").join("fixtures");
+    let scratch = tempfile::tempdir().context("cannot create a temporary directory")?;
+    build_examples(&root)?;
+    for f in FIXTURES {
+        let out = if check {
+            scratch.path().join(f.dir)
+        } else {
+            golden_root.join(f.dir)
+        };
+        generate(&root, f, &out)?;
+        let fresh = out.join("trace.jsonl");
+        if check {
+            let golden = golden_root.join(f.dir).join("trace.jsonl");
+            compare(&golden, &fresh)?;
+            eprintln!("xtask: {} matches", golden.display());
+        } else {
+            eprintln!("xtask: wrote {}", fresh.display());
+        }
+    }
+    Ok(())
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string()))
+}
+
+fn build_examples(root: &Path) -> Result<()> {
+    let status = cargo()
+        .current_dir(root)
+        .args(["build", "-q", "-p", "candle-graph-examples", "--examples"])
+        .status()
+        .context("cannot run cargo build")?;
+    if !status.success() {
+        bail!("cargo build of the examples failed ({status})");
+    }
+    Ok(())
+}
+
+fn generate(root: &Path, f: &Fixture, out: &Path) -> Result<()> {
+    let status = cargo()
+        .current_dir(root)
+        .env("RAYON_NUM_THREADS", "1")
+        .args([
+            "run",
+            "-q",
+            "-p",
+            "candle-graph-examples",
+            "--example",
+            f.example,
+            "--",
+        ])
+        .args(f.args)
+        .args(["--deterministic", "--out"])
+        .arg(out)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .with_context(|| format!("cannot run the {} example", f.example))?;
+    if !status.success() {
+        bail!("the {} example failed ({status})", f.example);
+    }
+    Ok(())
+}
+
+/// Compares two traces line by line after rounding floats to 6 significant digits.
+fn compare(golden: &Path, fresh: &Path) -> Result<()> {
+    let read = |p: &Path| {
+        std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))
+    };
+    let (a, b) = (read(golden)?, read(fresh)?);
+    if let Some(diff) = first_difference(&a, &b) {
+        bail!(
+            "{} differs from a fresh run at line {}:\n  golden: {}\n  fresh:  {}\n(run `cargo xtask fixtures` to regenerate, then review the change)",
+            golden.display(),
+            diff.line,
+            diff.golden,
+            diff.fresh
+        );
+    }
+    Ok(())
+}
+
+#[derive(Debug, PartialEq)]
+struct Difference {
+    line: usize,
+    golden: String,
+    fresh: String,
+}
+
+fn first_difference(golden: &str, fresh: &str) -> Option<Difference> {
+    let mut a = golden.lines();
+    let mut b = fresh.lines();
+    let mut line = 0;
+    loop {
+        line += 1;
+        match (a.next(), b.next()) {
+            (None, None) => return None,
+            (x, y) => {
+                let same = match (x, y) {
+                    (Some(x), Some(y)) => normalize(x) == normalize(y),
+                    _ => false,
+                };
+                if !same {
+                    return Some(Difference {
+                        line,
+                        golden: x.unwrap_or("<end of file>").to_string(),
+                        fresh: y.unwrap_or("<end of file>").to_string(),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The line as JSON with every non-integer number rounded to 6 significant digits (or the raw
+/// text when it is not JSON).
+fn normalize(line: &str) -> Value {
+    match serde_json::from_str::<Value>(line) {
+        Ok(v) => round(v),
+        Err(_) => Value::String(line.to_string()),
+    }
+}
+
+fn round(v: Value) -> Value {
+    match v {
+        Value::Number(n) if !(n.is_i64() || n.is_u64()) => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            let rounded: f64 = format!("{f:.5e}").parse().unwrap_or(f);
+            serde_json::Number::from_f64(rounded)
+                .map(Value::Number)
+                .unwrap_or(Value::Null)
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(round).collect()),
+        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, round(v))).collect()),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_compare_at_six_significant_digits() {
+        assert_eq!(
+            first_difference("{\"x\":1.0000001}\n", "{\"x\":1.0000002}\n"),
+            None
+        );
+        let d = first_difference("{\"x\":1}\n{\"y\":1.5}\n", "{\"x\":1}\n{\"y\":1.6}\n").unwrap();
+        assert_eq!(d.line, 2);
+        assert_eq!(d.golden, "{\"y\":1.5}");
+        // integers are exact
+        assert!(first_difference("{\"n\":1000001}", "{\"n\":1000002}").is_some());
+        // a missing line is a difference
+        assert_eq!(
+            first_difference("a\nb\n", "a\n").unwrap().fresh,
+            "<end of file>"
+        );
+    }
+}

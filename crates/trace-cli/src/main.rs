@@ -1,1 +1,155 @@
-fn main() {}
+//! `candle-graph`: profile a Candle training step and explain the trace.
+//!
+//! Exit status (ripgrep's convention): 0 when the output was produced; 1 when `check
+//! --require-valid` found the capture invalid or incomplete (after printing); 2 when it could
+//! not run (bad input, I/O), with the cause chain printed once to stderr. stdout carries only
+//! data; a closed stdout (`| head`) exits 0.
+
+#![deny(missing_docs)]
+
+mod advice;
+mod cli;
+mod commands;
+mod envelope;
+mod input;
+mod live;
+mod spans;
+mod sparkline;
+mod table;
+mod units;
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::commands::query::Filter;
+use crate::envelope::{to_json, InputRecord};
+
+// The probe's tracking allocator: `demo` needs it for the memory plane (disarmed it costs one
+// relaxed atomic load per allocation).
+#[global_allocator]
+static ALLOC: trace_probe::alloc::Tracking = trace_probe::alloc::Tracking::system();
+
+/// What a command produced: text for stdout and the exit code.
+struct Output {
+    stdout: String,
+    code: u8,
+}
+
+impl Output {
+    fn ok(stdout: String) -> Self {
+        Self { stdout, code: 0 }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(out) => {
+            let mut stdout = std::io::stdout().lock();
+            match stdout
+                .write_all(out.stdout.as_bytes())
+                .and_then(|()| stdout.flush())
+            {
+                Ok(()) => ExitCode::from(out.code),
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("candle-graph: error: cannot write to stdout: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Err(err) => {
+            eprintln!("candle-graph: error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn warn_truncated(trace: &input::LoadedTrace) {
+    if let Some(t) = &trace.doc.truncation {
+        let what = match t.partial_line {
+            Some(line) => format!("its last line ({line}) is cut short"),
+            None => "it has no terminal event".to_string(),
+        };
+        eprintln!(
+            "candle-graph: warning: {} is truncated ({what}); analysing what was written, figures are lower bounds",
+            trace.path.display()
+        );
+    }
+}
+
+fn load(path: &std::path::Path) -> Result<(input::LoadedTrace, trace_graph::Analysis)> {
+    let trace = input::load(path)?;
+    warn_truncated(&trace);
+    let analysis = trace_graph::analyze(&trace.doc);
+    Ok((trace, analysis))
+}
+
+fn run(cli: Cli) -> Result<Output> {
+    match cli.command {
+        Command::Demo(args) => {
+            let progress = !args.json && std::io::stderr().is_terminal();
+            let report = commands::demo::run(&args, progress)?;
+            eprintln!("{}", commands::demo::describe(&args, &report));
+            let (trace, analysis) = load(&report.trace_path)?;
+            let summary = commands::summary::build(&trace.doc, &analysis);
+            Ok(Output::ok(if args.json {
+                to_json("summary", Some(InputRecord::of(&trace)), &summary)?
+            } else {
+                commands::summary::render(&summary, &trace.path.display().to_string())
+            }))
+        }
+        Command::Summary(args) => {
+            let (trace, analysis) = load(&args.trace)?;
+            let summary = commands::summary::build(&trace.doc, &analysis);
+            Ok(Output::ok(if args.json {
+                to_json("summary", Some(InputRecord::of(&trace)), &summary)?
+            } else {
+                commands::summary::render(&summary, &trace.path.display().to_string())
+            }))
+        }
+        Command::Memory(args) => {
+            let (trace, analysis) = load(&args.input.trace)?;
+            let report =
+                commands::memory::build(&trace.doc, &analysis, args.device.as_deref(), args.top)?;
+            Ok(Output::ok(if args.input.json {
+                to_json("memory", Some(InputRecord::of(&trace)), &report)?
+            } else {
+                commands::memory::render(&report)
+            }))
+        }
+        Command::Check(args) => {
+            let (trace, analysis) = load(&args.input.trace)?;
+            let report = commands::check::build(&analysis);
+            let code = if args.require_valid && !report.valid_and_complete {
+                1
+            } else {
+                0
+            };
+            let stdout = if args.input.json {
+                to_json("check", Some(InputRecord::of(&trace)), &report)?
+            } else {
+                commands::check::render(&report)
+            };
+            Ok(Output { stdout, code })
+        }
+        Command::Query(args) => {
+            let (trace, analysis) = load(&args.trace)?;
+            let filter = match (args.label, args.label_prefix) {
+                (Some(l), _) => Some(Filter::Label(l)),
+                (None, Some(p)) => Some(Filter::LabelPrefix(p)),
+                (None, None) => None,
+            };
+            let report = commands::query::run(&trace.doc, &analysis, args.kind, filter)?;
+            Ok(Output::ok(to_json(
+                "query",
+                Some(InputRecord::of(&trace)),
+                &report,
+            )?))
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! Command-line arguments (clap derive): the "low" arguments as parsed. Each command converts
+//! them once into what it runs on.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::commands::query::QueryKind;
+
+/// Profile a Candle training step and explain the trace: peak memory and what held it, slow
+/// spans, gradient verdicts.
+///
+/// Exit status: 0 when the output was produced; 1 when `check --require-valid` found the
+/// capture invalid or incomplete (after printing); 2 when it could not run (bad input, I/O).
+#[derive(Debug, Parser)]
+#[command(name = "candle-graph", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Train a built-in Candle model on CPU, capture step 2 and print its summary.
+    Demo(DemoArgs),
+    /// Run identity, health, coverage, wall time, memory peak, slowest spans, gradients, findings.
+    Summary(TraceArgs),
+    /// The memory peak and what was live at it, per category and device, the timeline.
+    Memory(MemoryArgs),
+    /// Health issues and the capability matrix.
+    Check(CheckArgs),
+    /// JSON slices for scripts (always JSON).
+    Query(QueryArgs),
+}
+
+/// Built-in models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModelArg {
+    /// Small llama-style causal language model (default).
+    Llama,
+    /// 784-512-512-10 MLP, batch 64.
+    Mlp,
+}
+
+/// `demo` arguments.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Directory to write `trace.jsonl` into (created if missing).
+    #[arg(long, value_name = "DIR", default_value = "out/demo")]
+    pub out: PathBuf,
+    /// Model to train.
+    #[arg(long, value_enum, default_value_t = ModelArg::Llama)]
+    pub model: ModelArg,
+    /// Training steps (at least 2: step 1 is the warm-up, step 2 is captured).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub steps: u64,
+    /// Print the summary as JSON (`candle-graph/summary/1`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A trace input and `--json`.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// A trace file, or a directory holding `trace.jsonl`.
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// Print JSON (`candle-graph/<command>/1`) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `memory` arguments.
+#[derive(Debug, Args)]
+pub struct MemoryArgs {
+    /// Trace input.
+    #[command(flatten)]
+    pub input: TraceArgs,
+    /// Only this device (e.g. `cpu`, `cuda:0`).
+    #[arg(long, value_name = "D")]
+    pub device: Option<String>,
+    /// Rows of the live-at-peak table.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+}
+
+/// `check` arguments.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Trace input.
+    #[command(flatten)]
+    pub input: TraceArgs,
+    /// Exit 1 (after printing) when the trace is structurally invalid or the capture incomplete.
+    #[arg(long)]
+    pub require_valid: bool,
+}
+
+/// `query` arguments.
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    /// A trace file, or a directory holding `trace.jsonl`.
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// What to return.
+    #[arg(long, value_enum)]
+    pub kind: QueryKind,
+    /// Keep rows whose label (span name, tensor label, gradient key) equals this.
+    #[arg(long, value_name = "L", conflicts_with = "label_prefix")]
+    pub label: Option<String>,
+    /// Keep rows whose label starts with this.
+    #[arg(long, value_name = "P")]
+    pub label_prefix: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn parser_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn demo_defaults() {
+        let cli = Cli::try_parse_from(["candle-graph", "demo"]).unwrap();
+        let Command::Demo(d) = cli.command else {
+            panic!()
+        };
+        assert_eq!(
+            (d.model, d.steps, d.out),
+            (ModelArg::Llama, 3, PathBuf::from("out/demo"))
+        );
+    }
+
+    #[test]
+    fn label_filters_conflict() {
+        let r = Cli::try_parse_from([
+            "candle-graph",
+            "query",
+            "t",
+            "--kind",
+            "spans",
+            "--label",
+            "a",
+            "--label-prefix",
+            "b",
+        ]);
+        assert!(r.is_err());
+        let q = Cli::try_parse_from(["candle-graph", "query", "t", "--kind", "tensor-stats"]);
+        assert!(q.is_ok());
+    }
+}

@@ -1,0 +1,102 @@
+//! `candle-graph check TRACE [--require-valid]`: health issues and the capability matrix.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use trace_graph::{Analysis, CapabilityMatrix, HealthIssue};
+
+use crate::commands::summary::{health_line, HealthRecord};
+use crate::envelope::snake;
+use crate::table::{Align, Table};
+
+/// The `check` report (`candle-graph/check/1`).
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    /// Verdict counts.
+    pub health: HealthRecord,
+    /// The trace is usable as evidence: structurally valid and complete.
+    pub valid_and_complete: bool,
+    /// Every issue (capped per code by the analyzer; see `omitted_issues`).
+    pub issues: Vec<HealthIssue>,
+    /// Issues left out per code.
+    pub omitted_issues: std::collections::BTreeMap<String, u64>,
+    /// The capability matrix.
+    pub capabilities: CapabilityMatrix,
+}
+
+/// Builds the report.
+pub fn build(analysis: &Analysis) -> CheckReport {
+    let h = &analysis.health;
+    CheckReport {
+        health: HealthRecord {
+            structurally_valid: h.structurally_valid,
+            capture_complete: h.capture_complete,
+            error_count: h.error_count,
+            warning_count: h.warning_count,
+        },
+        valid_and_complete: h.structurally_valid && h.capture_complete,
+        issues: h.issues.clone(),
+        omitted_issues: h
+            .omitted_issues
+            .iter()
+            .map(|(code, n)| (snake(code), *n))
+            .collect(),
+        capabilities: analysis.capabilities.clone(),
+    }
+}
+
+/// Renders the report as text.
+pub fn render(r: &CheckReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "health  {}", health_line(&r.health));
+    if r.issues.is_empty() {
+        out.push_str("issues  none\n");
+    } else {
+        out.push('\n');
+        let mut t = Table::new(&[
+            ("SEVERITY", Align::Left),
+            ("CODE", Align::Left),
+            ("WHERE", Align::Left),
+            ("MESSAGE", Align::Left),
+        ]);
+        for i in &r.issues {
+            let l = &i.location;
+            let at = if let Some(line) = l.line {
+                format!("line {line}")
+            } else if let Some(n) = &l.node {
+                n.clone()
+            } else if let Some(s) = &l.storage {
+                format!("storage {s}")
+            } else if let Some(g) = &l.gradient {
+                g.clone()
+            } else {
+                "-".to_string()
+            };
+            t.row([snake(&i.severity), snake(&i.code), at, i.message.clone()]);
+        }
+        out.push_str(&t.render("  "));
+        for (code, n) in &r.omitted_issues {
+            let _ = writeln!(out, "  {n} more {code} issues");
+        }
+    }
+    out.push('\n');
+    out.push_str("capabilities\n");
+    let mut t = Table::new(&[
+        ("CAPABILITY", Align::Left),
+        ("LEVEL", Align::Left),
+        ("DECLARED", Align::Left),
+        ("OBSERVED", Align::Right),
+        ("REASON", Align::Left),
+    ]);
+    for c in &r.capabilities.capabilities {
+        t.row([
+            snake(&c.kind),
+            snake(&c.level),
+            c.declared.map(|d| snake(&d)).unwrap_or_else(|| "-".into()),
+            c.observed.to_string(),
+            c.reason.clone(),
+        ]);
+    }
+    out.push_str(&t.render("  "));
+    out
+}

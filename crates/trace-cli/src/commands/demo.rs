@@ -1,0 +1,64 @@
+//! `candle-graph demo [--out DIR] [--model llama|mlp] [--steps N]`: trains a built-in Candle
+//! model on CPU, captures step 2 after one warm-up step with the probe and the tracking
+//! allocator (installed in `main.rs`), writes `DIR/trace.jsonl` and prints its summary.
+
+use anyhow::{bail, Context, Result};
+use candle_graph_examples::{train_with_progress, ModelKind, TrainConfig, TrainReport};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::cli::{DemoArgs, ModelArg};
+
+/// Trains and writes the trace; progress on stderr only when `progress` (a TTY, not `--json`).
+///
+/// # Errors
+/// Fewer than 2 steps; training or profiling failures with their cause chain.
+pub fn run(args: &DemoArgs, progress: bool) -> Result<TrainReport> {
+    if args.steps < 2 {
+        bail!(
+            "--steps {} is too few: step 1 is the warm-up and step 2 is captured",
+            args.steps
+        );
+    }
+    let model = match args.model {
+        ModelArg::Llama => ModelKind::Llama,
+        ModelArg::Mlp => ModelKind::Mlp,
+    };
+    let mut config = TrainConfig::new(model, &args.out);
+    config.steps = args.steps;
+    let bar = progress.then(|| {
+        let bar = ProgressBar::new(args.steps);
+        bar.set_style(
+            ProgressStyle::with_template("{msg:>12} [{bar:30}] {pos}/{len} steps ({elapsed})")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar.set_message(format!("training {model}"));
+        bar
+    });
+    let report = train_with_progress(&config, |_, _| {
+        if let Some(bar) = &bar {
+            bar.inc(1);
+        }
+    })
+    .with_context(|| format!("demo: training the {model} model"))?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    Ok(report)
+}
+
+/// One stderr line describing what the demo did.
+pub fn describe(args: &DemoArgs, report: &TrainReport) -> String {
+    let losses: Vec<String> = report.losses.iter().map(|l| format!("{l:.4}")).collect();
+    format!(
+        "trained {:?} model ({} parameters in {} tensors) for {} steps on cpu, loss {}; captured step 2 into {}",
+        args.model,
+        report.parameter_count,
+        report.parameter_tensors,
+        report.losses.len(),
+        losses.join(" → "),
+        report.trace_path.display()
+    )
+    .replace("Llama", "llama")
+    .replace("Mlp", "mlp")
+}

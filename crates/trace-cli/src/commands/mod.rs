@@ -1,0 +1,8 @@
+//! One module per subcommand: each builds a serializable report from the analysis and renders
+//! it as text; `--json` prints the same report in the [`crate::envelope`].
+
+pub mod check;
+pub mod demo;
+pub mod memory;
+pub mod query;
+pub mod summary;

@@ -1,0 +1,247 @@
+//! `candle-graph query TRACE --kind K [--label L | --label-prefix P]`: JSON slices for scripts,
+//! always in the `candle-graph/query/1` envelope: `{schema, tool, input, kind, filter, result}`
+//! (plus `refused` when a graph-based kind cannot be answered for this trace).
+//!
+//! Kinds and filters:
+//! - `spans` (graph nodes and edges; filter on the span name, edges dropped when filtered);
+//! - `slowest` (outer wall time and spans by host self time in the measured region);
+//! - `heaviest` (spans by direct allocated bytes and subtree peak; ops by allocated bytes);
+//! - `memory` (the full memory profile: logical and physical planes);
+//! - `tensors` (filter on the label, or the tensor id when unlabelled);
+//! - `tensor-stats` (filter on the label);
+//! - `gradients` (filter on `key` or `root/key`);
+//! - `capabilities`, `findings`.
+//!
+//! A filtered result is `{total, matched, rows}`. Kinds without a filter reject one.
+
+use anyhow::{bail, Result};
+use clap::ValueEnum;
+use serde::Serialize;
+use serde_json::{json, Value};
+use trace_graph::{Analysis, NodeKind};
+use trace_schema::TraceDocument;
+
+use crate::commands::summary::findings;
+use crate::spans::SpanPaths;
+
+/// What to return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueryKind {
+    /// Graph nodes and edges.
+    Spans,
+    /// Outer wall time and the slowest spans by host self time.
+    Slowest,
+    /// Spans and ops ranked by allocated bytes.
+    Heaviest,
+    /// The memory profile.
+    Memory,
+    /// Tensor facts.
+    Tensors,
+    /// Tensor statistics.
+    TensorStats,
+    /// Gradient verdicts.
+    Gradients,
+    /// The capability matrix.
+    Capabilities,
+    /// Findings with advice.
+    Findings,
+}
+
+/// A label filter.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Filter {
+    /// Exact match.
+    Label(String),
+    /// Prefix match.
+    LabelPrefix(String),
+}
+
+impl Filter {
+    fn matches(&self, s: &str) -> bool {
+        match self {
+            Filter::Label(l) => s == l,
+            Filter::LabelPrefix(p) => s.starts_with(p.as_str()),
+        }
+    }
+}
+
+/// The payload of the envelope.
+#[derive(Debug, Serialize)]
+pub struct QueryReport {
+    /// The kind asked for.
+    pub kind: QueryKind,
+    /// The filter, or null.
+    pub filter: Option<Filter>,
+    /// The result, or null when refused.
+    pub result: Value,
+    /// Why a graph-based kind has no result for this trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<Vec<String>>,
+}
+
+/// Top rows of the ranking kinds.
+pub const TOP: usize = 8;
+
+fn filtered<T: Serialize>(
+    all: Vec<T>,
+    filter: &Option<Filter>,
+    key: impl Fn(&T) -> Vec<String>,
+) -> Value {
+    match filter {
+        None => json!(all),
+        Some(f) => {
+            let total = all.len();
+            let rows: Vec<T> = all
+                .into_iter()
+                .filter(|r| key(r).iter().any(|k| f.matches(k)))
+                .collect();
+            json!({"total": total, "matched": rows.len(), "rows": rows})
+        }
+    }
+}
+
+/// Answers a query.
+///
+/// # Errors
+/// A filter on a kind that takes none.
+pub fn run(
+    doc: &TraceDocument,
+    analysis: &Analysis,
+    kind: QueryKind,
+    filter: Option<Filter>,
+) -> Result<QueryReport> {
+    let filterable = matches!(
+        kind,
+        QueryKind::Spans | QueryKind::Tensors | QueryKind::TensorStats | QueryKind::Gradients
+    );
+    if filter.is_some() && !filterable {
+        bail!(
+            "--label/--label-prefix apply to spans, tensors, tensor-stats and gradients, not {}",
+            kind.to_possible_value()
+                .map(|v| v.get_name().to_string())
+                .unwrap_or_default()
+        );
+    }
+    let needs_graph = matches!(
+        kind,
+        QueryKind::Spans | QueryKind::Slowest | QueryKind::Heaviest
+    );
+    if needs_graph && analysis.graph.is_none() {
+        return Ok(QueryReport {
+            kind,
+            filter,
+            result: Value::Null,
+            refused: Some(
+                analysis
+                    .graph_refusal
+                    .as_ref()
+                    .map(|r| r.reasons.clone())
+                    .unwrap_or_default(),
+            ),
+        });
+    }
+    let result = match kind {
+        QueryKind::Spans => {
+            let g = analysis.graph.as_ref().expect("checked above");
+            let spans: Vec<_> = g
+                .nodes
+                .iter()
+                .filter(|n| !matches!(n.kind, NodeKind::Operation | NodeKind::Tensor))
+                .collect();
+            match &filter {
+                None => json!({"nodes": spans, "edges": g.edges}),
+                Some(_) => filtered(spans, &filter, |n| vec![n.name.to_string()]),
+            }
+        }
+        QueryKind::Slowest => {
+            let g = analysis.graph.as_ref().expect("checked above");
+            let mut paths = SpanPaths::new(doc);
+            let rows: Vec<Value> = g
+                .rankings
+                .measured
+                .slowest_by_self_time
+                .iter()
+                .take(TOP)
+                .map(|c| {
+                    let mut v = json!(c);
+                    v["path"] = json!(paths.path(&c.id));
+                    v
+                })
+                .collect();
+            json!({
+                "outer_wall_time_ns": g.outer_wall_time_ns,
+                "measured_span": g.measured_span,
+                "spans": rows,
+            })
+        }
+        QueryKind::Heaviest => {
+            let g = analysis.graph.as_ref().expect("checked above");
+            let mut ops: Vec<_> = g
+                .nodes
+                .iter()
+                .filter(|n| n.kind == NodeKind::Operation)
+                .filter_map(|n| n.memory.direct_allocated_bytes.map(|b| (b, n)))
+                .collect();
+            ops.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)));
+            let ops: Vec<Value> = ops
+                .into_iter()
+                .take(TOP)
+                .map(|(b, n)| json!({"id": n.id, "name": n.name, "allocated_bytes": b}))
+                .collect();
+            let m = &g.rankings.measured;
+            json!({
+                "spans_by_direct_allocated": m.heaviest_by_direct_allocated.iter().take(TOP).collect::<Vec<_>>(),
+                "spans_by_subtree_peak": m.heaviest_by_subtree_peak.iter().take(TOP).collect::<Vec<_>>(),
+                "ops_by_allocated": ops,
+            })
+        }
+        QueryKind::Memory => json!(analysis.memory),
+        QueryKind::Tensors => {
+            let rows: Vec<Value> = doc
+                .tensors
+                .iter()
+                .map(|t| {
+                    json!({
+                        "tensor_id": doc.str(t.tensor_id),
+                        "label": t.label.map(|l| doc.str(l)),
+                        "span_id": doc.str(t.span),
+                        "shape": doc.shape(t.shape),
+                        "dtype": doc.str(t.dtype),
+                        "device": doc.str(t.device),
+                        "requires_grad": t.requires_grad,
+                        "dense_bytes": t.dense_bytes,
+                        "storage_bytes": t.storage_bytes,
+                        "storage_id": t.storage_id.map(|s| doc.str(s)),
+                        "category": t.category,
+                    })
+                })
+                .collect();
+            filtered(rows, &filter, |v| {
+                let key = v["label"]
+                    .as_str()
+                    .or(v["tensor_id"].as_str())
+                    .unwrap_or("");
+                vec![key.to_string()]
+            })
+        }
+        QueryKind::TensorStats => {
+            filtered(doc.tensor_stats.clone(), &filter, |s| vec![s.label.clone()])
+        }
+        QueryKind::Gradients => match &filter {
+            None => json!(analysis.gradients),
+            Some(_) => filtered(analysis.gradients.parameters.clone(), &filter, |p| {
+                vec![p.key.clone(), format!("{}/{}", p.root, p.key)]
+            }),
+        },
+        QueryKind::Capabilities => json!(analysis.capabilities),
+        QueryKind::Findings => json!(findings(analysis)),
+    };
+    Ok(QueryReport {
+        kind,
+        filter,
+        result,
+        refused: None,
+    })
+}

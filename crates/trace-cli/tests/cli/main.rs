@@ -1,0 +1,6 @@
+//! Integration tests of the `candle-graph` binary: exit codes, bad inputs, the JSON envelope
+//! (hand-written traces), and insta snapshots of every command on the golden fixtures.
+
+mod bad_input;
+mod snapshots;
+mod util;

@@ -1,0 +1,45 @@
+//! Trains the built-in mlp model for a few steps on CPU and writes a candle-graph trace of step 2.
+//!
+//! ```text
+//! cargo run -p candle-graph-examples --example mlp -- [--out DIR] [--steps N] [--seed S] [--batch N] [--deterministic]
+//! candle-graph summary out/mlp
+//! ```
+
+use std::process::ExitCode;
+
+use candle_graph_examples::cli::parse_example_args;
+use candle_graph_examples::train::train;
+use candle_graph_examples::ModelKind;
+
+// The probe's tracking allocator: sees every Candle storage come and go (memory plane).
+#[global_allocator]
+static ALLOC: trace_probe::alloc::Tracking = trace_probe::alloc::Tracking::system();
+
+fn main() -> ExitCode {
+    let config = match parse_example_args(ModelKind::Mlp, std::env::args().skip(1)) {
+        Ok(c) => c,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    match train(&config) {
+        Ok(report) => {
+            for (i, loss) in report.losses.iter().enumerate() {
+                eprintln!("step {}: loss {loss:.4}", i + 1);
+            }
+            println!("{}", report.trace_path.display());
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            let mut message = err.to_string();
+            let mut source = std::error::Error::source(&err);
+            while let Some(s) = source {
+                message.push_str(&format!(": {s}"));
+                source = s.source();
+            }
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
