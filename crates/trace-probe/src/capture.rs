@@ -1,0 +1,215 @@
+//! Internal extension points for capture plug-ins (the tracking allocator and storage registry,
+//! device memory samplers). Nothing here is public API.
+//!
+//! # How a plug-in joins a session
+//! Implement [`CaptureHook`] and return it from [`builtin_hooks`] (the one place a plug-in is
+//! listed; it receives the run config and may return nothing, e.g. when the allocator is not
+//! installed). Every [`crate::TraceSession`] calls its hooks at these moments, always on the
+//! thread that caused them:
+//!
+//! | hook | when | typical use |
+//! |---|---|---|
+//! | [`CaptureHook::on_meta`] | capture start, before `meta` is written | declare coverage (`logical_memory`), reasons, `tracking_allocator_installed` |
+//! | [`CaptureHook::on_parameters`] | `ProbedOptimizer::new`, before the inner optimizer is built | the named parameters (sorted VarMap keys) |
+//! | [`CaptureHook::around_optimizer_construction`] | `ProbedOptimizer::new` builds the inner optimizer (`O::new(vars, config)`) | arm the allocator briefly so AdamW's private moments become known pre-existing storages |
+//! | [`CaptureHook::on_capture_start`] | right after the root span (`s1`, the measured region) opened | arm; write pre-existing storages as `pre_existing` allocs |
+//! | [`CaptureHook::on_loss`] / [`CaptureHook::on_gradients`] | `ProbedOptimizer::backward_step`, before and after `loss.backward()` | register graph nodes (`loss.sorted_nodes()`) and gradients |
+//! | [`CaptureHook::on_span_end`] | a span is about to close (before its `span_end` is written) | device memory sample, drain the event ring |
+//! | [`CaptureHook::on_capture_end`] | the root span is about to close, or the step panicked | disarm, final drain |
+//! | [`CaptureHook::on_finish`] | `finish()` or a panic, before the terminal | late frees, return the dropped-event count |
+//! | [`CaptureHook::storage_id`] | a tensor fact is recorded (with its label and category) | register it; the storage identity for `tensor.storage_id` |
+//!
+//! # What a hook can use ([`CaptureContext`])
+//! - [`CaptureContext::emit`]: queue any event to the writer thread, from any thread (never
+//!   blocks, never does I/O on the caller's thread).
+//! - The session clock: [`CaptureContext::clock`] (`now_ns`, and conversion of a timestamp taken
+//!   by the hook itself with [`crate::clock::process_ns`] via
+//!   [`crate::clock::SessionClock::process_ns_to_session_ns`]).
+//! - Span attribution: [`CaptureContext::span_at`]`(thread, ts_ns)` answers which span was the
+//!   innermost open one on a thread at a session time (binary search in a per-thread span-change
+//!   log), and [`CaptureContext::span_info`] gives its step (inherited from ancestors), kind and
+//!   module path. Threads are identified by [`thread_key`], which is allocation-free and
+//!   lock-free, so the allocator hook may record it with each ring event.
+//! - Inside the hook itself (no locks allowed): [`current_span_on_this_thread`] reads two const
+//!   thread-local cells (session uid and span number, 0 when none).
+//! - [`CaptureContext::span_id`] formats a span number as the wire id `s<n>`;
+//!   [`CaptureContext::tensor_id`] formats a tensor id (sequence numbers in deterministic mode).
+//!
+//! In deterministic mode the clock is logical; timestamps a hook took itself have no logical
+//! value and must be converted in event order (each conversion takes the next tick).
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use candle_core::backprop::GradStore;
+use candle_core::{Tensor, Var};
+use trace_schema::{ExecutionStep, MemoryCategory, RunMeta, SpanKind, TraceEvent};
+
+use crate::clock::SessionClock;
+use crate::run::ProfileRun;
+use crate::session::Inner;
+
+/// A capture plug-in. Every method has a no-op default.
+#[allow(dead_code)] // The allocator plug-in implements the methods the probe itself does not use.
+pub(crate) trait CaptureHook: Send + Sync {
+    /// Adjusts the run meta (contract coverage, reasons, allocator flag) before it is written.
+    fn on_meta(&self, _meta: &mut RunMeta) {}
+    /// Wraps the construction of the inner optimizer in `ProbedOptimizer::new`; must call
+    /// `construct` exactly once.
+    fn around_optimizer_construction(&self, construct: &mut dyn FnMut()) {
+        construct()
+    }
+    /// `ProbedOptimizer::new`, before the inner optimizer is built: the named parameters,
+    /// sorted by key (VarMap names for registration).
+    fn on_parameters(&self, _params: &[(String, Var)]) {}
+    /// Right after the root span opened.
+    fn on_capture_start(&self, _ctx: &CaptureContext<'_>) {}
+    /// `ProbedOptimizer::backward_step`, before `loss.backward()` (e.g. walk
+    /// `loss.sorted_nodes()` to register graph nodes).
+    fn on_loss(&self, _ctx: &CaptureContext<'_>, _loss: &Tensor) {}
+    /// `ProbedOptimizer::backward_step`, right after `loss.backward()` (register gradients).
+    fn on_gradients(&self, _ctx: &CaptureContext<'_>, _grads: &GradStore) {}
+    /// Before a span's `span_end` is written.
+    fn on_span_end(&self, _ctx: &CaptureContext<'_>, _span: &SpanInfo) {}
+    /// Before the root span closes, or after a panic in the captured step.
+    fn on_capture_end(&self, _ctx: &CaptureContext<'_>) {}
+    /// Before the terminal is written; returns the total dropped-event count, if counted.
+    fn on_finish(&self, _ctx: &CaptureContext<'_>) -> Option<u64> {
+        None
+    }
+    /// The storage identity of `tensor`, if the plug-in knows it; `label` and `category` are the
+    /// tensor fact's (the storage registry registers labelled tensors with them).
+    fn storage_id(
+        &self,
+        _tensor: &Tensor,
+        _label: &str,
+        _category: MemoryCategory,
+    ) -> Option<String> {
+        None
+    }
+}
+
+/// The plug-ins every session gets. The allocator plug-in adds itself here.
+pub(crate) fn builtin_hooks(run: &ProfileRun) -> Vec<Arc<dyn CaptureHook>> {
+    vec![Arc::new(crate::alloc::StoragePlugin::new(
+        &run.device,
+        &crate::run::device_label(&run.device),
+        run.deterministic,
+    ))]
+}
+
+/// What the probe knows about a span, for attribution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SpanInfo {
+    /// Span number (`s<n>` on the wire).
+    pub id: u64,
+    /// Parent span number.
+    pub parent: Option<u64>,
+    /// Name.
+    pub name: String,
+    /// Kind.
+    pub kind: SpanKind,
+    /// Step, inherited from the nearest ancestor that has one.
+    pub step: Option<ExecutionStep>,
+    /// Module path (modules only).
+    pub module_path: Option<String>,
+    /// Start, session ns.
+    pub start_ns: u64,
+    /// [`thread_key`] of the thread that opened it.
+    pub thread: u64,
+}
+
+/// A session as seen by a hook.
+pub(crate) struct CaptureContext<'a> {
+    pub(crate) inner: &'a Inner,
+}
+
+#[allow(dead_code)] // Used by the allocator plug-in.
+impl CaptureContext<'_> {
+    /// Queues an event to the writer thread.
+    pub fn emit(&self, event: TraceEvent) {
+        self.inner.emit(event);
+    }
+    /// The session clock.
+    pub fn clock(&self) -> &SessionClock {
+        &self.inner.clock
+    }
+    /// The wire id of a span number.
+    pub fn span_id(&self, span: u64) -> String {
+        span_wire_id(span)
+    }
+    /// The root span number (the measured region).
+    pub fn root_span(&self) -> u64 {
+        ROOT_SPAN
+    }
+    /// Innermost open span of `thread` at session time `ts_ns` (`None`: none open there, e.g.
+    /// a thread that never opened a span: attribute to the root).
+    pub fn span_at(&self, thread: u64, ts_ns: u64) -> Option<u64> {
+        self.inner.span_at(thread, ts_ns)
+    }
+    /// Facts about a span.
+    pub fn span_info(&self, span: u64) -> Option<SpanInfo> {
+        self.inner.span_info(span)
+    }
+    /// The session's wire id of a tensor.
+    pub fn tensor_id(&self, tensor: &Tensor) -> String {
+        self.inner.tensor_wire_id(tensor.id())
+    }
+    /// The device label (`cpu`, `cuda:0`, …).
+    pub fn device_label(&self) -> &str {
+        &self.inner.device_label
+    }
+    /// The run configuration.
+    pub fn run(&self) -> &ProfileRun {
+        &self.inner.run
+    }
+    /// Whether deterministic mode is on.
+    pub fn is_deterministic(&self) -> bool {
+        self.inner.run.deterministic
+    }
+    /// The session's unique id (as in [`current_span_on_this_thread`]).
+    pub fn session_uid(&self) -> u64 {
+        self.inner.uid
+    }
+}
+
+/// The root span's number: the step guard's measured region.
+pub(crate) const ROOT_SPAN: u64 = 1;
+
+/// `s<n>`.
+pub(crate) fn span_wire_id(span: u64) -> String {
+    format!("s{span}")
+}
+
+static NEXT_THREAD_KEY: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    static THREAD_KEY: Cell<u64> = const { Cell::new(0) };
+    static CURRENT_SPAN: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// A small unique id of the calling thread (1, 2, …). Allocation-free and lock-free (a const
+/// thread-local and one atomic on first use), so the allocator hook may call it.
+pub(crate) fn thread_key() -> u64 {
+    THREAD_KEY.with(|key| {
+        let k = key.get();
+        if k != 0 {
+            return k;
+        }
+        let k = NEXT_THREAD_KEY.fetch_add(1, Ordering::Relaxed);
+        key.set(k);
+        k
+    })
+}
+
+/// `(session uid, span number)` of the innermost open span on this thread, `(0, 0)` when none.
+/// Reads a const thread-local: safe inside the allocator hook.
+#[allow(dead_code)] // Used by the allocator plug-in.
+pub(crate) fn current_span_on_this_thread() -> (u64, u64) {
+    CURRENT_SPAN.with(Cell::get)
+}
+
+pub(crate) fn set_current_span(session: u64, span: u64) {
+    CURRENT_SPAN.with(|c| c.set((session, span)));
+}

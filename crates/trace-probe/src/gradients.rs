@@ -1,0 +1,212 @@
+//! Gradient facts from a `VarMap` and a `GradStore`: per named parameter `present`, `missing`,
+//! `zero` or `non_finite` with its L2 norm, plus the gradients of tensors that are not
+//! parameters (e.g. the input batch: their gradients carry a backward graph and keep its
+//! storages alive while the store lives), with their bytes.
+//!
+//! Norms are accumulated in f64 over the finite elements, scaled by the largest absolute finite
+//! element (an f32 norm overflows to inf for large finite gradients); non-finite elements are
+//! counted separately. All gradients are reduced on their device and read back with **one**
+//! device read, not one synchronisation per parameter.
+
+use std::collections::HashSet;
+
+use candle_core::backprop::GradStore;
+use candle_core::{DType, Tensor, TensorId, Var};
+use trace_schema::{GradientEvent, GradientState, TraceEvent};
+
+use crate::error::ProbeError;
+use crate::facts::{storage_bytes, tensor_id_string};
+use crate::session::TraceSession;
+
+/// Root of non-parameter gradients in `gradient` events.
+pub const NON_PARAMETER_ROOT: &str = "non_parameter";
+
+/// The reduced facts of one gradient tensor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct GradFacts {
+    pub non_finite: u64,
+    pub norm: f64,
+}
+
+impl GradFacts {
+    fn state_and_norm(self) -> (GradientState, Option<f64>) {
+        if self.non_finite > 0 {
+            (GradientState::NonFinite, None)
+        } else if self.norm == 0.0 {
+            (GradientState::Zero, Some(0.0))
+        } else if self.norm.is_finite() {
+            (GradientState::Present, Some(self.norm))
+        } else {
+            // Unreachable for finite inputs thanks to the scaling; never write an invalid norm.
+            (GradientState::NonFinite, None)
+        }
+    }
+}
+
+/// Three scalars per gradient, on its device: non-finite count, max |finite|, and the sum of
+/// squares of the finite elements divided by that max.
+fn reductions(grad: &Tensor) -> candle_core::Result<[Tensor; 3]> {
+    let g = grad.flatten_all()?.to_dtype(DType::F64)?;
+    let abs = g.abs()?;
+    let finite = abs.lt(f64::INFINITY)?; // NaN compares false
+    let zeros = g.zeros_like()?;
+    let finite_vals = finite.where_cond(&g, &zeros)?;
+    let n = g.elem_count() as f64;
+    let finite_count = finite.to_dtype(DType::F64)?.sum_all()?;
+    let non_finite = finite_count.affine(-1.0, n)?;
+    let max_abs = if g.elem_count() == 0 {
+        Tensor::new(0f64, g.device())?
+    } else {
+        finite_vals.abs()?.max_all()?
+    };
+    let denom = max_abs.maximum(f64::MIN_POSITIVE)?;
+    let scaled = finite_vals.broadcast_div(&denom)?;
+    let sum_sq = scaled.sqr()?.sum_all()?;
+    Ok([non_finite, max_abs, sum_sq])
+}
+
+/// Reduces every gradient and reads all results back with one device read.
+pub(crate) fn batched_facts(grads: &[&Tensor]) -> Result<Vec<GradFacts>, ProbeError> {
+    if grads.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut scalars = Vec::with_capacity(grads.len() * 3);
+    for g in grads {
+        scalars.extend(reductions(g).map_err(ProbeError::candle("reducing gradients"))?);
+    }
+    let values: Vec<f64> = Tensor::stack(&scalars, 0)
+        .and_then(|t| t.to_vec1::<f64>())
+        .map_err(ProbeError::candle("reading gradient norms"))?;
+    Ok(values
+        .chunks_exact(3)
+        .map(|c| GradFacts {
+            non_finite: c[0].round().max(0.0) as u64,
+            norm: c[1] * c[2].sqrt(),
+        })
+        .collect())
+}
+
+fn candle_id_number(id: TensorId) -> u64 {
+    tensor_id_string(id)[1..].parse().unwrap_or(u64::MAX)
+}
+
+impl TraceSession {
+    /// Records gradient facts for the named parameters `params` (sorted by the caller; keys
+    /// under `root`) from `grads`, then one fact per gradient in the store that belongs to no
+    /// parameter (root [`NON_PARAMETER_ROOT`], key = the tensor's label from
+    /// [`TraceSession::tensor`] or `tensor/<id>`, with its bytes). Inside the captured step
+    /// only (one atomic load otherwise).
+    ///
+    /// # Errors
+    /// [`ProbeError::Candle`] when reducing or reading the gradients fails; nothing is
+    /// recorded then.
+    pub fn gradient_facts(
+        &self,
+        root: &str,
+        params: &[(String, Var)],
+        grads: &GradStore,
+    ) -> Result<(), ProbeError> {
+        if !self.is_capturing() {
+            return Ok(());
+        }
+        let inner = &self.inner;
+        let param_ids: HashSet<TensorId> = params.iter().map(|(_, v)| v.id()).collect();
+        let mut others: Vec<(TensorId, &Tensor)> = grads
+            .get_ids()
+            .filter(|id| !param_ids.contains(id))
+            .filter_map(|id| grads.get_id(*id).map(|g| (*id, g)))
+            .collect();
+        // `GradStore` iterates a HashMap: sort by Candle's id (creation order) for determinism.
+        others.sort_by_key(|(id, _)| candle_id_number(*id));
+
+        let present: Vec<&Tensor> = params
+            .iter()
+            .filter_map(|(_, v)| grads.get(v.as_tensor()))
+            .chain(others.iter().map(|(_, g)| *g))
+            .collect();
+        let facts = batched_facts(&present)?;
+        let mut facts = facts.into_iter();
+
+        for (key, var) in params {
+            let event = match grads.get(var.as_tensor()) {
+                None => GradientEvent {
+                    event_id: inner.next_gradient_event_id(),
+                    root: root.to_string(),
+                    key: key.clone(),
+                    state: GradientState::Missing,
+                    norm: None,
+                    parameter: true,
+                    tensor_id: Some(inner.tensor_wire_id(var.id())),
+                    bytes: None,
+                    non_finite_elements: None,
+                },
+                Some(_) => {
+                    let f = facts.next().unwrap_or(GradFacts {
+                        non_finite: 0,
+                        norm: f64::NAN,
+                    });
+                    let (state, norm) = f.state_and_norm();
+                    GradientEvent {
+                        event_id: inner.next_gradient_event_id(),
+                        root: root.to_string(),
+                        key: key.clone(),
+                        state,
+                        norm,
+                        parameter: true,
+                        tensor_id: Some(inner.tensor_wire_id(var.id())),
+                        bytes: None,
+                        non_finite_elements: Some(f.non_finite),
+                    }
+                }
+            };
+            inner.emit(TraceEvent::Gradient(event));
+        }
+        for (id, grad) in others {
+            let f = facts.next().unwrap_or(GradFacts {
+                non_finite: 0,
+                norm: f64::NAN,
+            });
+            let (state, norm) = f.state_and_norm();
+            let tensor_id = inner.tensor_wire_id(id);
+            let key = inner
+                .label_of(&tensor_id)
+                .unwrap_or_else(|| format!("tensor/{tensor_id}"));
+            inner.emit(TraceEvent::Gradient(GradientEvent {
+                event_id: inner.next_gradient_event_id(),
+                root: NON_PARAMETER_ROOT.to_string(),
+                key,
+                state,
+                norm,
+                parameter: false,
+                tensor_id: Some(tensor_id),
+                bytes: storage_bytes(grad),
+                non_finite_elements: Some(f.non_finite),
+            }));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    #[test]
+    fn norms_are_f64_scaled_and_non_finite_is_counted() -> Result<(), Box<dyn std::error::Error>> {
+        let dev = Device::Cpu;
+        let big = Tensor::new(&[3e38f32, 3e38, -3e38], &dev)?; // f32 sum of squares overflows
+        let nan = Tensor::new(&[1f32, f32::NAN, f32::NEG_INFINITY], &dev)?;
+        let zero = Tensor::zeros(4, DType::F32, &dev)?;
+        let small = Tensor::new(&[3f32, 4.0], &dev)?;
+        let facts = batched_facts(&[&big, &nan, &zero, &small])?;
+        let expected_big = 3e38f32 as f64 * 3f64.sqrt();
+        assert!((facts[0].norm - expected_big).abs() / expected_big < 1e-12);
+        assert_eq!(facts[0].state_and_norm().0, GradientState::Present);
+        assert_eq!(facts[1].non_finite, 2);
+        assert_eq!(facts[1].state_and_norm(), (GradientState::NonFinite, None));
+        assert_eq!(facts[2].state_and_norm(), (GradientState::Zero, Some(0.0)));
+        assert!((facts[3].norm - 5.0).abs() < 1e-12);
+        Ok(())
+    }
+}

@@ -1,0 +1,112 @@
+//! [`ProbeLayer`]: a `tracing_subscriber::Layer` that turns `tracing` spans entered inside the
+//! captured step into `module` trace spans — module spans from the model itself
+//! (candle-transformers creates TRACE-level spans such as `attn`, `mlp`, `linear`).
+//!
+//! # Install it before the model is built
+//! candle-transformers creates its spans **when the model is constructed** and only enters them
+//! in `forward`. A span created while no subscriber was interested is disabled for good, so the
+//! layer must be installed (globally, or with `tracing::subscriber::set_default` on the thread)
+//! **before** `Model::load`. And since the spans are `TRACE`, filter per layer: a global
+//! `EnvFilter` at `info` would disable them for every layer.
+//!
+//! ```
+//! use tracing_subscriber::{filter::LevelFilter, layer::SubscriberExt, Layer, Registry};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let session = trace_probe::TraceSession::new(trace_probe::ProfileRun::inference("bert", 1), std::io::sink())?;
+//! let subscriber = Registry::default().with(session.layer().with_filter(LevelFilter::TRACE));
+//! let _guard = tracing::subscriber::set_default(subscriber);
+//! // ... now build the model, then run the loop ...
+//! # Ok(()) }
+//! ```
+//!
+//! Each enter/exit inside the captured step becomes one trace span (unique id, kind `module`)
+//! whose parent is the innermost open span on that thread — a probe span or an enclosing
+//! tracing span — so the trace keeps exactly one root. It records the module path (names of the
+//! enclosing module spans joined by `/`) and the tracing span id as instance key. Outside the
+//! captured step an enter costs one atomic load, an exit two.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tracing::span::Id;
+use tracing::Subscriber;
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
+
+use crate::capture::thread_key;
+use crate::session::{OpenSpan, TraceSession};
+
+/// The `tracing` layer of a session (see the module docs).
+#[derive(Debug, Clone)]
+pub struct ProbeLayer {
+    session: TraceSession,
+    /// Trace spans opened by this layer and not yet closed.
+    open: Arc<AtomicUsize>,
+}
+
+/// Per-span data kept in the tracing span's extensions: the trace spans opened by its enters
+/// (several when it is entered on several threads or re-entered).
+#[derive(Debug, Default)]
+struct OpenEnters(Vec<(u64, OpenSpan)>);
+
+impl TraceSession {
+    /// The `tracing` layer feeding this session (install it before building the model; see
+    /// [`ProbeLayer`]).
+    pub fn layer(&self) -> ProbeLayer {
+        ProbeLayer {
+            session: self.clone(),
+            open: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+}
+
+impl<S> Layer<S> for ProbeLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        if !self.session.is_capturing() {
+            return;
+        }
+        let Some(span) = ctx.span(id) else {
+            return;
+        };
+        let name = span.metadata().name();
+        let Some(open) = self
+            .session
+            .inner
+            .open_module_span_raw(name, Some(id.into_u64()))
+        else {
+            return;
+        };
+        self.open.fetch_add(1, Ordering::Relaxed);
+        let mut extensions = span.extensions_mut();
+        let entry = (thread_key(), open);
+        match extensions.get_mut::<OpenEnters>() {
+            Some(enters) => enters.0.push(entry),
+            None => extensions.insert(OpenEnters(vec![entry])),
+        }
+    }
+
+    fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
+        if !self.session.is_capturing() && self.open.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let Some(span) = ctx.span(id) else {
+            return;
+        };
+        let thread = thread_key();
+        let open = {
+            let mut extensions = span.extensions_mut();
+            extensions.get_mut::<OpenEnters>().and_then(|enters| {
+                let pos = enters.0.iter().rposition(|(t, _)| *t == thread)?;
+                Some(enters.0.remove(pos).1)
+            })
+        };
+        if let Some(open) = open {
+            self.open.fetch_sub(1, Ordering::Relaxed);
+            self.session.inner.end_span(open.id, open.start_ns);
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! A tiny random-weight candle-transformers BERT profiled through the tracing layer, installed
+//! with a thread-scoped default before the model is built. Backward through BERT in Candle
+//! 0.11.1 yields no gradients (its fast layer-norm has no backward): every parameter must be
+//! reported `missing`, the trace must stay structurally valid and trace-graph must say so.
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::{AdamW, ParamsAdamW, VarBuilder, VarMap};
+use candle_transformers::models::bert::{BertModel, Config, HiddenAct};
+use trace_probe::{ExecutionStep, ProbedOptimizer, ProfileRun, SpanKind, TraceSession};
+use trace_schema::GradientState;
+use tracing_subscriber::{filter::LevelFilter, layer::SubscriberExt, Layer, Registry};
+
+fn tiny_config() -> Config {
+    Config {
+        vocab_size: 50,
+        hidden_size: 16,
+        num_hidden_layers: 2,
+        num_attention_heads: 2,
+        intermediate_size: 32,
+        hidden_act: HiddenAct::Gelu,
+        hidden_dropout_prob: 0.0,
+        max_position_embeddings: 16,
+        type_vocab_size: 2,
+        initializer_range: 0.02,
+        layer_norm_eps: 1e-12,
+        pad_token_id: 0,
+        ..Config::default()
+    }
+}
+
+#[test]
+fn bert_module_spans_and_missing_gradients() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("trace.jsonl");
+    let session = TraceSession::create(ProfileRun::training("bert::train_step", 2), &path)?;
+    // Installed before the model is built: candle-transformers creates its spans in `load`.
+    let subscriber = Registry::default().with(session.layer().with_filter(LevelFilter::TRACE));
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let varmap = VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+    let model = BertModel::load(vb, &tiny_config())?;
+    let mut opt = ProbedOptimizer::<AdamW>::new(&session, &varmap, ParamsAdamW::default())?;
+    let ids = Tensor::new(&[[1u32, 5, 7, 9, 2, 0], [3, 4, 8, 2, 0, 0]], &Device::Cpu)?;
+    let types = ids.zeros_like()?;
+    for step in 1..=2 {
+        let _step = session.step(step);
+        let out = {
+            let _fwd = session.step_span("forward", ExecutionStep::Forward);
+            model.forward(&ids, &types, None)?
+        };
+        let loss = out.sqr()?.mean_all()?;
+        opt.backward_step(&loss)?;
+    }
+    session.finish()?;
+
+    let doc = trace_schema::load_path(&path)?;
+    assert!(doc.semantic_issues.is_empty(), "{:?}", doc.semantic_issues);
+    assert_eq!(doc.spans.iter().filter(|s| s.parent.is_none()).count(), 1);
+    let modules: Vec<_> = doc
+        .spans
+        .iter()
+        .filter(|s| s.kind == SpanKind::Module)
+        .collect();
+    assert!(modules.len() > 20, "{} module spans", modules.len());
+    let paths: Vec<&str> = modules
+        .iter()
+        .map(|s| doc.str(s.module_path.expect("module path")))
+        .collect();
+    assert!(paths.iter().all(|p| p.starts_with("model")), "{paths:?}");
+    assert!(
+        paths.contains(&"model/encoder/layer/attn/self-attn"),
+        "{paths:?}"
+    );
+    assert!(paths.iter().any(|p| p.ends_with("/linear")), "{paths:?}");
+    let forward = doc
+        .spans
+        .iter()
+        .find(|s| s.step == Some(ExecutionStep::Forward))
+        .unwrap();
+    let top = modules
+        .iter()
+        .find(|s| doc.str(s.name) == "model")
+        .expect("model span");
+    assert_eq!(top.parent, Some(forward.id));
+    assert!(modules
+        .iter()
+        .all(|s| s.instance_key.is_some() && s.duration_ns.is_some()));
+
+    let params: Vec<_> = doc.gradients.iter().filter(|g| g.parameter).collect();
+    assert_eq!(params.len(), varmap.all_vars().len());
+    assert!(params.iter().all(|g| g.state == GradientState::Missing));
+
+    let analysis = trace_graph::analyze(&doc);
+    assert!(
+        analysis.health.structurally_valid,
+        "{:#?}",
+        analysis.health.issues
+    );
+    assert_eq!(analysis.gradients.without_gradient.len(), params.len());
+    assert!(
+        analysis
+            .findings
+            .iter()
+            .any(|f| f.code == trace_graph::FindingCode::ParametersWithoutGradient),
+        "{:#?}",
+        analysis.findings
+    );
+    Ok(())
+}
+
+#[test]
+fn layer_outside_the_captured_step_records_nothing() -> Result<(), Box<dyn std::error::Error>> {
+    let session = TraceSession::new(ProfileRun::inference("bert", 5), std::io::sink())?;
+    let subscriber = Registry::default().with(session.layer().with_filter(LevelFilter::TRACE));
+    let _default = tracing::subscriber::set_default(subscriber);
+    let vb = VarBuilder::from_varmap(&VarMap::new(), DType::F32, &Device::Cpu);
+    let model = BertModel::load(vb, &tiny_config())?;
+    let ids = Tensor::new(&[[1u32, 5, 7]], &Device::Cpu)?;
+    model.forward(&ids, &ids.zeros_like()?, None)?;
+    assert!(!session.is_capturing());
+    assert!(matches!(
+        session.finish(),
+        Err(trace_probe::ProbeError::CaptureStepNotReached { step: 5 })
+    ));
+    Ok(())
+}

@@ -1,0 +1,74 @@
+//! Shared helpers for the probe's integration tests: a seeded 2-layer MLP built with candle-nn
+//! (weights and data from a seeded Rust RNG, since Candle 0.11.1 cannot seed its CPU RNG).
+
+#![allow(dead_code)]
+
+use candle_core::{DType, Device, Module, Tensor};
+use candle_nn::{Linear, VarBuilder, VarMap};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// Input features, hidden units, classes, batch.
+pub const IN: usize = 32;
+pub const HIDDEN: usize = 64;
+pub const CLASSES: usize = 8;
+pub const BATCH: usize = 16;
+
+/// A 2-layer MLP: `Linear(IN, HIDDEN)` → relu → `Linear(HIDDEN, CLASSES)`.
+pub struct Mlp {
+    pub varmap: VarMap,
+    pub fc1: Linear,
+    pub fc2: Linear,
+}
+
+impl Mlp {
+    /// Builds the MLP and overwrites every parameter (sorted by name) from `seed`.
+    pub fn seeded(seed: u64) -> candle_core::Result<Self> {
+        let varmap = VarMap::new();
+        let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+        let fc1 = candle_nn::linear(IN, HIDDEN, vb.pp("fc1"))?;
+        let fc2 = candle_nn::linear(HIDDEN, CLASSES, vb.pp("fc2"))?;
+        reseed(&varmap, seed)?;
+        Ok(Self { varmap, fc1, fc2 })
+    }
+
+    /// Logits for `x`.
+    pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        self.fc2.forward(&self.fc1.forward(x)?.relu()?)
+    }
+}
+
+/// Overwrites every VarMap parameter, in sorted name order, with uniform values in ±0.2.
+pub fn reseed(varmap: &VarMap, seed: u64) -> candle_core::Result<()> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let data = varmap.data().lock().expect("varmap lock");
+    let mut names: Vec<&String> = data.keys().collect();
+    names.sort();
+    for name in names {
+        let var = &data[name];
+        let n = var.elem_count();
+        let values: Vec<f32> = (0..n).map(|_| rng.gen_range(-0.2f32..0.2)).collect();
+        var.set(&Tensor::from_vec(values, var.shape(), &Device::Cpu)?)?;
+    }
+    Ok(())
+}
+
+/// A seeded batch: inputs `[BATCH, IN]` and class targets `[BATCH]` (u32).
+pub fn batch(seed: u64) -> candle_core::Result<(Tensor, Tensor)> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let x: Vec<f32> = (0..BATCH * IN)
+        .map(|_| rng.gen_range(-1.0f32..1.0))
+        .collect();
+    let y: Vec<u32> = (0..BATCH)
+        .map(|_| rng.gen_range(0..CLASSES as u32))
+        .collect();
+    Ok((
+        Tensor::from_vec(x, (BATCH, IN), &Device::Cpu)?,
+        Tensor::from_vec(y, BATCH, &Device::Cpu)?,
+    ))
+}
+
+/// Reads a trace file as text (for byte comparisons and debugging).
+pub fn read(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).expect("trace file")
+}
