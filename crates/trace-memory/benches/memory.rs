@@ -73,6 +73,7 @@ fn bench(c: &mut Criterion) {
         group.bench_function("parse_typed_serde_json", |b| {
             b.iter(|| parse_typed(black_box(&bytes)))
         });
+        drop(bytes);
         group.bench_function("analyze_memory", |b| {
             b.iter(|| analyze_memory(black_box(&doc)))
         });

@@ -20,8 +20,9 @@ pub struct StorageLifetime {
     pub device: Arc<str>,
     /// Storage identity; `None` in trace/6 traces, whose identity is `(device, tensor id)`.
     pub storage_id: Option<Arc<str>>,
-    /// Every tensor id seen on the storage (alloc, aliases, free), sorted, deduplicated.
-    pub tensor_ids: Vec<Arc<str>>,
+    /// Every tensor id seen on the storage (alloc, aliases, free), sorted, deduplicated
+    /// (shared between clones of the lifetime).
+    pub tensor_ids: Arc<[Arc<str>]>,
     /// Span of the alloc event.
     pub span_id: Option<Arc<str>>,
     /// Allocating operation.
@@ -75,14 +76,14 @@ pub(crate) fn build_lifetimes(
             tensors.push(extra[e].1);
             e += 1;
         }
-        let mut tensor_ids: Vec<Arc<str>> = tensors.iter().map(|&t| res.s(t)).collect();
-        if tensor_ids.len() > 1 {
-            tensor_ids.sort();
-            tensor_ids.dedup();
+        if tensors.len() > 1 {
+            tensors.sort_unstable_by(|&a, &b| doc.str(a).cmp(doc.str(b)));
+            tensors.dedup();
         }
+        let tensor_ids: Arc<[Arc<str>]> = tensors.iter().map(|&t| res.fresh(t)).collect();
         out.push(StorageLifetime {
             device: res.s(ev.device),
-            storage_id: res.o(ev.storage),
+            storage_id: ev.storage.map(|x| res.fresh(x)),
             tensor_ids,
             span_id: res.o(ev.span),
             op_name: res.o(ev.op_name),

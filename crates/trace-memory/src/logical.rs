@@ -412,8 +412,8 @@ pub(crate) fn analyze_logical(doc: &TraceDocument) -> Option<LogicalMemoryProfil
             UnmatchedFree {
                 timestamp_ns: e.timestamp_ns,
                 device: res.s(e.device),
-                storage_id: res.o(e.storage),
-                tensor_id: res.o(e.tensor),
+                storage_id: e.storage.map(|x| res.fresh(x)),
+                tensor_id: e.tensor.map(|x| res.fresh(x)),
                 bytes: e.bytes,
                 event_index: ei as usize,
             }
@@ -428,7 +428,7 @@ pub(crate) fn analyze_logical(doc: &TraceDocument) -> Option<LogicalMemoryProfil
             let free = &doc.memory[ei as usize];
             SizeMismatch {
                 device: res.s(alloc.device),
-                storage_id: res.o(alloc.storage),
+                storage_id: alloc.storage.map(|x| res.fresh(x)),
                 alloc_bytes: life.bytes,
                 free_bytes: free.bytes.unwrap_or(0),
                 free_timestamp_ns: free.timestamp_ns,

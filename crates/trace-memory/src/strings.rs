@@ -2,17 +2,20 @@
 //!
 //! Outputs hold `Arc<str>` (serialized as plain JSON strings): each distinct device, span id,
 //! dtype or op name is allocated once per analysis and shared by every lifetime naming it,
-//! instead of one `String` per field per lifetime.
+//! instead of one `String` per field per lifetime. Storage and tensor ids, which are unique per
+//! lifetime, are allocated directly ([`Resolver::fresh`]) and never enter the cache.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use trace_schema::{ShapeId, Sym, TraceDocument};
 
+use crate::fasthash::FxHashMap;
+
 /// Caches `Arc<str>` per [`Sym`] and `Arc<[u64]>` per [`ShapeId`] of one document.
 pub(crate) struct Resolver<'a> {
     doc: &'a TraceDocument,
-    strings: Vec<Option<Arc<str>>>,
+    strings: FxHashMap<Sym, Arc<str>>,
     shapes: HashMap<ShapeId, Arc<[u64]>>,
 }
 
@@ -20,20 +23,23 @@ impl<'a> Resolver<'a> {
     pub(crate) fn new(doc: &'a TraceDocument) -> Self {
         Self {
             doc,
-            strings: vec![None; doc.strings.len()],
+            strings: FxHashMap::default(),
             shapes: HashMap::new(),
         }
     }
 
-    /// The shared string of a handle.
+    /// The shared string of a handle (cached: for strings many records name).
     pub(crate) fn s(&mut self, sym: Sym) -> Arc<str> {
-        let i = sym.index();
-        if i >= self.strings.len() {
-            self.strings.resize(i + 1, None);
-        }
-        self.strings[i]
-            .get_or_insert_with(|| Arc::from(self.doc.str(sym)))
+        let doc = self.doc;
+        self.strings
+            .entry(sym)
+            .or_insert_with(|| Arc::from(doc.str(sym)))
             .clone()
+    }
+
+    /// A new string for a handle named by about one record (storage and tensor ids).
+    pub(crate) fn fresh(&self, sym: Sym) -> Arc<str> {
+        Arc::from(self.doc.str(sym))
     }
 
     /// The shared string of an optional handle.
