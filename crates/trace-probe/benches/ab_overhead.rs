@@ -8,7 +8,9 @@
 //! - `idle`: wrappers and layer present, not the captured step (the steady-state cost);
 //! - `captured`: every step is a captured step of a fresh session writing to `std::io::sink()`
 //!   (session open, meta, spans, gradient facts with one device read, finish; a fresh AdamW per
-//!   step, since a session captures one step).
+//!   step, since a session captures one step);
+//! - `fresh`: the same fresh session and AdamW per step without capturing (separates the cost
+//!   of building them from the cost of capturing).
 //!
 //! `cargo bench -p trace-probe --bench ab_overhead` (env: `AB_PAIRS`, `AB_STEPS`, `AB_HIDDEN`).
 
@@ -165,6 +167,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut ratios_idle = Vec::new();
     let mut ratios_captured = Vec::new();
+    let mut ratios_fresh = Vec::new();
     let mut plain_ms = Vec::new();
     for pair in 0..pairs {
         let mut run_idle = || -> candle_core::Result<f64> {
@@ -181,6 +184,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let i = run_idle()?;
             (time_plain(&mut plain)?, i)
         };
+        let mut run_fresh = || -> Result<f64, Box<dyn std::error::Error>> {
+            let t = Instant::now();
+            for _ in 0..steps {
+                let session = TraceSession::new(ProfileRun::training("ab", 1), std::io::sink())?;
+                captured.rebind(&session)?;
+                captured.step(2, &x, &y)?;
+                let _ = session.finish();
+            }
+            Ok(t.elapsed().as_secs_f64() / steps as f64)
+        };
+        let (p3, f) = if pair % 2 == 0 {
+            let p3 = time_plain(&mut plain)?;
+            (p3, run_fresh()?)
+        } else {
+            let f = run_fresh()?;
+            (time_plain(&mut plain)?, f)
+        };
+        ratios_fresh.push(f / p3);
         let mut run_captured = || -> Result<f64, Box<dyn std::error::Error>> {
             let t = Instant::now();
             for _ in 0..steps {
@@ -217,6 +238,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "idle (wrappers + layer, not captured): median ratio {:.3}, range {il:.3}-{ih:.3}",
         median(&mut ratios_idle)
+    );
+    let (fl, fh) = range(&ratios_fresh);
+    println!(
+        "fresh session + optimizer per step, not captured: median ratio {:.3}, range {fl:.3}-{fh:.3}",
+        median(&mut ratios_fresh)
     );
     println!(
         "captured (fresh session per step, sink): median ratio {:.3}, range {cl:.3}-{ch:.3}",

@@ -3,15 +3,20 @@
 //! parameters (e.g. the input batch: their gradients carry a backward graph and keep its
 //! storages alive while the store lives), with their bytes.
 //!
-//! Norms are accumulated in f64 over the finite elements, scaled by the largest absolute finite
-//! element (an f32 norm overflows to inf for large finite gradients); non-finite elements are
-//! counted separately. All gradients are reduced on their device and read back with **one**
-//! device read, not one synchronisation per parameter.
+//! Norms are accumulated in f64 over the finite elements (an f32 norm overflows to inf for large
+//! finite gradients; f64 gradients are scaled by their largest absolute finite element);
+//! non-finite elements are counted separately.
+//!
+//! - CPU: contiguous f32 / f64 / f16 / bf16 gradients are read in place from their storage (no
+//!   copy, no device read), one pass each.
+//! - Other devices (and other CPU layouts): every gradient is reduced on its device to three
+//!   scalars and all of them are read back with **one** device read, not one synchronisation per
+//!   parameter.
 
 use std::collections::HashSet;
 
 use candle_core::backprop::GradStore;
-use candle_core::{DType, Tensor, TensorId, Var};
+use candle_core::{CpuStorage, DType, Storage, Tensor, TensorId, Var};
 use trace_schema::{GradientEvent, GradientState, TraceEvent};
 
 use crate::error::ProbeError;
@@ -65,23 +70,91 @@ fn reductions(grad: &Tensor) -> candle_core::Result<[Tensor; 3]> {
     Ok([non_finite, max_abs, sum_sq])
 }
 
-/// Reduces every gradient and reads all results back with one device read.
+/// Facts of values whose squares cannot overflow f64 (f32 and narrower): one pass.
+fn narrow_facts(values: impl Iterator<Item = f32>) -> GradFacts {
+    let mut non_finite = 0u64;
+    let mut sum_sq = 0f64;
+    for v in values {
+        if v.is_finite() {
+            let v = f64::from(v);
+            sum_sq += v * v;
+        } else {
+            non_finite += 1;
+        }
+    }
+    GradFacts {
+        non_finite,
+        norm: sum_sq.sqrt(),
+    }
+}
+
+/// Facts of f64 values, scaled by the largest absolute finite value: two passes.
+fn wide_facts(values: &[f64]) -> GradFacts {
+    let max_abs = values
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(0f64, |m, v| m.max(v.abs()));
+    let non_finite = values.iter().filter(|v| !v.is_finite()).count() as u64;
+    if max_abs == 0.0 {
+        return GradFacts {
+            non_finite,
+            norm: 0.0,
+        };
+    }
+    let scaled: f64 = values
+        .iter()
+        .filter(|v| v.is_finite())
+        .map(|v| (v / max_abs) * (v / max_abs))
+        .sum();
+    GradFacts {
+        non_finite,
+        norm: max_abs * scaled.sqrt(),
+    }
+}
+
+/// In-place facts of a contiguous CPU gradient; `None` for other devices, layouts or dtypes.
+fn host_facts(grad: &Tensor) -> Option<GradFacts> {
+    let (storage, layout) = grad.storage_and_layout();
+    let Storage::Cpu(cpu) = &*storage else {
+        return None;
+    };
+    let (start, end) = layout.contiguous_offsets()?;
+    Some(match cpu {
+        CpuStorage::F32(v) => narrow_facts(v.get(start..end)?.iter().copied()),
+        CpuStorage::F16(v) => narrow_facts(v.get(start..end)?.iter().map(|x| x.to_f32())),
+        CpuStorage::BF16(v) => narrow_facts(v.get(start..end)?.iter().map(|x| x.to_f32())),
+        CpuStorage::F64(v) => wide_facts(v.get(start..end)?),
+        _ => return None,
+    })
+}
+
+/// Facts of every gradient: in place on CPU, otherwise reduced on the device and read back with
+/// one device read for all of them.
 pub(crate) fn batched_facts(grads: &[&Tensor]) -> Result<Vec<GradFacts>, ProbeError> {
-    if grads.is_empty() {
-        return Ok(Vec::new());
+    let mut facts: Vec<Option<GradFacts>> = grads.iter().map(|g| host_facts(g)).collect();
+    let pending: Vec<usize> = (0..grads.len()).filter(|&i| facts[i].is_none()).collect();
+    if !pending.is_empty() {
+        let mut scalars = Vec::with_capacity(pending.len() * 3);
+        for &i in &pending {
+            scalars.extend(reductions(grads[i]).map_err(ProbeError::candle("reducing gradients"))?);
+        }
+        let values: Vec<f64> = Tensor::stack(&scalars, 0)
+            .and_then(|t| t.to_vec1::<f64>())
+            .map_err(ProbeError::candle("reading gradient norms"))?;
+        for (&i, c) in pending.iter().zip(values.chunks_exact(3)) {
+            facts[i] = Some(GradFacts {
+                non_finite: c[0].round().max(0.0) as u64,
+                norm: c[1] * c[2].sqrt(),
+            });
+        }
     }
-    let mut scalars = Vec::with_capacity(grads.len() * 3);
-    for g in grads {
-        scalars.extend(reductions(g).map_err(ProbeError::candle("reducing gradients"))?);
-    }
-    let values: Vec<f64> = Tensor::stack(&scalars, 0)
-        .and_then(|t| t.to_vec1::<f64>())
-        .map_err(ProbeError::candle("reading gradient norms"))?;
-    Ok(values
-        .chunks_exact(3)
-        .map(|c| GradFacts {
-            non_finite: c[0].round().max(0.0) as u64,
-            norm: c[1] * c[2].sqrt(),
+    Ok(facts
+        .into_iter()
+        .map(|f| {
+            f.unwrap_or(GradFacts {
+                non_finite: 0,
+                norm: f64::NAN,
+            })
         })
         .collect())
 }
@@ -200,6 +273,26 @@ mod tests {
         let zero = Tensor::zeros(4, DType::F32, &dev)?;
         let small = Tensor::new(&[3f32, 4.0], &dev)?;
         let facts = batched_facts(&[&big, &nan, &zero, &small])?;
+        // The device path (used off CPU and for strided layouts) agrees with the host path.
+        for (g, host) in [&big, &nan, &zero, &small].into_iter().zip(&facts) {
+            let [nf, max_abs, sum_sq] = reductions(g)?;
+            let nf = nf.to_scalar::<f64>()? as u64;
+            let norm = max_abs.to_scalar::<f64>()? * sum_sq.to_scalar::<f64>()?.sqrt();
+            assert_eq!(nf, host.non_finite);
+            assert!(
+                (norm - host.norm).abs() <= 1e-9 * host.norm.max(1.0),
+                "{norm} {}",
+                host.norm
+            );
+        }
+        let strided = Tensor::new(&[[3f32, 1.0], [4.0, 1.0]], &dev)?
+            .t()?
+            .narrow(0, 0, 1)?;
+        assert!((batched_facts(&[&strided])?[0].norm - 5.0).abs() < 1e-12);
+        let wide = Tensor::new(&[1e300f64, 1e300, f64::NAN], &dev)?;
+        let w = batched_facts(&[&wide])?[0];
+        assert_eq!(w.non_finite, 1);
+        assert!((w.norm - 1e300 * 2f64.sqrt()).abs() / w.norm < 1e-12);
         let expected_big = 3e38f32 as f64 * 3f64.sqrt();
         assert!((facts[0].norm - expected_big).abs() / expected_big < 1e-12);
         assert_eq!(facts[0].state_and_norm().0, GradientState::Present);

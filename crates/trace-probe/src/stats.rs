@@ -210,16 +210,22 @@ mod tests {
             TensorStats::compute(&ints),
             Err(ProbeError::UnsupportedDtype { dtype: "u32", .. })
         ));
-        let f4 = Tensor::zeros(4, DType::F32, &Device::Cpu)?;
-        // Sub-byte tensors cannot be created from f32 on CPU in every build; check the dtype gate
-        // through the error path for each sub-byte dtype that Candle can construct.
-        for dtype in [DType::F6E2M3, DType::F6E3M2, DType::F4, DType::F8E8M0] {
-            if let Ok(t) = f4.to_dtype(dtype) {
-                assert!(matches!(
-                    TensorStats::compute(&t),
-                    Err(ProbeError::UnsupportedDtype { .. })
-                ));
-            }
+        // Candle cannot create sub-byte tensors through ops on CPU: build them from raw bytes.
+        use candle_core::{op::BackpropOp, CpuStorage, Storage};
+        let raw = |storage: CpuStorage| {
+            Tensor::from_storage(Storage::Cpu(storage), 4, BackpropOp::none(), false)
+        };
+        for (t, bytes) in [
+            (raw(CpuStorage::F4(vec![0u8; 2])), 2),
+            (raw(CpuStorage::F6E2M3(vec![0u8; 3])), 3),
+            (raw(CpuStorage::F6E3M2(vec![0u8; 3])), 3),
+            (raw(CpuStorage::F8E8M0(vec![0u8; 4])), 4),
+        ] {
+            assert!(matches!(
+                TensorStats::compute(&t),
+                Err(ProbeError::UnsupportedDtype { .. })
+            ));
+            assert_eq!(crate::storage_bytes(&t), Some(bytes), "{:?}", t.dtype());
         }
         Ok(())
     }
