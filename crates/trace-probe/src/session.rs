@@ -921,7 +921,8 @@ impl Inner {
                 (TerminalOutcome::Failed, None)
             }
             Phase::Capturing => {
-                state.phase = Phase::Failed;
+                // Finished now, so a concurrent `finish` or the step guard's drop writes nothing.
+                state.phase = Phase::Finished;
                 self.capturing.store(false, Ordering::Release);
                 drop(state);
                 self.run_capture_end_hooks();
@@ -936,6 +937,7 @@ impl Inner {
                 (TerminalOutcome::Failed, dropped)
             }
             Phase::Captured => {
+                state.phase = Phase::Finished;
                 drop(state);
                 let dropped = self.finish_hooks();
                 self.emit(TraceEvent::Terminal(TerminalEvent {

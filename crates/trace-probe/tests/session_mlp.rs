@@ -171,3 +171,75 @@ fn session_is_send_and_sync() {
     fn check<T: Send + Sync + Clone>() {}
     check::<TraceSession>();
 }
+
+#[test]
+fn finish_inside_the_captured_step_ends_the_trace_as_failed(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("trace.jsonl");
+    let session = TraceSession::create(ProfileRun::inference("mlp::forward", 1), &path)?;
+    let step = session.step(1);
+    let span = session.span("early", SpanKind::Function);
+    let summary = session.finish()?;
+    assert_eq!(summary.outcome, TerminalOutcome::Failed);
+    drop(span);
+    drop(step);
+    assert!(matches!(
+        session.finish(),
+        Err(trace_probe::ProbeError::AlreadyFinished)
+    ));
+    let doc = trace_schema::load_path(&path)?;
+    let terminal = doc.terminal.expect("terminal");
+    assert_eq!(terminal.outcome, TerminalOutcome::Failed);
+    assert!(terminal
+        .reason
+        .unwrap_or_default()
+        .contains("inside the captured step"));
+    assert_eq!(doc.spans.len(), 2);
+    Ok(())
+}
+
+#[test]
+fn spans_on_other_threads_attach_to_the_root() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("trace.jsonl");
+    let session = TraceSession::create(ProfileRun::inference("mlp::forward", 1), &path)?;
+    {
+        let _step = session.step(1);
+        let _outer = session.span("main-thread", SpanKind::Function);
+        std::thread::scope(|scope| {
+            for i in 0..3 {
+                let session = session.clone();
+                scope.spawn(move || {
+                    let _worker = session.span(&format!("worker-{i}"), SpanKind::Function);
+                    let _inner = session.span("inner", SpanKind::Op);
+                });
+            }
+        });
+    }
+    session.finish()?;
+    let doc = trace_schema::load_path(&path)?;
+    let root = doc
+        .spans
+        .iter()
+        .find(|s| s.parent.is_none())
+        .expect("root")
+        .id;
+    let workers: Vec<_> = doc
+        .spans
+        .iter()
+        .filter(|s| doc.str(s.name).starts_with("worker-"))
+        .collect();
+    assert_eq!(workers.len(), 3);
+    assert!(workers.iter().all(|w| w.parent == Some(root)));
+    for inner in doc.spans.iter().filter(|s| doc.str(s.name) == "inner") {
+        assert!(workers.iter().any(|w| Some(w.id) == inner.parent));
+    }
+    let analysis = trace_graph::analyze(&doc);
+    assert!(
+        analysis.health.structurally_valid,
+        "{:#?}",
+        analysis.health.issues
+    );
+    Ok(())
+}
