@@ -8,7 +8,8 @@ use candle_nn::{AdamW, ParamsAdamW, VarBuilder, VarMap};
 use candle_transformers::models::bert::{BertModel, Config, HiddenAct};
 use trace_probe::{ExecutionStep, ProbedOptimizer, ProfileRun, SpanKind, TraceSession};
 use trace_schema::GradientState;
-use tracing_subscriber::{filter::LevelFilter, layer::SubscriberExt, Layer, Registry};
+use tracing_subscriber::layer::{Identity, SubscriberExt};
+use tracing_subscriber::{filter::LevelFilter, Layer, Registry};
 
 fn tiny_config() -> Config {
     Config {
@@ -34,7 +35,10 @@ fn bert_module_spans_and_missing_gradients() -> Result<(), Box<dyn std::error::E
     let path = dir.path().join("trace.jsonl");
     let session = TraceSession::create(ProfileRun::training("bert::train_step", 2), &path)?;
     // Installed before the model is built: candle-transformers creates its spans in `load`.
-    let subscriber = Registry::default().with(session.layer().with_filter(LevelFilter::TRACE));
+    // Per-layer filters: another layer at INFO does not hide the TRACE spans from the probe.
+    let subscriber = Registry::default()
+        .with(session.layer().with_filter(LevelFilter::TRACE))
+        .with(Identity::new().with_filter(LevelFilter::INFO));
     let _default = tracing::subscriber::set_default(subscriber);
 
     let varmap = VarMap::new();

@@ -217,3 +217,32 @@ fn frozen_parameters_with_a_user_contract_raise_no_warning(
     assert!(gradient_issues.is_empty(), "{gradient_issues:#?}");
     Ok(())
 }
+
+#[test]
+fn probed_module_t_records_one_span_per_forward() -> Result<(), Box<dyn std::error::Error>> {
+    use candle_core::ModuleT;
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("trace.jsonl");
+    let session = TraceSession::create(ProfileRun::inference("dropout", 1), &path)?;
+    let dropout = trace_probe::ProbedT::new(&session, "dropout", candle_nn::Dropout::new(0.5));
+    let (x, _) = common::batch(9)?;
+    {
+        let _step = session.step(1);
+        let y = dropout.forward_t(&x, false)?;
+        assert_eq!(y.dims(), x.dims());
+        dropout.forward_t(&x, true)?;
+    }
+    session.finish()?;
+    let doc = trace_schema::load_path(&path)?;
+    let spans: Vec<_> = doc
+        .spans
+        .iter()
+        .filter(|s| s.kind == SpanKind::Module)
+        .collect();
+    assert_eq!(spans.len(), 2);
+    assert!(spans
+        .iter()
+        .all(|s| s.module_path.map(|p| doc.str(p)) == Some("dropout")));
+    assert_eq!(spans[0].instance_key, spans[1].instance_key);
+    Ok(())
+}
