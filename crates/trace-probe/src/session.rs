@@ -323,6 +323,8 @@ impl TraceSession {
 
     /// Ends the session: writes the `complete` terminal (or, when the capture step never ran, a
     /// `failed` terminal saying so), stops the writer thread and restores the panic hook.
+    /// Dropping every handle of a session without `finish` writes and flushes what was recorded;
+    /// the trace then has no terminal and loads as truncated.
     ///
     /// # Errors
     /// The first I/O error of the writer; [`ProbeError::CaptureStepNotReached`];

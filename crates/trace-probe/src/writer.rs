@@ -110,6 +110,17 @@ impl WriterHandle {
     }
 }
 
+impl Drop for WriterHandle {
+    /// A session dropped without `finish()`: let the thread write and flush what was queued
+    /// (the trace then has no terminal and loads as truncated).
+    fn drop(&mut self) {
+        if let Some(handle) = lock(&self.join).take() {
+            let _ = self.tx.send(Msg::Finish);
+            let _ = handle.join();
+        }
+    }
+}
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -201,6 +212,28 @@ mod tests {
             Err(ProbeError::Io(err)) => assert_eq!(err.to_string(), "disk full"),
             other => panic!("expected the sticky I/O error, got {other:?}"),
         }
+    }
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            lock(&self.0).extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn dropping_the_handle_writes_what_was_queued() {
+        let out = Shared::default();
+        let handle = WriterHandle::spawn(out.clone()).unwrap();
+        handle.send(terminal());
+        drop(handle);
+        let text = String::from_utf8(lock(&out.0).clone()).unwrap();
+        assert_eq!(text.lines().count(), 1);
     }
 
     #[test]
