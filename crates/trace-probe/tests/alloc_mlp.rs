@@ -209,7 +209,10 @@ fn mlp_step_logical_memory_is_exact() -> Result<(), Box<dyn std::error::Error>> 
         assert!(s.used_bytes.is_some() && s.resident_bytes.is_some());
         assert!(s.free_bytes.is_none() && s.capacity_bytes.is_none());
     }
-    // The logical peak never exceeds the heap used at any sample taken after it was reached.
-    let _ = MemoryCategory::Other;
+    // Logical live bytes never exceed the heap bytes the allocator counts, at every sample.
+    for s in &doc.device_memory {
+        let used = s.used_bytes.expect("counting mode");
+        assert!(alloc_common::live_at(&doc, s.timestamp_ns) <= used);
+    }
     Ok(())
 }
