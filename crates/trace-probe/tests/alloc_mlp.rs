@@ -175,6 +175,10 @@ fn mlp_step_logical_memory_is_exact() -> Result<(), Box<dyn std::error::Error>> 
         .expect("step peak");
     assert_eq!(step_peak.peak.live_bytes, peak.live_bytes);
 
+    // Unregistered storages take their bytes from the freed data buffer: for every registered
+    // storage that could be checked, that size equals `len × element size`.
+    assert!(summary.data_size_checked > 0);
+    assert_eq!(summary.data_size_mismatches, 0);
     // Report (printed with --nocapture; the README quotes it).
     let j = summary.join;
     let unregistered = j.block_frees - j.registered_frees;

@@ -143,6 +143,10 @@ fn transformer_block_storages_are_all_accounted() -> Result<(), Box<dyn std::err
         let used = s.used_bytes.expect("counting mode observes heap bytes");
         assert!(alloc_common::live_at(&doc, s.timestamp_ns) <= used);
     }
+    // Unregistered storages take their bytes from the freed data buffer: for every registered
+    // storage that could be checked, that size equals `len × element size`.
+    assert!(summary.data_size_checked > 0);
+    assert_eq!(summary.data_size_mismatches, 0);
     let peak = logical.peak.expect("peak");
     let (span, step) = alloc_common::span_containing(&doc, peak.timestamp_ns).expect("span");
     let j = summary.join;

@@ -85,6 +85,12 @@ pub struct CaptureSummary {
     pub registered_in_window: u64,
     /// Unregistered storages written (alloc + free pairs).
     pub anonymous_storages: u64,
+    /// Registered CPU storages whose freed data buffer size (what an unregistered storage's
+    /// bytes are taken from) differed from their `len × element size`; 0 means the allocator's
+    /// size is the storage's own size for every storage checked.
+    pub data_size_mismatches: u64,
+    /// Registered CPU storages whose free showed the drop signature (the sample of that check).
+    pub data_size_checked: u64,
 }
 
 /// The process-wide capture state (behind [`lock`]).
@@ -484,6 +490,12 @@ impl CaptureState {
 
     fn registered_free(&mut self, tag: u32, free_ns: u64, ev: &RawEvent) {
         if let Some(entry) = self.registry.forget(tag) {
+            if ev.b != 0 && entry.data_ptr == Some(ev.b) {
+                self.summary.data_size_checked += 1;
+                if entry.bytes != Some(ev.c as u64) {
+                    self.summary.data_size_mismatches += 1;
+                }
+            }
             let mut e = alloc_event(&entry, 0, false, MemorySource::Allocator);
             e.action = MemoryAction::Free;
             e.pre_existing = false;
