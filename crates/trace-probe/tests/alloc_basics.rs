@@ -78,6 +78,19 @@ fn installation_and_calibration_are_measured() {
 }
 
 #[test]
+fn disarmed_hook_logs_nothing() {
+    let _g = LOCK.lock().unwrap();
+    assert!(!alloc::is_armed());
+    let before = alloc::pending_events();
+    let calls = alloc::armed_alloc_calls();
+    for i in 0..100 {
+        drop(Tensor::zeros(16 + i, DType::F32, &Device::Cpu).unwrap());
+    }
+    assert_eq!(alloc::pending_events(), before);
+    assert_eq!(alloc::armed_alloc_calls(), calls);
+}
+
+#[test]
 fn same_size_rounds_give_distinct_lifetimes() {
     let _g = LOCK.lock().unwrap();
     // 100 unregistered storages of one size allocated and freed in turn: the allocator hands
