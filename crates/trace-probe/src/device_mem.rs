@@ -65,9 +65,8 @@ pub fn resident_bytes() -> Option<u64> {
     Some(pages * page_size()?)
 }
 
-/// The page size: `AT_PAGESZ` is not reachable without libc, so read it from
-/// `/proc/self/smaps_rollup`-independent `KernelPageSize` of the first mapping; 4096 when the
-/// kernel does not say.
+/// The page size in bytes (`statm` counts pages): the `KernelPageSize` of the first mapping in
+/// `/proc/self/smaps`, read once (no libc dependency for `sysconf`); 4096 when it cannot be read.
 fn page_size() -> Option<u64> {
     static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     Some(*PAGE.get_or_init(|| {
