@@ -74,7 +74,9 @@ pub fn load(input: &Path) -> Result<LoadedTrace> {
 fn not_a_trace_hint(e: &trace_schema::LoadError) -> String {
     use trace_schema::LoadError;
     match e {
-        LoadError::MissingMeta { .. } | LoadError::UnknownKind { .. } => {
+        LoadError::MissingMeta { .. }
+        | LoadError::UnknownKind { line: 1, .. }
+        | LoadError::Field { line: 1, .. } => {
             "not a candle-graph trace (the first line must be a `meta` event)".to_string()
         }
         LoadError::UnsupportedSchema { .. } => {

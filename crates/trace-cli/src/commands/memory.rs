@@ -248,8 +248,9 @@ pub fn render(r: &MemoryReport) -> String {
         };
         let _ = writeln!(
             out,
-            "{when}: {} storages, {}",
+            "{when}: {} storage{}, {}",
             end.count,
+            if end.count == 1 { "" } else { "s" },
             units::bytes(end.bytes)
         );
         if !end.largest.is_empty() {

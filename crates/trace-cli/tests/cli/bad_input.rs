@@ -50,6 +50,7 @@ fn json_that_is_not_a_trace() {
         b"{\"name\":\"package.json\",\"version\":\"1\"}\n",
     );
     assert_fails(&["summary", s(&p)], "line 1");
+    assert_fails(&["summary", s(&p)], "not a candle-graph trace");
 }
 
 #[test]
