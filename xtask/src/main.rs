@@ -129,11 +129,15 @@ fn generate(root: &Path, f: &Fixture, out: &Path) -> Result<()> {
         .args(f.args)
         .args(["--deterministic", "--out"])
         .arg(out)
-        .stdout(std::process::Stdio::null())
-        .status()
+        .output()
         .with_context(|| format!("cannot run the {} example", f.example))?;
-    if !status.success() {
-        bail!("the {} example failed ({status})", f.example);
+    if !status.status.success() {
+        bail!(
+            "the {} example failed ({}): {}",
+            f.example,
+            status.status,
+            String::from_utf8_lossy(&status.stderr).trim()
+        );
     }
     Ok(())
 }

@@ -103,11 +103,7 @@ pub fn table(rows: &[StorageRow]) -> Table {
         if r.category_inferred {
             category.push('*');
         }
-        let span = match (&r.span_path, r.pre_existing) {
-            (Some(p), _) => p.clone(),
-            (None, true) => "(before capture)".to_string(),
-            (None, false) => "-".to_string(),
-        };
+        let span = r.span_path.clone().unwrap_or_else(|| "-".to_string());
         let mut label = r.label.clone().unwrap_or_else(|| "-".to_string());
         if let Some(op) = &r.op_name {
             if r.label.is_none() {
@@ -117,7 +113,11 @@ pub fn table(rows: &[StorageRow]) -> Table {
         t.row([
             units::bytes(r.bytes),
             category,
-            r.step.map(|s| snake(&s)).unwrap_or_else(|| "-".to_string()),
+            match (r.step, r.pre_existing) {
+                (Some(s), _) => snake(&s),
+                (None, true) => "before capture".to_string(),
+                (None, false) => "-".to_string(),
+            },
             span,
             shape_dtype(r),
             label,
