@@ -2,5 +2,6 @@
 //! (hand-written traces), and insta snapshots of every command on the golden fixtures.
 
 mod bad_input;
+mod demo;
 mod snapshots;
 mod util;

@@ -1,0 +1,47 @@
+//! `candle-graph demo` end to end: the binary (with the tracking allocator installed) trains
+//! the MLP on CPU, writes the trace and prints a summary whose memory peak and gradient verdicts
+//! come from the real step; the trace then works with every other command.
+
+use crate::util::{run, s};
+
+#[test]
+fn demo_trains_profiles_and_summarises() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("demo");
+    let r = run(&["demo", "--model", "mlp", "--out", s(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("trained mlp model"), "{}", r.stderr);
+    assert!(r.stdout.contains("memory peak"), "{}", r.stdout);
+    assert!(r.stdout.contains("held at the peak"), "{}", r.stdout);
+    assert!(r.stdout.contains("6 of 6 parameters present"), "{}", r.stdout);
+    assert!(!r.stdout.contains("no memory events"), "{}", r.stdout);
+    // the written trace feeds every command
+    for args in [
+        vec!["summary", s(&out)],
+        vec!["memory", s(&out), "--device", "cpu"],
+        vec!["check", s(&out), "--require-valid"],
+        vec!["query", s(&out), "--kind", "heaviest"],
+        vec!["query", s(&out), "--kind", "tensors", "--label-prefix", "batch."],
+    ] {
+        let r = run(&args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+    }
+    let q = run(&["query", s(&out), "--kind", "gradients"]);
+    let v: serde_json::Value = serde_json::from_str(&q.stdout).unwrap();
+    assert_eq!(v["result"]["counts"]["present"], 6);
+}
+
+#[test]
+fn demo_json_has_no_progress_and_rejects_one_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("demo");
+    let r = run(&["demo", "--model", "mlp", "--out", s(&out), "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["schema"], "candle-graph/summary/1");
+    assert!(v["memory_peak"]["live_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(v["memory_peak"]["step"], "optimizer");
+    let bad = run(&["demo", "--steps", "1", "--out", s(&out)]);
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("--steps 1 is too few"), "{}", bad.stderr);
+}
