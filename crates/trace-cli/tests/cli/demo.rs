@@ -13,7 +13,11 @@ fn demo_trains_profiles_and_summarises() {
     assert!(r.stderr.contains("trained mlp model"), "{}", r.stderr);
     assert!(r.stdout.contains("memory peak"), "{}", r.stdout);
     assert!(r.stdout.contains("held at the peak"), "{}", r.stdout);
-    assert!(r.stdout.contains("6 of 6 parameters present"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("6 of 6 parameters present"),
+        "{}",
+        r.stdout
+    );
     assert!(!r.stdout.contains("no memory events"), "{}", r.stdout);
     // the written trace feeds every command
     for args in [
@@ -21,7 +25,14 @@ fn demo_trains_profiles_and_summarises() {
         vec!["memory", s(&out), "--device", "cpu"],
         vec!["check", s(&out), "--require-valid"],
         vec!["query", s(&out), "--kind", "heaviest"],
-        vec!["query", s(&out), "--kind", "tensors", "--label-prefix", "batch."],
+        vec![
+            "query",
+            s(&out),
+            "--kind",
+            "tensors",
+            "--label-prefix",
+            "batch.",
+        ],
     ] {
         let r = run(&args);
         assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
@@ -43,5 +54,9 @@ fn demo_json_has_no_progress_and_rejects_one_step() {
     assert_eq!(v["memory_peak"]["step"], "optimizer");
     let bad = run(&["demo", "--steps", "1", "--out", s(&out)]);
     assert_eq!(bad.code, 2);
-    assert!(bad.stderr.contains("--steps 1 is too few"), "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("--steps 1 is too few"),
+        "{}",
+        bad.stderr
+    );
 }
