@@ -324,10 +324,16 @@ fn category_name(c: MemoryCategory) -> &'static str {
 /// How many storages a memory finding names.
 pub const TOP_STORAGES: usize = 5;
 
+/// Names a storage for a reader: its label, else its shape and dtype, then `device:storage id`.
 fn describe(l: &trace_memory::StorageLifetime) -> String {
+    let mut name = match (&l.label, &l.shape, &l.dtype) {
+        (Some(label), _, _) => format!("{label} "),
+        (None, Some(shape), Some(dtype)) => format!("{shape:?} {dtype} "),
+        _ => String::new(),
+    };
+    name.push_str(&crate::health::lifetime_label(l));
     let mut s = format!(
-        "{} ({}, {}",
-        crate::health::lifetime_label(l),
+        "{name} ({}, {}",
         human_bytes(l.bytes),
         category_name(l.category)
     );
