@@ -36,7 +36,9 @@
 //!   [`CaptureContext::tensor_id`] formats a tensor id (sequence numbers in deterministic mode).
 //!
 //! In deterministic mode the clock is logical; timestamps a hook took itself have no logical
-//! value and must be converted in event order (each conversion takes the next tick).
+//! value: [`CaptureContext::span_change_at_real`] finds the span change that preceded one in real
+//! time (each change keeps its real time too), and the storage plug-in places its memory events
+//! 1 ns apart after that change's logical reading.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -147,6 +149,16 @@ impl CaptureContext<'_> {
     /// a thread that never opened a span: attribute to the root).
     pub fn span_at(&self, thread: u64, ts_ns: u64) -> Option<u64> {
         self.inner.span_at(thread, ts_ns)
+    }
+    /// The last span change of `thread` at or before real time `real_ns` (ns since the process
+    /// clock base, as a hook timestamp): deterministic mode maps hook times onto the logical
+    /// clock with it.
+    pub fn span_change_at_real(
+        &self,
+        thread: u64,
+        real_ns: u64,
+    ) -> Option<crate::session::SpanChange> {
+        self.inner.span_change_at_real(thread, real_ns)
     }
     /// Facts about a span.
     pub fn span_info(&self, span: u64) -> Option<SpanInfo> {

@@ -9,14 +9,18 @@
 //! [`SessionClock::instant_to_session_ns`] after building the `Instant` the same way.
 //!
 //! In deterministic mode the clock is logical: every reading advances a counter by
-//! [`LOGICAL_TICK_NS`], so two identical runs write identical timestamps.
+//! [`LOGICAL_TICK_NS`], so two identical runs write identical timestamps. Memory events, whose
+//! hook times are real, are placed on this clock by the storage plug-in: the `k`-th memory event
+//! after a span change (in real-time order) sits `k` ns after that change's logical reading, so
+//! a tick leaves room for `LOGICAL_TICK_NS - 1` of them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-/// Step of the logical clock in deterministic mode, in ns per reading.
-pub const LOGICAL_TICK_NS: u64 = 1_000;
+/// Step of the logical clock in deterministic mode, in ns per reading (1 ms: the ns in between
+/// hold the memory events that happened between two readings, 1 ns apart).
+pub const LOGICAL_TICK_NS: u64 = 1_000_000;
 
 static PROCESS_BASE: OnceLock<Instant> = OnceLock::new();
 
@@ -68,6 +72,17 @@ impl SessionClock {
             }
             None => process_ns().saturating_sub(self.start_process_ns),
         }
+    }
+
+    /// [`Self::now_ns`] together with the real time of the reading (ns since
+    /// [`process_base`]), for mapping hook timestamps onto a logical clock.
+    pub(crate) fn now_with_process_ns(&self) -> (u64, u64) {
+        let real = process_ns();
+        let ns = match &self.logical {
+            Some(_) => self.now_ns(),
+            None => real.saturating_sub(self.start_process_ns),
+        };
+        (ns, real)
     }
 
     /// The latest reading without advancing a logical clock (host: same as [`Self::now_ns`]).

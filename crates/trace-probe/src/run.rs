@@ -105,8 +105,10 @@ impl ProfileRun {
 
     /// Deterministic mode for golden fixtures: a logical clock advancing
     /// [`crate::clock::LOGICAL_TICK_NS`] per reading, tensor ids as sequence numbers in order of
-    /// first sight, run id `run-deterministic`, timestamp `1970-01-01T00:00:00.000Z` and no host
-    /// fields. Two runs of a seeded program write identical bytes.
+    /// first sight, storage ids `st<n>` in order of first sight (memory events placed on the
+    /// logical clock after the span change that preceded them in real time), run id
+    /// `run-deterministic`, timestamp `1970-01-01T00:00:00.000Z`, no host fields and no device
+    /// samples. Two single-threaded runs of a seeded program write identical bytes.
     pub fn deterministic(mut self, on: bool) -> Self {
         self.deterministic = on;
         self

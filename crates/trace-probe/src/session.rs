@@ -120,8 +120,9 @@ struct State {
 struct SpanTable {
     /// Index `n - 1` holds span `n`.
     info: Vec<SpanInfo>,
-    /// Per thread: `(session ns, innermost open span after the change, 0 = none)`.
-    changes: HashMap<u64, Vec<(u64, u64)>>,
+    /// Per thread: `(session ns, innermost open span after the change (0 = none), real time in
+    /// ns since the process clock base)`.
+    changes: HashMap<u64, Vec<(u64, u64, u64)>>,
 }
 
 #[derive(Debug, Default)]
@@ -435,6 +436,17 @@ impl Drop for SpanGuard {
     }
 }
 
+/// One entry of a thread's span-change log (see [`Inner::span_change_at_real`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SpanChange {
+    /// Index in the thread's log.
+    pub(crate) index: usize,
+    /// Session ns of the change.
+    pub(crate) session_ns: u64,
+    /// Innermost open span after the change (0 = none).
+    pub(crate) span: u64,
+}
+
 /// An open span recorded outside of a guard (the tracing layer keeps these in span extensions).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct OpenSpan {
@@ -548,7 +560,7 @@ impl Inner {
         }
         self.write_meta(&mut state);
         self.sync_device();
-        let start_ns = self.clock.now_ns();
+        let (start_ns, start_real) = self.clock.now_with_process_ns();
         let thread = thread_key();
         self.emit(TraceEvent::SpanStart(SpanStartEvent {
             id: span_wire_id(ROOT_SPAN),
@@ -561,16 +573,19 @@ impl Inner {
             module_path: None,
             instance_key: None,
         }));
-        self.log_span_open(SpanInfo {
-            id: ROOT_SPAN,
-            parent: None,
-            name: self.run.entrypoint.clone(),
-            kind: SpanKind::Function,
-            step: None,
-            module_path: None,
-            start_ns,
-            thread,
-        });
+        self.log_span_open(
+            SpanInfo {
+                id: ROOT_SPAN,
+                parent: None,
+                name: self.run.entrypoint.clone(),
+                kind: SpanKind::Function,
+                step: None,
+                module_path: None,
+                start_ns,
+                thread,
+            },
+            start_real,
+        );
         push_span(self.uid, ROOT_SPAN);
         state.phase = Phase::Capturing;
         crate::panic_hook::register(self.uid, Arc::downgrade(this));
@@ -607,7 +622,7 @@ impl Inner {
         }
         self.run_capture_end_hooks();
         self.sync_device();
-        let end_ns = self.clock.now_ns();
+        let (end_ns, end_real) = self.clock.now_with_process_ns();
         let mut state = lock(&self.state);
         if state.phase != Phase::Capturing {
             drop(state);
@@ -622,18 +637,18 @@ impl Inner {
         }));
         self.writer.flush_async();
         drop(state);
-        self.log_span_close(ROOT_SPAN, end_ns);
+        self.log_span_close(ROOT_SPAN, end_ns, end_real);
         pop_span(self.uid, ROOT_SPAN);
     }
 
-    fn log_span_open(&self, info: SpanInfo) {
+    fn log_span_open(&self, info: SpanInfo, real_ns: u64) {
         let mut table = lock(&self.spans);
         let id = info.id as usize;
         table
             .changes
             .entry(info.thread)
             .or_default()
-            .push((info.start_ns, info.id));
+            .push((info.start_ns, info.id, real_ns));
         if table.info.len() < id {
             table.info.resize(
                 id,
@@ -652,7 +667,7 @@ impl Inner {
         table.info[id - 1] = info;
     }
 
-    fn log_span_close(&self, span: u64, end_ns: u64) {
+    fn log_span_close(&self, span: u64, end_ns: u64, real_ns: u64) {
         let innermost_after = innermost_span_after_pop(self.uid, span);
         let mut table = lock(&self.spans);
         let thread = thread_key();
@@ -660,7 +675,7 @@ impl Inner {
             .changes
             .entry(thread)
             .or_default()
-            .push((end_ns, innermost_after));
+            .push((end_ns, innermost_after, real_ns));
     }
 
     pub(crate) fn span_info(&self, span: u64) -> Option<SpanInfo> {
@@ -672,9 +687,26 @@ impl Inner {
     pub(crate) fn span_at(&self, thread: u64, ts_ns: u64) -> Option<u64> {
         let table = lock(&self.spans);
         let changes = table.changes.get(&thread)?;
-        let idx = changes.partition_point(|(ts, _)| *ts <= ts_ns);
-        let (_, span) = *changes.get(idx.checked_sub(1)?)?;
+        let idx = changes.partition_point(|(ts, _, _)| *ts <= ts_ns);
+        let (_, span, _) = *changes.get(idx.checked_sub(1)?)?;
         (span != 0).then_some(span)
+    }
+
+    /// The last span change of `thread` at or before real time `real_ns` (ns since the process
+    /// clock base): its index in the thread's log, session ns and innermost span after it (0 =
+    /// none). `None` when the thread logged no change by then.
+    pub(crate) fn span_change_at_real(&self, thread: u64, real_ns: u64) -> Option<SpanChange> {
+        let table = lock(&self.spans);
+        let changes = table.changes.get(&thread)?;
+        let idx = changes
+            .partition_point(|(_, _, real)| *real <= real_ns)
+            .checked_sub(1)?;
+        let (session_ns, span, _) = changes[idx];
+        Some(SpanChange {
+            index: idx,
+            session_ns,
+            span,
+        })
     }
 
     fn parent_and_step(
@@ -761,7 +793,7 @@ impl Inner {
             }),
             _ => None,
         };
-        let start_ns = self.clock.now_ns();
+        let (start_ns, start_real) = self.clock.now_with_process_ns();
         self.emit(TraceEvent::SpanStart(SpanStartEvent {
             id: span_wire_id(id),
             parent_id: Some(span_wire_id(parent)),
@@ -773,16 +805,19 @@ impl Inner {
             module_path: module_path.clone(),
             instance_key,
         }));
-        self.log_span_open(SpanInfo {
-            id,
-            parent: Some(parent),
-            name: name.to_string(),
-            kind,
-            step: effective_step,
-            module_path,
-            start_ns,
-            thread: thread_key(),
-        });
+        self.log_span_open(
+            SpanInfo {
+                id,
+                parent: Some(parent),
+                name: name.to_string(),
+                kind,
+                step: effective_step,
+                module_path,
+                start_ns,
+                thread: thread_key(),
+            },
+            start_real,
+        );
         push_span(self.uid, id);
         Some(OpenSpan { id, start_ns })
     }
@@ -800,13 +835,13 @@ impl Inner {
                 }
             }
         }
-        let end_ns = self.clock.now_ns();
+        let (end_ns, end_real) = self.clock.now_with_process_ns();
         self.emit(TraceEvent::SpanEnd(SpanEndEvent {
             id: span_wire_id(id),
             duration_ns: end_ns.saturating_sub(start_ns),
         }));
         self.writer.flush_async();
-        self.log_span_close(id, end_ns);
+        self.log_span_close(id, end_ns, end_real);
         pop_span(self.uid, id);
     }
 

@@ -63,8 +63,8 @@ fn query() {
     }
 }
 
-/// The hand-written trace of `util::SMALL_TRACE` (the fixtures have no memory plane while the
-/// probe's deterministic mode turns storage capture off): peak, live rows, categories, timeline.
+/// The hand-written trace of `util::SMALL_TRACE` (small enough to read against the output):
+/// peak, live rows, categories, timeline.
 #[test]
 fn small_trace_with_memory() {
     let (dir, path) = crate::util::write("trace.jsonl", crate::util::SMALL_TRACE.as_bytes());

@@ -48,6 +48,45 @@ pub trait Attribution {
     /// The wire id and step of the innermost span open on `thread` at session time `ts_ns`
     /// (the root span when none is open on that thread).
     fn span_at(&self, thread: u64, ts_ns: u64) -> (Option<String>, Option<ExecutionStep>);
+    /// Whether the session is deterministic: drained events are then sorted by hook time, get
+    /// logical timestamps from [`Self::locate`] and [`Self::next_in_slot`], and storage ids from
+    /// [`Self::storage_wire_id`].
+    fn deterministic(&self) -> bool {
+        false
+    }
+    /// Deterministic mode: where a hook event of `thread` at real time `hook_ns` lands.
+    fn locate(&self, thread: u64, hook_ns: u64) -> Located {
+        let ts = self.session_ns(hook_ns);
+        let (span, step) = self.span_at(thread, ts);
+        Located {
+            slot: (thread, ts),
+            base_ns: ts,
+            span,
+            step,
+        }
+    }
+    /// Deterministic mode: the next offset (1, 2, …) in `slot`.
+    fn next_in_slot(&self, _slot: (u64, u64)) -> u64 {
+        0
+    }
+    /// The storage id written for the capture's own id `raw` (deterministic mode: `st<n>`, a
+    /// sequence number of first sight).
+    fn storage_wire_id(&self, raw: &str) -> String {
+        raw.to_string()
+    }
+}
+
+/// Where a hook event lands on a deterministic session's timeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    /// The span change (thread, index) that preceded it in real time.
+    pub slot: (u64, u64),
+    /// Logical session ns of that change.
+    pub base_ns: u64,
+    /// Wire id of the span it is attributed to.
+    pub span: Option<String>,
+    /// Step of that span.
+    pub step: Option<ExecutionStep>,
 }
 
 /// A memory event waiting for attribution (hook time, thread).
@@ -330,11 +369,16 @@ impl CaptureState {
                 );
             }
         }
-        let ids: Vec<_> = grads
+        let mut ids: Vec<_> = grads
             .get_ids()
             .copied()
             .filter(|id| !param_ids.contains(id))
             .collect();
+        // The store iterates in random order; Candle's ids count up in creation order.
+        ids.sort_by_cached_key(|id| {
+            let s = format!("{id:?}");
+            (s.len(), s)
+        });
         for id in ids {
             if let Some(g) = grads.get_id(id) {
                 self.register(
@@ -405,6 +449,14 @@ impl CaptureState {
         }
         self.raw.clear();
         (out, Some(found))
+    }
+
+    /// Drains the ring into the join and keeps the resulting events queued (deterministic mode
+    /// writes them all at [`Self::end`], sorted by hook time, so no later registration can land
+    /// before an event already written).
+    pub fn pump_queued(&mut self) {
+        let _quiet = IgnoreAllocs::new();
+        self.pump();
     }
 
     /// Drains the ring into the join (no attribution yet).
@@ -514,6 +566,9 @@ impl CaptureState {
         let _quiet = IgnoreAllocs::new();
         self.pump();
         let drafts = std::mem::take(&mut self.drafts);
+        if attr.deterministic() {
+            return deterministic_events(drafts, attr);
+        }
         drafts
             .into_iter()
             .map(|d| {
@@ -576,6 +631,76 @@ pub fn declare_unknown_pre_existing(reason: impl Into<String>) {
 
 impl CaptureState {}
 
+/// Deterministic mode: events in hook-time order (program order when single-threaded), storage
+/// ids as sequence numbers, each run of consecutive frees (e.g. a `HashMap` of gradients
+/// dropped in its random order) ordered by storage id, and logical timestamps: the `k`-th event
+/// after a span change sits `k` ns after that change's logical reading.
+fn deterministic_events(mut drafts: Vec<Draft>, attr: &dyn Attribution) -> Vec<MemoryEvent> {
+    // Capture-start events (session time known) first, then hook time; stable for ties.
+    drafts.sort_by_key(|d| (d.session_ns.is_none(), d.hook_ns));
+    struct Placed {
+        draft: Draft,
+        located: Option<Located>,
+        seq: (usize, String),
+    }
+    let mut placed: Vec<Placed> = drafts
+        .into_iter()
+        .map(|mut d| {
+            if let Some(raw) = d.event.storage_id.take() {
+                d.event.storage_id = Some(attr.storage_wire_id(&raw));
+            }
+            let located = d
+                .session_ns
+                .is_none()
+                .then(|| attr.locate(d.thread, d.hook_ns));
+            let id = d.event.storage_id.clone().unwrap_or_default();
+            Placed {
+                draft: d,
+                located,
+                seq: (id.len(), id),
+            }
+        })
+        .collect();
+    let is_free = |p: &Placed| p.draft.event.action == MemoryAction::Free && p.located.is_some();
+    let mut i = 0;
+    while i < placed.len() {
+        if !is_free(&placed[i]) {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j < placed.len() && is_free(&placed[j]) {
+            j += 1;
+        }
+        placed[i..j].sort_by(|a, b| {
+            let slot = |p: &Placed| p.located.as_ref().map(|l| l.slot);
+            slot(a).cmp(&slot(b)).then_with(|| a.seq.cmp(&b.seq))
+        });
+        i = j;
+    }
+    placed
+        .into_iter()
+        .map(|p| {
+            let d = p.draft;
+            let (ts, span, step) = match (d.session_ns, p.located) {
+                (Some(_), _) | (None, None) => {
+                    let ts = d.session_ns.unwrap_or(0);
+                    let (span, step) = attr.span_at(d.thread, ts);
+                    (ts, span, step)
+                }
+                (None, Some(l)) => (l.base_ns + attr.next_in_slot(l.slot), l.span, l.step),
+            };
+            let mut e = d.event;
+            e.timestamp_ns = ts;
+            e.span_id = span;
+            if d.infer_category {
+                e.category = inferred_category(step);
+            }
+            e
+        })
+        .collect()
+}
+
 /// The inferred category of an unregistered storage created in `step`: forward temporaries
 /// are activations; backward and optimizer temporaries are `other` (a backward temporary is
 /// not a gradient, an optimizer temporary is not optimizer state).
@@ -608,5 +733,131 @@ fn alloc_event(
         source: Some(source),
         pre_existing,
         label: e.label.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+
+    /// Deterministic attribution over a fixed span-change log: changes at real times 100 and
+    /// 200 (logical 1000 and 2000), spans s2 then s1.
+    #[derive(Default)]
+    struct Logical {
+        ids: RefCell<HashMap<String, u64>>,
+        slots: RefCell<HashMap<(u64, u64), u64>>,
+    }
+
+    impl Attribution for Logical {
+        fn session_ns(&self, _hook_ns: u64) -> u64 {
+            unreachable!("deterministic drains place events with locate")
+        }
+        fn span_at(&self, _thread: u64, _ts_ns: u64) -> (Option<String>, Option<ExecutionStep>) {
+            (Some("s1".into()), None)
+        }
+        fn deterministic(&self) -> bool {
+            true
+        }
+        fn locate(&self, thread: u64, hook_ns: u64) -> Located {
+            let (index, base_ns, span, step) = if hook_ns < 200 {
+                (0, 1000, "s2", Some(ExecutionStep::Forward))
+            } else {
+                (1, 2000, "s1", None)
+            };
+            Located {
+                slot: (thread, index),
+                base_ns,
+                span: Some(span.into()),
+                step,
+            }
+        }
+        fn next_in_slot(&self, slot: (u64, u64)) -> u64 {
+            let mut slots = self.slots.borrow_mut();
+            let k = slots.entry(slot).or_insert(0);
+            *k += 1;
+            *k
+        }
+        fn storage_wire_id(&self, raw: &str) -> String {
+            let mut ids = self.ids.borrow_mut();
+            let next = ids.len() as u64 + 1;
+            format!("st{}", ids.entry(raw.to_string()).or_insert(next))
+        }
+    }
+
+    fn draft(hook_ns: u64, storage: &str, action: MemoryAction) -> Draft {
+        Draft {
+            hook_ns,
+            thread: 1,
+            session_ns: None,
+            event: MemoryEvent {
+                timestamp_ns: 0,
+                action,
+                device: "cpu".into(),
+                storage_id: Some(storage.into()),
+                bytes: Some(8),
+                tensor_id: None,
+                span_id: None,
+                op_name: None,
+                shape: None,
+                dtype: None,
+                category: MemoryCategory::Other,
+                category_source: Some(CategorySource::Inferred),
+                source: Some(MemorySource::Allocator),
+                pre_existing: false,
+                label: None,
+            },
+            infer_category: true,
+        }
+    }
+
+    fn run(drafts: Vec<Draft>) -> Vec<(u64, String, MemoryAction, String)> {
+        deterministic_events(drafts, &Logical::default())
+            .into_iter()
+            .map(|e| {
+                (
+                    e.timestamp_ns,
+                    e.storage_id.unwrap_or_default(),
+                    e.action,
+                    e.span_id.unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn deterministic_drain_orders_by_hook_time_and_numbers_storages() {
+        use MemoryAction::{Alloc, Free};
+        // Queued out of order (a late registration), frees of one drop in "random" order.
+        let a = vec![
+            draft(150, "0xb.0", Alloc),
+            draft(110, "0xa.0", Alloc),
+            draft(210, "0xb.0", Free),
+            draft(211, "0xa.0", Free),
+        ];
+        let b = vec![
+            draft(110, "0xa.0", Alloc),
+            draft(150, "0xb.0", Alloc),
+            draft(210, "0xa.0", Free),
+            draft(211, "0xb.0", Free),
+        ];
+        let expected = vec![
+            (1001, "st1".to_string(), Alloc, "s2".to_string()),
+            (1002, "st2".to_string(), Alloc, "s2".to_string()),
+            (2001, "st1".to_string(), Free, "s1".to_string()),
+            (2002, "st2".to_string(), Free, "s1".to_string()),
+        ];
+        assert_eq!(run(a), expected);
+        assert_eq!(run(b), expected);
+    }
+
+    #[test]
+    fn deterministic_drain_infers_categories_from_the_located_step() {
+        let events = deterministic_events(
+            vec![draft(120, "0xc.0", MemoryAction::Alloc)],
+            &Logical::default(),
+        );
+        assert_eq!(events[0].category, MemoryCategory::Activation);
     }
 }

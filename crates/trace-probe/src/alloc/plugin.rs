@@ -1,6 +1,14 @@
 //! The session plug-in: joins the storage capture and device samples to a
 //! [`crate::TraceSession`] through its capture hooks.
+//!
+//! In deterministic mode the capture runs as in host-clock mode, but its events are queued
+//! until the capture ends and then written in hook-time order with storage ids `st<n>`
+//! (sequence numbers of first sight, shared with tensor facts' `storage_id`) and logical
+//! timestamps: the `k`-th memory event after a span change of its thread (found by real time in
+//! the session's span-change log) sits `k` ns after that change's logical reading, so it stays
+//! inside the span it is attributed to. Device samples are off (not reproducible).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -11,13 +19,22 @@ use trace_schema::{
     TraceEvent,
 };
 
-use super::capture::{self, Attribution, CaptureSummary};
+use super::capture::{self, Attribution, CaptureSummary, Located};
 use crate::capture::{CaptureContext, CaptureHook, SpanInfo};
 use crate::registry::RegisterAs;
 
-/// Reason written when logical memory is not captured in deterministic mode.
-const DETERMINISTIC_REASON: &str =
-    "deterministic mode: storage ids derive from addresses, so the allocator capture is off";
+/// Reason written for physical memory in deterministic mode.
+const DETERMINISTIC_PHYSICAL_REASON: &str =
+    "deterministic mode: RSS and heap samples are not reproducible, so none are taken";
+
+/// Deterministic mode: storage ids and per-slot offsets of the logical timeline.
+#[derive(Debug, Default)]
+struct Sequences {
+    /// Capture storage id → sequence number (`st<n>`), in order of first sight.
+    storages: HashMap<String, u64>,
+    /// Span change (thread, index) → memory events placed after it so far.
+    slots: HashMap<(u64, u64), u64>,
+}
 
 /// The allocator and device-sample plug-in of one session.
 pub(crate) struct StoragePlugin {
@@ -32,6 +49,8 @@ pub(crate) struct StoragePlugin {
     params: Mutex<Vec<(String, TensorId)>>,
     /// The last window's figures.
     summary: Mutex<Option<CaptureSummary>>,
+    /// Deterministic mode's sequence numbers.
+    sequences: Mutex<Sequences>,
 }
 
 impl StoragePlugin {
@@ -44,6 +63,7 @@ impl StoragePlugin {
             dropped_at_start: AtomicU64::new(0),
             params: Mutex::new(Vec::new()),
             summary: Mutex::new(None),
+            sequences: Mutex::new(Sequences::default()),
         }
     }
 
@@ -59,29 +79,117 @@ impl StoragePlugin {
         }
     }
 
+    fn attribution<'a, 'b>(&'a self, ctx: &'a CaptureContext<'b>) -> Ctx<'a, 'b> {
+        Ctx {
+            ctx,
+            sequences: self.deterministic.then_some(&self.sequences),
+        }
+    }
+
     fn drain(&self, ctx: &CaptureContext<'_>) {
         if !self.active.load(Ordering::Relaxed) {
             return;
         }
-        let events = capture::lock().drain(&Ctx(ctx));
+        if self.deterministic {
+            // Written at the capture's end, in hook-time order (see `pump_queued`).
+            capture::lock().pump_queued();
+            return;
+        }
+        let events = capture::lock().drain(&self.attribution(ctx));
         for e in events {
             ctx.emit(TraceEvent::Memory(e));
         }
     }
 }
 
-/// [`Attribution`] through a session's capture context.
-struct Ctx<'a, 'b>(&'a CaptureContext<'b>);
+/// [`Attribution`] through a session's capture context (with the sequences in deterministic
+/// mode).
+struct Ctx<'a, 'b> {
+    ctx: &'a CaptureContext<'b>,
+    sequences: Option<&'a Mutex<Sequences>>,
+}
+
+impl Ctx<'_, '_> {
+    fn span_and_step(&self, span: u64) -> (Option<String>, Option<ExecutionStep>) {
+        let step = self.ctx.span_info(span).and_then(|i| i.step);
+        (Some(self.ctx.span_id(span)), step)
+    }
+}
+
+/// `st<n>` for capture id `raw`, numbering ids in order of first sight.
+fn sequence_id(sequences: &Mutex<Sequences>, raw: &str) -> String {
+    let mut seq = sequences.lock().unwrap_or_else(|e| e.into_inner());
+    let next = seq.storages.len() as u64 + 1;
+    let n = *seq.storages.entry(raw.to_string()).or_insert(next);
+    format!("st{n}")
+}
 
 impl Attribution for Ctx<'_, '_> {
     fn session_ns(&self, hook_ns: u64) -> u64 {
-        self.0.clock().process_ns_to_session_ns(hook_ns)
+        self.ctx.clock().process_ns_to_session_ns(hook_ns)
     }
 
     fn span_at(&self, thread: u64, ts_ns: u64) -> (Option<String>, Option<ExecutionStep>) {
-        let span = self.0.span_at(thread, ts_ns).unwrap_or(self.0.root_span());
-        let step = self.0.span_info(span).and_then(|i| i.step);
-        (Some(self.0.span_id(span)), step)
+        let span = self
+            .ctx
+            .span_at(thread, ts_ns)
+            .unwrap_or(self.ctx.root_span());
+        self.span_and_step(span)
+    }
+
+    fn deterministic(&self) -> bool {
+        self.sequences.is_some()
+    }
+
+    fn locate(&self, thread: u64, hook_ns: u64) -> Located {
+        let root = self.ctx.root_span();
+        // A thread with no span change logged by then (a worker thread, or a time before the
+        // thread's first span) is attributed to the root span, as in host-clock mode, and
+        // placed on the timeline of the thread that opened the root span.
+        let (slot_thread, change, span) = match self.ctx.span_change_at_real(thread, hook_ns) {
+            Some(c) => (thread, Some(c), if c.span == 0 { root } else { c.span }),
+            None => {
+                let root_thread = self.ctx.span_info(root).map(|i| i.thread).unwrap_or(0);
+                (
+                    root_thread,
+                    self.ctx.span_change_at_real(root_thread, hook_ns),
+                    root,
+                )
+            }
+        };
+        let (span, step) = self.span_and_step(span);
+        let (index, base_ns) = match change {
+            Some(c) => (c.index as u64, c.session_ns),
+            // Before the root span opened: at its start (the first change of its thread).
+            None => (
+                u64::MAX,
+                self.ctx.span_info(root).map(|i| i.start_ns).unwrap_or(0),
+            ),
+        };
+        Located {
+            slot: (slot_thread, index),
+            base_ns,
+            span,
+            step,
+        }
+    }
+
+    fn next_in_slot(&self, slot: (u64, u64)) -> u64 {
+        let Some(sequences) = self.sequences else {
+            return 0;
+        };
+        let mut seq = sequences.lock().unwrap_or_else(|e| e.into_inner());
+        let k = seq.slots.entry(slot).or_insert(0);
+        *k += 1;
+        // A tick holds LOGICAL_TICK_NS - 1 events; beyond that they share the last ns.
+        (*k).min(crate::clock::LOGICAL_TICK_NS - 1)
+    }
+
+    fn storage_wire_id(&self, raw: &str) -> String {
+        match self.sequences {
+            Some(s) => sequence_id(s, raw),
+            None => raw.to_string(),
+        }
     }
 }
 
@@ -89,11 +197,7 @@ impl CaptureHook for StoragePlugin {
     fn on_meta(&self, meta: &mut RunMeta) {
         meta.tracking_allocator_installed = Some(super::is_installed());
         let contract = meta.capture_contract.get_or_insert_with(Default::default);
-        let (level, reason) = if self.deterministic {
-            (CoverageLevel::None, Some(DETERMINISTIC_REASON.to_string()))
-        } else {
-            capture::logical_memory_contract(&self.device_label)
-        };
+        let (level, reason) = capture::logical_memory_contract(&self.device_label);
         contract.logical_memory = level;
         match reason {
             Some(r) => {
@@ -102,6 +206,12 @@ impl CaptureHook for StoragePlugin {
             None => {
                 contract.reasons.remove("logical_memory");
             }
+        }
+        if self.deterministic && contract.physical_memory == CoverageLevel::None {
+            contract.reasons.insert(
+                "physical_memory".into(),
+                DETERMINISTIC_PHYSICAL_REASON.into(),
+            );
         }
         if contract.physical_memory == CoverageLevel::None && !self.deterministic {
             let observable = match &self.device {
@@ -120,7 +230,7 @@ impl CaptureHook for StoragePlugin {
     }
 
     fn around_optimizer_construction(&self, construct: &mut dyn FnMut()) {
-        if self.deterministic || !matches!(self.device, Device::Cpu) {
+        if !matches!(self.device, Device::Cpu) {
             return construct();
         }
         let mut st = capture::lock();
@@ -134,9 +244,6 @@ impl CaptureHook for StoragePlugin {
     }
 
     fn on_parameters(&self, params: &[(String, Var)]) {
-        if self.deterministic {
-            return;
-        }
         let mut st = capture::lock();
         let mut names = self.params.lock().unwrap_or_else(|e| e.into_inner());
         names.clear();
@@ -151,9 +258,6 @@ impl CaptureHook for StoragePlugin {
 
     fn on_capture_start(&self, ctx: &CaptureContext<'_>) {
         self.sample(ctx);
-        if self.deterministic {
-            return;
-        }
         self.dropped_at_start
             .store(super::dropped_events(), Ordering::Relaxed);
         let opened = capture::lock().begin(&self.device_label, ctx.clock().now_ns());
@@ -186,7 +290,7 @@ impl CaptureHook for StoragePlugin {
         if !self.active.swap(false, Ordering::Relaxed) {
             return;
         }
-        let (events, summary) = capture::lock().end(&Ctx(ctx));
+        let (events, summary) = capture::lock().end(&self.attribution(ctx));
         for e in events {
             ctx.emit(TraceEvent::Memory(e));
         }
@@ -211,9 +315,6 @@ impl CaptureHook for StoragePlugin {
     }
 
     fn storage_id(&self, tensor: &Tensor, label: &str, category: MemoryCategory) -> Option<String> {
-        if self.deterministic {
-            return None;
-        }
         let mut st = capture::lock();
         let what = RegisterAs {
             label: (!label.trim().is_empty()).then(|| label.to_string()),
@@ -221,6 +322,12 @@ impl CaptureHook for StoragePlugin {
             category_source: CategorySource::Declared,
         };
         let tag = st.register(tensor, what).tag();
-        st.registry().get(tag).map(|e| e.storage_id.clone())
+        let raw = st.registry().get(tag).map(|e| e.storage_id.clone())?;
+        drop(st);
+        Some(if self.deterministic {
+            sequence_id(&self.sequences, &raw)
+        } else {
+            raw
+        })
     }
 }
