@@ -27,12 +27,18 @@ pub struct LoadedTrace {
 pub fn resolve(input: &Path) -> Result<PathBuf> {
     let meta =
         std::fs::metadata(input).with_context(|| format!("cannot open {}", input.display()))?;
+    if meta.is_dir() && input.file_name().is_some_and(|n| n == TRACE_FILE) {
+        bail!("{} is a directory, not a trace file", input.display());
+    }
     if !meta.is_dir() {
         return Ok(input.to_path_buf());
     }
     let candidate = input.join(TRACE_FILE);
     if candidate.is_file() {
         return Ok(candidate);
+    }
+    if candidate.is_dir() {
+        bail!("{} is a directory, not a trace file", candidate.display());
     }
     let mut others: Vec<String> = std::fs::read_dir(input)
         .with_context(|| format!("cannot list directory {}", input.display()))?

@@ -93,13 +93,14 @@ impl CapabilityMatrix {
     }
 }
 
+/// Reason of a capability declared complete with nothing observed.
+const NOTHING_OBSERVED: &str = "declared complete but nothing was observed";
+
 /// The original's `observed_coverage(declared, count)` table.
 pub fn observed_coverage(declared: CoverageLevel, observed: u64) -> (CapabilityLevel, String) {
     use CapabilityLevel::*;
     match (declared, observed > 0) {
-        (CoverageLevel::Complete, false) => {
-            (Invalid, "declared complete but nothing was observed".into())
-        }
+        (CoverageLevel::Complete, false) => (Invalid, NOTHING_OBSERVED.into()),
         (CoverageLevel::Complete, true) => (Complete, "declared complete and observed".into()),
         (CoverageLevel::Partial, false) => (
             Unavailable,
@@ -214,7 +215,7 @@ pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> Capabil
         if errors {
             (Invalid, "gradient contract violated".into())
         } else if cov.gradients == 0 {
-            (Invalid, "declared complete but nothing was observed".into())
+            (Invalid, NOTHING_OBSERVED.into())
         } else if warnings {
             (Partial, "gradient contract holds with warnings".into())
         } else {
@@ -240,6 +241,12 @@ pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> Capabil
     );
 
     for c in &mut rows {
+        // A capture that ended early never reached the point where the evidence would have
+        // been written: nothing observed is then "not seen", not a broken promise.
+        if ended_early && c.level == Invalid && c.observed == 0 && c.reason == NOTHING_OBSERVED {
+            c.level = Unavailable;
+            c.reason = "declared, but the capture did not finish before any was recorded".into();
+        }
         if !valid && c.level.is_available() {
             c.level = Invalid;
             c.reason = format!("{}; trace is structurally invalid", c.reason);

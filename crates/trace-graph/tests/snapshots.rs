@@ -392,3 +392,42 @@ fn span_id_colliding_with_an_op_id_is_refused() {
         "{reasons:?}"
     );
 }
+
+#[test]
+fn byte_counts_past_u64_make_the_trace_invalid() {
+    use MemoryCategory::*;
+    let mut events = clean_step();
+    let terminal = events.pop().unwrap();
+    events.push(alloc(150, "st-huge-1", u64::MAX, Some("s1"), Activation));
+    events.push(alloc(150, "st-huge-2", u64::MAX, Some("s1"), Activation));
+    events.push(terminal);
+    let a = analyze(&TraceDocument::from_events(events));
+    assert!(codes(&a).contains(&(Severity::Error, HealthCode::MemoryBytesOverflow)));
+    assert!(!a.health.structurally_valid);
+    assert!(a.graph.is_none());
+}
+
+#[test]
+fn declared_gradients_not_reached_by_a_failed_capture_are_unavailable_not_invalid() {
+    let doc = TraceDocument::from_events(vec![
+        meta(ExecutionPhase::Train, Some(contract(&["w1", "w2"]))),
+        measured("s1", None, "train_step", 0),
+        failed(60, "panicked before backward"),
+    ]);
+    let a = analyze(&doc);
+    let row = a
+        .capabilities
+        .capabilities
+        .iter()
+        .find(|c| c.kind == trace_graph::CapabilityKind::Gradients)
+        .unwrap();
+    assert_eq!(
+        row.level,
+        trace_graph::CapabilityLevel::Unavailable,
+        "{row:?}"
+    );
+    assert!(a
+        .findings
+        .iter()
+        .all(|f| f.code != trace_graph::FindingCode::ParametersWithoutGradient));
+}

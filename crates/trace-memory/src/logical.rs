@@ -477,7 +477,8 @@ pub(crate) fn breakdown<'a>(
     let mut by_device: BTreeMap<&str, u64> = BTreeMap::new();
     let mut cats = [0u64; CATEGORIES];
     for l in lifetimes {
-        *by_device.entry(&*l.device).or_insert(0) += l.bytes;
+        let slot = by_device.entry(&*l.device).or_insert(0);
+        *slot = slot.saturating_add(l.bytes);
         let k = category_index(l.category);
         cats[k] = cats[k].saturating_add(l.bytes);
     }

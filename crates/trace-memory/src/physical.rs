@@ -101,7 +101,9 @@ pub struct PhysicalMemoryProfile {
 
 /// The note attached to CPU comparisons.
 pub const CPU_RATIO_NOTE: &str = "on CPU the physical figure counts all process heap \
-(tensors, buffers, the runtime), so logical ÷ physical is below 1 by construction";
+(tensors, buffers, the runtime), so logical ÷ physical is below 1 when a sample lands on the \
+logical peak; samples are taken only at span boundaries (and RSS lags freed or untouched pages), \
+so a ratio above 1 means the samples missed the peak, not that storages were over-counted";
 
 fn max_obs(cur: &mut Option<Observed>, v: Option<u64>, t: u64) {
     if let Some(b) = v {

@@ -248,6 +248,7 @@ pub struct FindingRecord {
 
 /// Findings with advice, in the analyzer's order.
 pub fn findings(analysis: &Analysis) -> Vec<FindingRecord> {
+    let ended_early = analysis.health.truncated || analysis.health.capture_failed;
     analysis
         .findings
         .iter()
@@ -255,7 +256,13 @@ pub fn findings(analysis: &Analysis) -> Vec<FindingRecord> {
             severity: f.severity,
             code: snake(&f.code),
             summary: f.summary.clone(),
-            advice: advice(f.code),
+            advice: match f.code {
+                // Live at a cut or a failure is not retention into the next step.
+                trace_graph::FindingCode::StoragesRetainedAtEnd if ended_early => Some(
+                    "the capture did not finish: these storages were live when it stopped, not necessarily retained",
+                ),
+                code => advice(code),
+            },
         })
         .collect()
 }
@@ -546,7 +553,14 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
             }
         );
         for (what, keys) in [
-            ("without gradient", &g.without_gradient),
+            (
+                if g.not_reported > 0 {
+                    "without gradient or not reported"
+                } else {
+                    "without gradient"
+                },
+                &g.without_gradient,
+            ),
             ("zero", &g.zero_keys),
             ("non-finite", &g.non_finite_keys),
         ] {

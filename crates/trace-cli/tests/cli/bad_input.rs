@@ -36,6 +36,18 @@ fn directory_without_a_trace() {
 }
 
 #[test]
+fn a_directory_named_trace_jsonl_is_not_a_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let inner = dir.path().join("trace.jsonl");
+    std::fs::create_dir(&inner).unwrap();
+    assert_fails(
+        &["summary", s(dir.path())],
+        "is a directory, not a trace file",
+    );
+    assert_fails(&["summary", s(&inner)], "is a directory, not a trace file");
+}
+
+#[test]
 fn directory_with_a_trace_is_accepted() {
     let (dir, _) = write("trace.jsonl", SMALL_TRACE.as_bytes());
     let r = run(&["summary", s(dir.path())]);

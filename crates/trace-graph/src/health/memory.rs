@@ -85,6 +85,25 @@ pub(super) fn report(
             IssueLocation::storage(s),
         );
     }
+    let mut total_bytes = 0u64;
+    for (i, m) in doc.memory.iter().enumerate() {
+        if m.action != MemoryAction::Alloc {
+            continue;
+        }
+        let bytes = m.bytes.unwrap_or(0);
+        match total_bytes.checked_add(bytes) {
+            Some(t) => total_bytes = t,
+            None => {
+                let s = storage_label(doc, i);
+                issues.error(
+                    HealthCode::MemoryBytesOverflow,
+                    format!("allocations add up past 2^64 bytes at storage {s} ({bytes} bytes): these byte counts cannot be real, so every memory figure of this trace is meaningless"),
+                    IssueLocation::storage(s),
+                );
+                break;
+            }
+        }
+    }
     let Some(logical) = logical else {
         return;
     };
@@ -110,7 +129,7 @@ pub(super) fn report(
     let (mut count, mut bytes, mut first) = (0u64, 0u64, None);
     for l in retained(logical) {
         count += 1;
-        bytes += l.bytes;
+        bytes = bytes.saturating_add(l.bytes);
         first.get_or_insert_with(|| lifetime_label(l));
     }
     if let Some(first) = first {

@@ -111,6 +111,8 @@ pub enum HealthCode {
     AllocationSizeMismatch,
     /// The same tensor allocates a live storage again.
     DuplicateAllocation,
+    /// Allocation byte counts add up past 2^64: they cannot be real (error).
+    MemoryBytesOverflow,
     /// A free of a storage not allocated in the capture (warning).
     UnpairedFree,
     /// Storages allocated in the window still live at the end (warning).
