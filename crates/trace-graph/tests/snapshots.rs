@@ -431,3 +431,18 @@ fn declared_gradients_not_reached_by_a_failed_capture_are_unavailable_not_invali
         .iter()
         .all(|f| f.code != trace_graph::FindingCode::ParametersWithoutGradient));
 }
+
+#[test]
+fn memory_events_outside_their_span_are_a_warning() {
+    use MemoryCategory::*;
+    let mut events = clean_step();
+    let terminal = events.pop().unwrap();
+    // s2 (forward) runs from 10 ns; an allocation stamped before it started is suspect.
+    events.push(alloc(5, "st-early", 64, Some("s2"), Activation));
+    events.push(terminal);
+    let a = analyze(&TraceDocument::from_events(events));
+    assert!(codes(&a).contains(&(Severity::Warning, HealthCode::MemoryOutsideSpan)));
+    assert!(a.health.structurally_valid);
+    let clean = analyze(&TraceDocument::from_events(clean_step()));
+    assert!(!codes(&clean).contains(&(Severity::Warning, HealthCode::MemoryOutsideSpan)));
+}

@@ -83,6 +83,8 @@ pub enum HealthCode {
     UnknownSpan,
     /// Memory events name a missing span (warning).
     MemoryUnknownSpan,
+    /// Memory events lie outside the interval of the span they name (warning).
+    MemoryOutsideSpan,
     /// A device interval has duration 0.
     EmptyDeviceInterval,
     /// An op starts outside its span's interval.

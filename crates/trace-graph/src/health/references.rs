@@ -137,6 +137,28 @@ pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, issues: &mut Issues
             IssueLocation::node(span),
         );
     }
+    // Memory events at times their span did not run: a clock mix-up or hand-written times.
+    let mut outside: BTreeMap<Sym, (u64, u64)> = BTreeMap::new();
+    for m in &doc.memory {
+        let Some(span) = m.span.and_then(|s| doc.span(s)) else {
+            continue;
+        };
+        let after_end = span.end_ns().is_some_and(|end| m.timestamp_ns > end);
+        if m.timestamp_ns < span.start_ns || after_end {
+            let e = outside.entry(span.id).or_insert((0, m.timestamp_ns));
+            e.0 += 1;
+        }
+    }
+    let mut outside: Vec<(&str, (u64, u64))> =
+        outside.into_iter().map(|(s, v)| (doc.str(s), v)).collect();
+    outside.sort();
+    for (span, (n, first_ns)) in outside {
+        issues.warning(
+            HealthCode::MemoryOutsideSpan,
+            format!("{n} memory events of span {span} lie outside its interval (first at {first_ns} ns); memory figures by time and step may be wrong"),
+            IssueLocation::node(span),
+        );
+    }
     for d in &doc.device_memory {
         if d.used_bytes.is_none()
             && d.free_bytes.is_none()
