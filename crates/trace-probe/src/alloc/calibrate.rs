@@ -83,7 +83,17 @@ fn probe_tensor(dtype: DType) -> Result<(Tensor, usize, usize, usize), Calibrati
     Ok((t, key, ptr, bytes))
 }
 
+/// Calibrates at the full ring capacity: the test knob [`ring::set_ring_capacity`] may have
+/// lowered it, and a calibration whose events were dropped would fail for good (it is cached).
 fn run() -> Result<Calibration, CalibrationError> {
+    let capacity = ring::ring_capacity();
+    ring::set_ring_capacity(ring::RING_CAPACITY);
+    let result = run_at_full_capacity();
+    ring::set_ring_capacity(capacity);
+    result
+}
+
+fn run_at_full_capacity() -> Result<Calibration, CalibrationError> {
     let word = std::mem::size_of::<usize>();
     let mut events = Vec::with_capacity(4096);
     ring::drain_into(&mut events); // discard anything stale
