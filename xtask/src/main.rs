@@ -101,10 +101,12 @@ fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string()))
 }
 
+/// Builds the example binaries with the workspace's feature set, so that after
+/// `cargo test --workspace` (CI) Candle is not compiled a second time for another feature set.
 fn build_examples(root: &Path) -> Result<()> {
     let status = cargo()
         .current_dir(root)
-        .args(["build", "-q", "-p", "candle-graph-examples", "--examples"])
+        .args(["build", "-q", "--workspace", "--examples"])
         .status()
         .context("cannot run cargo build")?;
     if !status.success() {
@@ -113,19 +115,22 @@ fn build_examples(root: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Where `cargo build --examples` put an example binary (honours `CARGO_TARGET_DIR`).
+fn example_binary(root: &Path, example: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|t| if t.is_absolute() { t } else { root.join(t) })
+        .unwrap_or_else(|| root.join("target"));
+    target
+        .join("debug")
+        .join("examples")
+        .join(format!("{example}{}", std::env::consts::EXE_SUFFIX))
+}
+
 fn generate(root: &Path, f: &Fixture, out: &Path) -> Result<()> {
-    let status = cargo()
+    let status = Command::new(example_binary(root, f.example))
         .current_dir(root)
         .env("RAYON_NUM_THREADS", "1")
-        .args([
-            "run",
-            "-q",
-            "-p",
-            "candle-graph-examples",
-            "--example",
-            f.example,
-            "--",
-        ])
         .args(f.args)
         .args(["--deterministic", "--out"])
         .arg(out)
