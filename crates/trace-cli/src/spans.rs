@@ -69,7 +69,7 @@ impl<'a> SpanPaths<'a> {
         let mut current = self.index(span_id)?;
         for _ in 0..=self.doc.spans.len() {
             let span = &self.doc.spans[current];
-            if let Some(step) = span.step {
+            if let Some(step) = span.pass {
                 return Some(step);
             }
             current = self.doc.span_index(span.parent?)?;

@@ -4,8 +4,8 @@
 //! Run: `cargo bench -p trace-graph --bench analyze`
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use trace_schema::synth::{synth_events, SynthConfig};
 use trace_schema::TraceDocument;
+use trace_synth::{synth_events, SynthConfig};
 
 fn config() -> SynthConfig {
     SynthConfig {

@@ -283,10 +283,10 @@ pub(crate) fn step_at(
         let span = &doc.spans[s];
         let p = index.parent[s];
         if p != NONE {
-            step[s] = span.step.or(step[p as usize]);
+            step[s] = span.pass.or(step[p as usize]);
             depth[s] = depth[p as usize] + 1;
         } else {
-            step[s] = span.step;
+            step[s] = span.pass;
         }
         let end = match span.duration_ns {
             None => u64::MAX,

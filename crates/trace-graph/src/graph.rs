@@ -359,7 +359,7 @@ pub(crate) fn build_graph(
             name: texts.get(span.name),
             kind: span_kind(span.kind, parent == NONE),
             module_path: span.module_path.map(|m| texts.get(m)),
-            step: span.step,
+            step: span.pass,
             scope: Some(scope[s]),
             start_ns: Some(span.start_ns),
             host_total_time_ns: Some(timing.total_ns[s]),

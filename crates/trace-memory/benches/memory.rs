@@ -16,8 +16,8 @@ use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use trace_memory::{analyze_memory, node_memory_metrics};
-use trace_schema::synth::{write_synth_trace, SynthConfig};
 use trace_schema::{load_path, TraceEvent};
+use trace_synth::{write_synth_trace, SynthConfig};
 
 /// The generated workload for `memory_events` events: 10^5 spans (fewer for small sizes),
 /// one op per ten memory events, two devices, 256 parameters, 1000 device samples.

@@ -13,8 +13,8 @@
 use std::time::Instant;
 
 use trace_memory::{analyze_memory, node_memory_metrics};
-use trace_schema::synth::{write_synth_trace, SynthConfig};
 use trace_schema::{load_path, TraceEvent};
+use trace_synth::{write_synth_trace, SynthConfig};
 
 fn status_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

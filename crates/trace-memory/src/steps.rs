@@ -119,7 +119,7 @@ pub(crate) fn effective_steps(doc: &TraceDocument) -> Vec<Option<ExecutionStep>>
                 ACTIVE => break, // cycle
                 _ => {}
             }
-            if let Some(step) = doc.spans[i].step {
+            if let Some(step) = doc.spans[i].pass {
                 state[i] = DONE;
                 out[i] = Some(step);
                 found = Some(step);
@@ -166,7 +166,7 @@ pub(crate) fn step_peaks(
         let mut intervals: Vec<(u64, u64)> = doc
             .spans
             .iter()
-            .filter(|s| s.step == Some(step))
+            .filter(|s| s.pass == Some(step))
             .map(|s| (s.start_ns, s.end_ns().unwrap_or(OPEN)))
             .collect();
         if intervals.is_empty() {
@@ -233,7 +233,7 @@ fn first_span_of(doc: &TraceDocument, step: ExecutionStep) -> Option<usize> {
     doc.spans
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.step == Some(step))
+        .filter(|(_, s)| s.pass == Some(step))
         .min_by_key(|(i, s)| (s.start_ns, *i))
         .map(|(i, _)| i)
 }

@@ -80,7 +80,7 @@ fn bert_module_spans_and_missing_gradients() -> Result<(), Box<dyn std::error::E
     let forward = doc
         .spans
         .iter()
-        .find(|s| s.step == Some(ExecutionStep::Forward))
+        .find(|s| s.pass == Some(ExecutionStep::Forward))
         .unwrap();
     let top = modules
         .iter()

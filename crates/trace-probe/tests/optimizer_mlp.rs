@@ -72,7 +72,7 @@ fn optimizer_wrapper_records_phases_and_gradients() -> Result<(), Box<dyn std::e
         ExecutionStep::Optimizer,
     ] {
         assert_eq!(
-            doc.spans.iter().filter(|s| s.step == Some(step)).count(),
+            doc.spans.iter().filter(|s| s.pass == Some(step)).count(),
             1,
             "{step:?}"
         );

@@ -86,7 +86,7 @@ fn mlp_step_writes_a_valid_trace() -> Result<(), Box<dyn std::error::Error>> {
         ExecutionStep::Optimizer,
     ] {
         assert_eq!(
-            doc.spans.iter().filter(|s| s.step == Some(step)).count(),
+            doc.spans.iter().filter(|s| s.pass == Some(step)).count(),
             1,
             "{step:?}"
         );
@@ -100,7 +100,7 @@ fn mlp_step_writes_a_valid_trace() -> Result<(), Box<dyn std::error::Error>> {
     let forward = doc
         .spans
         .iter()
-        .find(|s| s.step == Some(ExecutionStep::Forward))
+        .find(|s| s.pass == Some(ExecutionStep::Forward))
         .unwrap();
     assert_eq!(fc1.parent, Some(forward.id));
 

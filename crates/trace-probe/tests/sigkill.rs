@@ -92,7 +92,7 @@ fn sigkill_leaves_a_loadable_truncated_trace() -> Result<(), Box<dyn std::error:
     let forward = doc
         .spans
         .iter()
-        .find(|s| s.step == Some(ExecutionStep::Forward))
+        .find(|s| s.pass == Some(ExecutionStep::Forward))
         .expect("forward span flushed before the kill");
     assert!(forward.duration_ns.is_some(), "its end was flushed");
     assert_eq!(doc.ops.len(), 1);

@@ -121,8 +121,9 @@ pub struct MetaEvent {
 }
 
 /// Kind of a span (`span_kind` on the wire, since `kind` tags the event).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum SpanKind {
     /// A function or region of user code.
     Function,
@@ -132,10 +133,25 @@ pub enum SpanKind {
     Module,
 }
 
-/// PyTorch-style step of a training iteration; decides inferred memory categories.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// A pass of a training step (PyTorch's forward / backward / optimizer phases); decides
+/// inferred memory categories. Written in a span's `step` field on the wire.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
-pub enum ExecutionStep {
+#[strum(serialize_all = "snake_case")]
+pub enum Pass {
     /// Forward pass.
     Forward,
     /// Backward pass (`loss.backward()`).
@@ -162,9 +178,9 @@ pub struct SpanStartEvent {
     /// True only on the single measured region.
     #[serde(default)]
     pub measured: bool,
-    /// Training step this span belongs to.
+    /// Pass (forward / backward / optimizer) this span declares; the wire name is `step`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step: Option<ExecutionStep>,
+    pub step: Option<Pass>,
     /// Module path, names joined by `/` (e.g. `model/encoder/layer/attn`) (trace/11).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub module_path: Option<String>,
@@ -223,9 +239,21 @@ pub struct OpEvent {
 
 /// Memory category (PyTorch memory-timeline / TensorFlow Memory Profile categories).
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
 )]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum MemoryCategory {
     /// Model parameters.
     Parameter,
@@ -249,17 +277,6 @@ impl MemoryCategory {
         MemoryCategory::Optimizer,
         MemoryCategory::Other,
     ];
-
-    /// The snake_case wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MemoryCategory::Parameter => "parameter",
-            MemoryCategory::Activation => "activation",
-            MemoryCategory::Gradient => "gradient",
-            MemoryCategory::Optimizer => "optimizer",
-            MemoryCategory::Other => "other",
-        }
-    }
 }
 
 /// A tensor fact.
@@ -381,8 +398,9 @@ impl TensorStatsEvent {
 }
 
 /// Alloc or free of a storage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum MemoryAction {
     /// The storage was allocated (or, with `pre_existing`, found live at capture start).
     Alloc,
@@ -391,8 +409,9 @@ pub enum MemoryAction {
 }
 
 /// Who observed a memory event (trace/11).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum MemorySource {
     /// The probe's tracking global allocator (exact times).
     Allocator,
@@ -403,14 +422,15 @@ pub enum MemorySource {
 }
 
 /// Where a memory event's category came from (trace/11).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum CategorySource {
     /// Declared by the caller.
     Declared,
     /// From the registry (a VarMap parameter, a gradient in the GradStore, optimizer state).
     Registry,
-    /// Inferred from the step the storage was created in.
+    /// Inferred from the pass (forward / backward / optimizer) the storage was created in.
     Inferred,
 }
 
@@ -521,8 +541,21 @@ pub struct DeviceIntervalEvent {
 }
 
 /// State of one gradient.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum GradientState {
     /// A finite, non-zero gradient.
     Present,
@@ -615,8 +648,9 @@ pub struct DroppedEventsEvent {
 }
 
 /// How a capture ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum TerminalOutcome {
     /// `finish()` was reached.
     Complete,
@@ -638,3 +672,14 @@ pub struct TerminalEvent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dropped_events: Option<u64>,
 }
+
+crate::wire_names!(
+    Pass,
+    SpanKind,
+    MemoryCategory,
+    MemoryAction,
+    MemorySource,
+    CategorySource,
+    GradientState,
+    TerminalOutcome,
+);

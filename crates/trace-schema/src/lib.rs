@@ -22,7 +22,7 @@
 //! a [`SemanticIssue`] for the health check. A final line cut short by a crash is dropped and the
 //! document says it was truncated ([`Truncation`]).
 //!
-//! With the cargo feature `synth`, `trace_schema::synth` generates large, realistic,
+//! With the cargo feature `synth`, `trace_synth` generates large, realistic,
 //! deterministic trace/11 streams for tests and benchmarks.
 
 #![deny(missing_docs)]
@@ -35,10 +35,24 @@ pub mod intern;
 pub mod meta;
 mod parse;
 pub mod reader;
-#[cfg(feature = "synth")]
-pub mod synth;
+pub mod shared;
 pub mod version;
 pub mod writer;
+
+/// Implements `as_str()` (the snake_case wire name, from the `strum::IntoStaticStr` derive)
+/// for unit enums, so no caller round-trips an enum through serde_json to get its name.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! wire_names {
+    ($($t:ty),+ $(,)?) => {$(
+        impl $t {
+            /// The snake_case wire name (the same string serde writes).
+            pub fn as_str(self) -> &'static str {
+                self.into()
+            }
+        }
+    )+};
+}
 
 pub use document::{
     DeviceMemoryRecord, EdgeRecord, MemoryRecord, OpRecord, SemanticCode, SemanticIssue,
@@ -46,9 +60,13 @@ pub use document::{
 };
 pub use dtype::{dense_bytes, dtype_bits, element_count};
 pub use error::LoadError;
+/// The former name of [`Pass`], kept while the probe moves to the new name.
+#[doc(hidden)]
+pub use event::Pass as ExecutionStep;
 pub use event::*;
 pub use intern::{Interner, ShapeId, ShapeTable, Sym};
 pub use meta::*;
 pub use reader::{load_path, load_reader, load_str, LineEvent, TraceReader};
+pub use shared::SharedStrings;
 pub use version::{SchemaVersion, SUPPORTED_SCHEMAS, WRITE_VERSION};
 pub use writer::TraceWriter;

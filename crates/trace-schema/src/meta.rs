@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Which kind of run was captured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ExecutionPhase {
     /// A training step (forward, backward, optimizer).
     Train,
@@ -21,8 +22,11 @@ pub enum ExecutionPhase {
 }
 
 /// What the nested span timings mean.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum TimingMode {
     /// Host wall time; on an asynchronous device, nested spans measure launch time.
     #[default]
@@ -36,9 +40,21 @@ pub enum TimingMode {
 /// `none` (the default) means nothing was promised; `partial` that some was captured;
 /// `complete` that everything of that kind was captured.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord, Serialize, Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
 )]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum CoverageLevel {
     /// Nothing declared.
     #[default]
@@ -50,8 +66,11 @@ pub enum CoverageLevel {
 }
 
 /// How representative the measured work is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum MeasurementScope {
     /// Not declared.
     #[default]
@@ -63,8 +82,9 @@ pub enum MeasurementScope {
 }
 
 /// What a gradient family is expected to do in the captured step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum GradientExpectation {
     /// At least `min_present` members must get a present gradient.
     Active,
@@ -231,6 +251,138 @@ impl GradientContract {
     }
 }
 
+/// A kind of evidence the capture contract declares coverage for: the name of a
+/// [`CaptureContract`] coverage field, also the key of [`CaptureContract::reasons`].
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::EnumIter,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum ContractField {
+    /// `operations`: `op` events.
+    Operations,
+    /// `tensors`: `tensor` events.
+    Tensors,
+    /// `gradients`: `gradient` events.
+    Gradients,
+    /// `logical_memory`: `memory` events.
+    LogicalMemory,
+    /// `physical_memory`: `device_memory` samples.
+    PhysicalMemory,
+    /// `device_timing`: `device_interval` events.
+    DeviceTiming,
+    /// `tensor_stats`: `tensor_stats` events.
+    TensorStats,
+}
+
+/// A key of [`CaptureContract::reasons`]: a [`ContractField`], or (from another producer) a
+/// name this version does not know, kept as written. Compares, orders and hashes as its wire
+/// string, so `reasons.get("logical_memory")` and `reasons.get(&ContractField::LogicalMemory.into())`
+/// find the same entry.
+#[derive(Debug, Clone)]
+pub enum ReasonKey {
+    /// A known coverage field.
+    Field(ContractField),
+    /// A key this version does not know (never one of the known names).
+    Unknown(Box<str>),
+}
+
+impl ReasonKey {
+    /// The wire string.
+    pub fn as_str(&self) -> &str {
+        match self {
+            ReasonKey::Field(f) => f.as_str(),
+            ReasonKey::Unknown(s) => s,
+        }
+    }
+
+    /// The known field, if any.
+    pub fn field(&self) -> Option<ContractField> {
+        match self {
+            ReasonKey::Field(f) => Some(*f),
+            ReasonKey::Unknown(_) => None,
+        }
+    }
+}
+
+impl From<ContractField> for ReasonKey {
+    fn from(f: ContractField) -> Self {
+        ReasonKey::Field(f)
+    }
+}
+
+impl From<&str> for ReasonKey {
+    fn from(s: &str) -> Self {
+        match s.parse::<ContractField>() {
+            Ok(f) => ReasonKey::Field(f),
+            Err(_) => ReasonKey::Unknown(s.into()),
+        }
+    }
+}
+
+impl From<String> for ReasonKey {
+    fn from(s: String) -> Self {
+        ReasonKey::from(s.as_str())
+    }
+}
+
+impl std::borrow::Borrow<str> for ReasonKey {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl PartialEq for ReasonKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for ReasonKey {}
+
+impl PartialOrd for ReasonKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ReasonKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for ReasonKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+
+impl Serialize for ReasonKey {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ReasonKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        Ok(ReasonKey::from(&*s))
+    }
+}
+
 /// The producer's statement of what the capture covers. Analyzers honour it: a capability
 /// declared `complete` with nothing observed is invalid; one not declared is at most partial.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -268,7 +420,27 @@ pub struct CaptureContract {
     /// Why a capability is not complete, keyed by the contract field name (e.g.
     /// `logical_memory` → "tracking allocator not installed: frees are unknown") (trace/11).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub reasons: BTreeMap<String, String>,
+    pub reasons: BTreeMap<ReasonKey, String>,
+}
+
+impl CaptureContract {
+    /// The declared coverage of one kind of evidence.
+    pub fn level(&self, field: ContractField) -> CoverageLevel {
+        match field {
+            ContractField::Operations => self.operations,
+            ContractField::Tensors => self.tensors,
+            ContractField::Gradients => self.gradients,
+            ContractField::LogicalMemory => self.logical_memory,
+            ContractField::PhysicalMemory => self.physical_memory,
+            ContractField::DeviceTiming => self.device_timing,
+            ContractField::TensorStats => self.tensor_stats,
+        }
+    }
+
+    /// The producer's reason why `field` is not complete, when it gave one.
+    pub fn reason(&self, field: ContractField) -> Option<&str> {
+        self.reasons.get(field.as_str()).map(String::as_str)
+    }
 }
 
 impl CaptureContract {
@@ -504,6 +676,37 @@ mod tests {
     }
 
     #[test]
+    fn reason_keys_are_typed_and_found_by_their_wire_name() {
+        let contract: CaptureContract = serde_json::from_str(
+            r#"{"reasons":{"physical_memory":"no samples","future_field":"kept"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            contract.reason(ContractField::PhysicalMemory),
+            Some("no samples")
+        );
+        assert_eq!(
+            contract.reasons.get("future_field").map(String::as_str),
+            Some("kept")
+        );
+        let keys: Vec<Option<ContractField>> = contract.reasons.keys().map(|k| k.field()).collect();
+        assert_eq!(keys, vec![None, Some(ContractField::PhysicalMemory)]);
+        assert_eq!(
+            ReasonKey::from("tensor_stats"),
+            ContractField::TensorStats.into()
+        );
+        let back = serde_json::to_string(&contract.reasons).unwrap();
+        assert_eq!(
+            back,
+            r#"{"future_field":"kept","physical_memory":"no samples"}"#
+        );
+        assert_eq!(
+            contract.level(ContractField::PhysicalMemory),
+            CoverageLevel::None
+        );
+    }
+
+    #[test]
     fn meta_rules() {
         let meta = RunMeta {
             run_id: "r".into(),
@@ -516,3 +719,12 @@ mod tests {
         assert_eq!(meta.validate().len(), 1);
     }
 }
+
+crate::wire_names!(
+    ExecutionPhase,
+    TimingMode,
+    CoverageLevel,
+    MeasurementScope,
+    GradientExpectation,
+    ContractField,
+);

@@ -32,11 +32,11 @@ fn coverage() -> impl Strategy<Value = CoverageLevel> {
     ]
 }
 
-fn step() -> impl Strategy<Value = ExecutionStep> {
+fn step() -> impl Strategy<Value = Pass> {
     prop_oneof![
-        Just(ExecutionStep::Forward),
-        Just(ExecutionStep::Backward),
-        Just(ExecutionStep::Optimizer)
+        Just(Pass::Forward),
+        Just(Pass::Backward),
+        Just(Pass::Optimizer)
     ]
 }
 
@@ -90,7 +90,16 @@ fn capture_contract() -> impl Strategy<Value = CaptureContract> {
         vec(coverage(), 8),
         option::of(gradient_contract()),
         vec(text(), 0..3),
-        btree_map(text(), text(), 0..3),
+        btree_map(
+            prop_oneof![
+                text(),
+                Just("logical_memory".to_string()),
+                Just("tensor_stats".to_string())
+            ]
+            .prop_map(ReasonKey::from),
+            text(),
+            0..3,
+        ),
     )
         .prop_map(
             |(scope, c, gradient_contract, labels, reasons)| CaptureContract {

@@ -74,7 +74,7 @@ pub(super) fn check(
         c.closed_spans += s.duration_ns.is_some() as u64;
         c.root_spans += s.parent.is_none() as u64;
         c.measured_spans += s.measured as u64;
-        match s.step {
+        match s.pass {
             Some(ExecutionStep::Forward) => c.forward_spans += 1,
             Some(ExecutionStep::Backward) => c.backward_spans += 1,
             Some(ExecutionStep::Optimizer) => c.optimizer_spans += 1,

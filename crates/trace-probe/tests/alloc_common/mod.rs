@@ -43,5 +43,5 @@ pub fn span_containing(
         .iter()
         .filter(|s| s.start_ns <= t && s.end_ns().is_none_or(|e| t <= e))
         .max_by_key(|s| s.start_ns)
-        .map(|s| (doc.str(s.name).to_string(), s.step))
+        .map(|s| (doc.str(s.name).to_string(), s.pass))
 }

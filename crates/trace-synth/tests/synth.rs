@@ -1,8 +1,7 @@
 //! The synthetic generator's output written to a file loads through `load_path` and is sane.
-#![cfg(feature = "synth")]
 
-use trace_schema::synth::{write_synth_trace, SynthConfig};
 use trace_schema::{load_path, MemoryAction, SchemaVersion};
+use trace_synth::{write_synth_trace, SynthConfig};
 
 #[test]
 fn written_synth_trace_loads_from_disk() {

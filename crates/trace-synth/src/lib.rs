@@ -1,5 +1,5 @@
 //! Deterministic generator of realistic `candle-graph/trace/11` event streams, for tests and
-//! benchmarks of every analysis crate (feature `synth`, off by default).
+//! benchmarks of every analysis crate (a dev crate: nothing ships it).
 //!
 //! The stream is produced lazily by [`SynthEvents`], an iterator of [`TraceEvent`], so a trace
 //! of 10^7 memory events is written without holding it in memory. The same [`SynthConfig`]
@@ -46,7 +46,7 @@
 //! meta and terminal come on top.
 //!
 //! ```
-//! use trace_schema::synth::{SynthConfig, synth_events};
+//! use trace_synth::{SynthConfig, synth_events};
 //! use trace_schema::TraceDocument;
 //! let config = SynthConfig { memory_events: 1_000, spans: 100, ops: 500, ..SynthConfig::default() };
 //! let doc = TraceDocument::from_events(synth_events(&config));
@@ -61,10 +61,7 @@ use std::fs::File;
 use std::io::{self, BufWriter};
 use std::path::Path;
 
-use crate::event::*;
-use crate::meta::*;
-use crate::version::WRITE_VERSION;
-use crate::writer::TraceWriter;
+use trace_schema::*;
 
 /// What to generate. Every count is exact (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,11 +222,11 @@ impl Phase {
         }
     }
 
-    fn step(self) -> ExecutionStep {
+    fn step(self) -> Pass {
         match self {
-            Phase::Forward => ExecutionStep::Forward,
-            Phase::Backward => ExecutionStep::Backward,
-            _ => ExecutionStep::Optimizer,
+            Phase::Forward => Pass::Forward,
+            Phase::Backward => Pass::Backward,
+            _ => Pass::Optimizer,
         }
     }
 }
@@ -409,7 +406,7 @@ impl SynthEvents {
         name: String,
         kind: SpanKind,
         depth: u32,
-        step: Option<ExecutionStep>,
+        step: Option<Pass>,
         module_path: Option<String>,
         measured: bool,
     ) -> u64 {
@@ -511,7 +508,7 @@ impl SynthEvents {
             Some((_, _, s, t)) => (s, t),
             None => (self.rng.below(SHAPES.len() as u64) as usize, 0),
         };
-        let bytes = crate::dtype::dense_bytes(SHAPES[shape_i], DTYPES[dtype_i]).unwrap_or(4);
+        let bytes = trace_schema::dense_bytes(SHAPES[shape_i], DTYPES[dtype_i]).unwrap_or(4);
         let tensor = match self.last_output.take() {
             Some((t, _, _, _)) => t,
             None => self.new_tensor(),
@@ -716,7 +713,7 @@ impl SynthEvents {
         let duration_ns = 100 + self.rng.below(5_000);
         self.now_ns += duration_ns;
         let input_dense_bytes = inputs.len() as u64
-            * crate::dtype::dense_bytes(SHAPES[shape_i], DTYPES[dtype_i]).unwrap_or(0);
+            * trace_schema::dense_bytes(SHAPES[shape_i], DTYPES[dtype_i]).unwrap_or(0);
         self.queue.push_back(TraceEvent::Op(OpEvent {
             span_id: self.current_span(),
             op_name: op_name.to_string(),
@@ -778,7 +775,7 @@ impl SynthEvents {
                 "optimizer".to_string(),
             ],
             reasons: [(
-                "physical_memory".to_string(),
+                ContractField::PhysicalMemory.into(),
                 "sampled at span starts only".to_string(),
             )]
             .into_iter()
@@ -797,7 +794,7 @@ impl SynthEvents {
             timing_mode: Some(TimingMode::Host),
             capture_contract: Some(contract),
             comparison_identity: None,
-            tags: [("generator".to_string(), "trace_schema::synth".to_string())]
+            tags: [("generator".to_string(), "trace_synth".to_string())]
                 .into_iter()
                 .collect(),
             candle_version: Some("0.11.1".to_string()),
@@ -830,7 +827,7 @@ impl SynthEvents {
                 device: self.current_device,
                 slot: self.next_slot[self.current_device as usize],
                 generation: 0,
-                bytes: crate::dtype::dense_bytes(SHAPES[2 + (p % 2) as usize], "f32").unwrap_or(4),
+                bytes: trace_schema::dense_bytes(SHAPES[2 + (p % 2) as usize], "f32").unwrap_or(4),
                 tensor: self.new_tensor(),
                 category: MemoryCategory::Parameter,
                 allocator_only: false,
@@ -1124,7 +1121,7 @@ mod tests {
             .memory
             .windows(2)
             .all(|w| w[0].timestamp_ns <= w[1].timestamp_ns));
-        let steps: HashSet<_> = doc.spans.iter().filter_map(|s| s.step).collect();
+        let steps: HashSet<_> = doc.spans.iter().filter_map(|s| s.pass).collect();
         assert_eq!(steps.len(), 3);
     }
 

@@ -1,0 +1,253 @@
+//! The loaded trace: a compact, interned [`TraceDocument`] assembled by [`TraceBuilder`].
+//!
+//! The builder never fails: the original tool's semantic rules (duplicate span ids, unknown or
+//! repeated `span_end`, terminal/reason rules, terminal before evidence, tensor_stats rules,
+//! gradient state/norm, meta and contract validation) become [`SemanticIssue`]s kept in the
+//! document, so a broken trace still gets a health report and a memory profile.
+//!
+//! Modules: [`records`] (the compact per-event records), [`semantic`] (rule codes and checks),
+//! [`builder`] (assembly).
+
+pub mod builder;
+pub mod records;
+pub mod semantic;
+
+use std::collections::HashMap;
+
+pub use builder::TraceBuilder;
+pub use records::*;
+pub use semantic::{SemanticCode, SemanticIssue, Truncation};
+
+use crate::event::*;
+use crate::intern::{Interner, ShapeId, ShapeTable, Sym};
+use crate::meta::RunMeta;
+use crate::version::SchemaVersion;
+
+/// A loaded trace, compact in memory (interned strings and shapes; raw lines are never kept).
+#[derive(Debug, Clone)]
+pub struct TraceDocument {
+    /// Schema version read.
+    pub version: SchemaVersion,
+    /// Run metadata.
+    pub meta: RunMeta,
+    /// Interned strings; resolve a [`Sym`] with [`TraceDocument::str`].
+    pub strings: Interner,
+    /// Interned shapes; resolve with [`TraceDocument::shape`].
+    pub shapes: ShapeTable,
+    /// Spans in `span_start` file order (duplicates dropped).
+    pub spans: Vec<SpanRecord>,
+    /// Operations in file order.
+    pub ops: Vec<OpRecord>,
+    /// Tensor facts in file order.
+    pub tensors: Vec<TensorRecord>,
+    /// Tensor statistics in file order.
+    pub tensor_stats: Vec<TensorStatsEvent>,
+    /// Memory events in file order.
+    pub memory: Vec<MemoryRecord>,
+    /// Device memory samples in file order.
+    pub device_memory: Vec<DeviceMemoryRecord>,
+    /// Device intervals in file order.
+    pub device_intervals: Vec<DeviceIntervalEvent>,
+    /// Gradient facts in file order.
+    pub gradients: Vec<GradientEvent>,
+    /// Explicit edges in file order.
+    pub edges: Vec<EdgeRecord>,
+    /// Highest running `dropped_events` count seen (body events or terminal); `None` when the
+    /// trace never reported one.
+    pub dropped_events: Option<u64>,
+    /// The terminal event.
+    pub terminal: Option<TerminalEvent>,
+    /// Set when the trace was cut short.
+    pub truncation: Option<Truncation>,
+    /// Semantic rules the trace breaks.
+    pub semantic_issues: Vec<SemanticIssue>,
+    /// Number of events read (meta and terminal included).
+    pub event_count: u64,
+    span_index: HashMap<Sym, u32>,
+    /// Time of the body `dropped_events` report that set `dropped_events` (if any).
+    dropped_events_ns: Option<u64>,
+}
+
+impl TraceDocument {
+    /// The string of a handle.
+    pub fn str(&self, sym: Sym) -> &str {
+        self.strings.resolve(sym)
+    }
+
+    /// The handle of a string, if the document contains it.
+    pub fn sym(&self, s: &str) -> Option<Sym> {
+        self.strings.get(s)
+    }
+
+    /// The dimensions of a shape handle.
+    pub fn shape(&self, id: ShapeId) -> &[u64] {
+        self.shapes.resolve(id)
+    }
+
+    /// Index into `spans` of a span id.
+    pub fn span_index(&self, id: Sym) -> Option<usize> {
+        self.span_index.get(&id).map(|&i| i as usize)
+    }
+
+    /// The span with this id.
+    pub fn span(&self, id: Sym) -> Option<&SpanRecord> {
+        self.span_index(id).map(|i| &self.spans[i])
+    }
+
+    /// True when the trace was cut short (partial last line, or no terminal in a version that
+    /// has one).
+    pub fn is_truncated(&self) -> bool {
+        self.truncation.is_some()
+    }
+
+    /// Assembles a document from events (no line numbers: events are numbered from 1).
+    pub fn from_events(events: impl IntoIterator<Item = TraceEvent>) -> Self {
+        let mut builder = TraceBuilder::new(SchemaVersion::V11);
+        for (i, event) in events.into_iter().enumerate() {
+            builder.push(i as u64 + 1, event);
+        }
+        builder.finish(None)
+    }
+
+    /// Writes the document back as events: meta, spans (start then end, by start line), ops,
+    /// tensors, tensor_stats, memory, device_memory, device_intervals, gradients, edges, a
+    /// `dropped_events` report when a body event set the count and the terminal does not repeat
+    /// it, terminal. O(n).
+    pub fn to_events(&self) -> Vec<TraceEvent> {
+        let s = |sym: Sym| self.str(sym).to_string();
+        let o = |sym: Option<Sym>| sym.map(|x| self.str(x).to_string());
+        let mut out = Vec::with_capacity(self.event_count as usize + 1);
+        out.push(TraceEvent::Meta(MetaEvent {
+            schema: crate::version::WRITE_VERSION.as_str().to_string(),
+            run: self.meta.clone(),
+        }));
+        for span in &self.spans {
+            out.push(TraceEvent::SpanStart(SpanStartEvent {
+                id: s(span.id),
+                parent_id: o(span.parent),
+                name: s(span.name),
+                start_ns: span.start_ns,
+                span_kind: span.kind,
+                measured: span.measured,
+                step: span.pass,
+                module_path: o(span.module_path),
+                instance_key: o(span.instance_key),
+            }));
+            if let Some(duration_ns) = span.duration_ns {
+                out.push(TraceEvent::SpanEnd(SpanEndEvent {
+                    id: s(span.id),
+                    duration_ns,
+                }));
+            }
+        }
+        for op in &self.ops {
+            out.push(TraceEvent::Op(OpEvent {
+                span_id: s(op.span),
+                op_name: s(op.op_name),
+                inputs: op.inputs.iter().map(|&x| s(x)).collect(),
+                output: o(op.output),
+                shape: self.shape(op.shape).to_vec(),
+                dtype: s(op.dtype),
+                device: s(op.device),
+                duration_ns: op.duration_ns,
+                timestamp_ns: op.timestamp_ns,
+                output_dense_bytes: op.output_dense_bytes,
+                input_dense_bytes: op.input_dense_bytes,
+            }));
+        }
+        for t in &self.tensors {
+            out.push(TraceEvent::Tensor(TensorEvent {
+                span_id: s(t.span),
+                tensor_id: s(t.tensor_id),
+                label: o(t.label),
+                shape: self.shape(t.shape).to_vec(),
+                dtype: s(t.dtype),
+                device: s(t.device),
+                requires_grad: t.requires_grad,
+                dense_bytes: t.dense_bytes,
+                storage_bytes: t.storage_bytes,
+                storage_id: o(t.storage_id),
+                category: t.category,
+            }));
+        }
+        out.extend(
+            self.tensor_stats
+                .iter()
+                .cloned()
+                .map(TraceEvent::TensorStats),
+        );
+        for m in &self.memory {
+            out.push(TraceEvent::Memory(MemoryEvent {
+                timestamp_ns: m.timestamp_ns,
+                action: m.action,
+                device: s(m.device),
+                storage_id: o(m.storage),
+                bytes: m.bytes,
+                tensor_id: o(m.tensor),
+                span_id: o(m.span),
+                op_name: o(m.op_name),
+                shape: m.shape.map(|id| self.shape(id).to_vec()),
+                dtype: o(m.dtype),
+                category: m.category,
+                category_source: m.category_source,
+                source: m.source,
+                pre_existing: m.pre_existing,
+                label: o(m.label),
+            }));
+        }
+        for d in &self.device_memory {
+            out.push(TraceEvent::DeviceMemory(DeviceMemoryEvent {
+                timestamp_ns: d.timestamp_ns,
+                device: s(d.device),
+                used_bytes: d.used_bytes,
+                free_bytes: d.free_bytes,
+                reserved_bytes: d.reserved_bytes,
+                capacity_bytes: d.capacity_bytes,
+                resident_bytes: d.resident_bytes,
+            }));
+        }
+        out.extend(
+            self.device_intervals
+                .iter()
+                .cloned()
+                .map(TraceEvent::DeviceInterval),
+        );
+        out.extend(self.gradients.iter().cloned().map(TraceEvent::Gradient));
+        for e in &self.edges {
+            out.push(TraceEvent::Edge(match *e {
+                EdgeRecord::Call {
+                    from_span,
+                    to_span,
+                    host_duration_ns,
+                } => EdgeEvent::Call {
+                    from_span: s(from_span),
+                    to_span: s(to_span),
+                    host_duration_ns,
+                },
+                EdgeRecord::Data {
+                    from_tensor,
+                    to_tensor,
+                } => EdgeEvent::Data {
+                    from_tensor: s(from_tensor),
+                    to_tensor: s(to_tensor),
+                },
+            }));
+        }
+        // The running count, unless the terminal repeats it.
+        let terminal_count = self.terminal.as_ref().and_then(|t| t.dropped_events);
+        if let (Some(dropped_events), Some(timestamp_ns)) =
+            (self.dropped_events, self.dropped_events_ns)
+        {
+            if terminal_count != Some(dropped_events) {
+                out.push(TraceEvent::DroppedEvents(DroppedEventsEvent {
+                    timestamp_ns,
+                    dropped_events,
+                }));
+            }
+        }
+        if let Some(terminal) = &self.terminal {
+            out.push(TraceEvent::Terminal(terminal.clone()));
+        }
+        out
+    }
+}

@@ -1,0 +1,180 @@
+//! The compact records a [`super::TraceDocument`] keeps per event (interned strings and shapes).
+
+use crate::event::*;
+use crate::intern::{ShapeId, Sym};
+
+/// A span, from its `span_start` and (if seen) its `span_end`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanRecord {
+    /// Span id.
+    pub id: Sym,
+    /// Parent span id.
+    pub parent: Option<Sym>,
+    /// Name.
+    pub name: Sym,
+    /// Kind.
+    pub kind: SpanKind,
+    /// Start, ns since session start.
+    pub start_ns: u64,
+    /// Duration from `span_end`; `None` while the span is open (never closed in the file).
+    pub duration_ns: Option<u64>,
+    /// The single measured region.
+    pub measured: bool,
+    /// Pass (forward / backward / optimizer) the span declares (wire field `step`).
+    pub pass: Option<Pass>,
+    /// Module path (trace/11).
+    pub module_path: Option<Sym>,
+    /// Module instance key (trace/11).
+    pub instance_key: Option<Sym>,
+    /// 1-based line of the `span_start`.
+    pub line: u32,
+}
+
+impl SpanRecord {
+    /// End time (`start_ns + duration_ns`) for a closed span.
+    pub fn end_ns(&self) -> Option<u64> {
+        self.duration_ns.map(|d| self.start_ns.saturating_add(d))
+    }
+}
+
+/// An operation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpRecord {
+    /// Span the op ran in.
+    pub span: Sym,
+    /// Op name.
+    pub op_name: Sym,
+    /// Input tensor ids.
+    pub inputs: Box<[Sym]>,
+    /// Output tensor id.
+    pub output: Option<Sym>,
+    /// Output shape.
+    pub shape: ShapeId,
+    /// Output dtype.
+    pub dtype: Sym,
+    /// Output device.
+    pub device: Sym,
+    /// Duration, ns.
+    pub duration_ns: u64,
+    /// Start, ns.
+    pub timestamp_ns: u64,
+    /// Output dense bytes (filled from shape × dtype when absent and the dtype is known).
+    pub output_dense_bytes: Option<u64>,
+    /// Sum of the inputs' dense bytes.
+    pub input_dense_bytes: u64,
+}
+
+/// A tensor fact.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorRecord {
+    /// Span.
+    pub span: Sym,
+    /// Tensor id.
+    pub tensor_id: Sym,
+    /// Caller label.
+    pub label: Option<Sym>,
+    /// Shape.
+    pub shape: ShapeId,
+    /// Dtype.
+    pub dtype: Sym,
+    /// Device.
+    pub device: Sym,
+    /// Tracks gradients.
+    pub requires_grad: bool,
+    /// Dense bytes of the view (filled from shape × dtype when absent and known).
+    pub dense_bytes: Option<u64>,
+    /// Bytes of the backing storage.
+    pub storage_bytes: Option<u64>,
+    /// Storage identity.
+    pub storage_id: Option<Sym>,
+    /// Category.
+    pub category: MemoryCategory,
+}
+
+/// A memory event, compact: 64 bytes (checked by a unit test).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryRecord {
+    /// Time, ns.
+    pub timestamp_ns: u64,
+    /// Bytes (required on allocs; optional on frees).
+    pub bytes: Option<u64>,
+    /// Device.
+    pub device: Sym,
+    /// Storage identity (`None` in trace/6: identity is `(device, tensor)`).
+    pub storage: Option<Sym>,
+    /// Tensor id.
+    pub tensor: Option<Sym>,
+    /// Span.
+    pub span: Option<Sym>,
+    /// Allocating op name.
+    pub op_name: Option<Sym>,
+    /// Shape.
+    pub shape: Option<ShapeId>,
+    /// Dtype.
+    pub dtype: Option<Sym>,
+    /// Label.
+    pub label: Option<Sym>,
+    /// Alloc or free.
+    pub action: MemoryAction,
+    /// Category.
+    pub category: MemoryCategory,
+    /// Provenance of the category (`None`: declared by the caller).
+    pub category_source: Option<CategorySource>,
+    /// Observer (`None`: the caller).
+    pub source: Option<MemorySource>,
+    /// Existed before capture began.
+    pub pre_existing: bool,
+}
+
+/// A device memory sample (physical plane).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceMemoryRecord {
+    /// Time, ns.
+    pub timestamp_ns: u64,
+    /// Device.
+    pub device: Sym,
+    /// Used bytes.
+    pub used_bytes: Option<u64>,
+    /// Free bytes.
+    pub free_bytes: Option<u64>,
+    /// Reserved bytes.
+    pub reserved_bytes: Option<u64>,
+    /// Capacity bytes.
+    pub capacity_bytes: Option<u64>,
+    /// Process RSS bytes.
+    pub resident_bytes: Option<u64>,
+}
+
+/// An explicit edge.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EdgeRecord {
+    /// Call edge between spans.
+    Call {
+        /// Caller span.
+        from_span: Sym,
+        /// Callee span.
+        to_span: Sym,
+        /// Host duration, ns.
+        host_duration_ns: u64,
+    },
+    /// Data edge between tensors.
+    Data {
+        /// Source tensor.
+        from_tensor: Sym,
+        /// Destination tensor.
+        to_tensor: Sym,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_stay_compact() {
+        // Resident size per event is a target (well under 100 bytes/event at 10^7 events).
+        assert_eq!(std::mem::size_of::<MemoryRecord>(), 64);
+        assert!(std::mem::size_of::<OpRecord>() <= 80);
+        assert!(std::mem::size_of::<SpanRecord>() <= 56);
+    }
+}

@@ -1,0 +1,66 @@
+//! [`SharedStrings`]: each interned string of a document converted once to an `Arc<str>`, for
+//! analysis outputs that hold many copies of the same device, span id, dtype or name.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use crate::document::TraceDocument;
+use crate::intern::{ShapeId, Sym};
+
+/// Caches an `Arc<str>` per [`Sym`] and an `Arc<[u64]>` per [`ShapeId`] of one document.
+///
+/// Strings many records name (devices, span ids, dtypes, op names) go through [`Self::get`]:
+/// one allocation per distinct string, shared by every output naming it. Strings about one
+/// record names (storage and tensor ids, unique per lifetime) go through [`Self::fresh`] and
+/// never enter the cache, so a 10^7-event trace does not keep a map entry per id.
+#[derive(Debug)]
+pub struct SharedStrings<'a> {
+    doc: &'a TraceDocument,
+    strings: FxHashMap<Sym, Arc<str>>,
+    shapes: FxHashMap<ShapeId, Arc<[u64]>>,
+}
+
+impl<'a> SharedStrings<'a> {
+    /// An empty cache over `doc`.
+    pub fn new(doc: &'a TraceDocument) -> Self {
+        Self {
+            doc,
+            strings: FxHashMap::default(),
+            shapes: FxHashMap::default(),
+        }
+    }
+
+    /// The document the handles belong to.
+    pub fn doc(&self) -> &'a TraceDocument {
+        self.doc
+    }
+
+    /// The shared string of a handle (cached).
+    pub fn get(&mut self, sym: Sym) -> Arc<str> {
+        let doc = self.doc;
+        self.strings
+            .entry(sym)
+            .or_insert_with(|| Arc::from(doc.str(sym)))
+            .clone()
+    }
+
+    /// The shared string of an optional handle.
+    pub fn opt(&mut self, sym: Option<Sym>) -> Option<Arc<str>> {
+        sym.map(|s| self.get(s))
+    }
+
+    /// A new, uncached string for a handle about one record (storage and tensor ids).
+    pub fn fresh(&self, sym: Sym) -> Arc<str> {
+        Arc::from(self.doc.str(sym))
+    }
+
+    /// The shared dimensions of a shape handle (cached).
+    pub fn shape(&mut self, id: ShapeId) -> Arc<[u64]> {
+        let doc = self.doc;
+        self.shapes
+            .entry(id)
+            .or_insert_with(|| Arc::from(doc.shape(id)))
+            .clone()
+    }
+}
