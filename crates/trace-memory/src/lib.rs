@@ -13,9 +13,11 @@
 //! [`node_memory_metrics`] attaches per-span and per-operation figures.
 //!
 //! # Semantics
-//! - Events apply in `(timestamp_ns, file order)`. All events of one timestamp form a batch:
-//!   live figures are read after the whole batch, and inside it file order decides identity
-//!   (free X then alloc X at one instant is a new lifetime).
+//! - Events apply one at a time in `(timestamp_ns, file order)` — file order inside one tick is
+//!   the producer's order — and every live figure is read after each event: the peak is the
+//!   largest live total any prefix of that order reaches, so a storage allocated and freed
+//!   within one tick of a coarse clock still counts. Pass peaks, per-device peaks, the
+//!   timeline and per-node metrics follow the same rule.
 //! - A second alloc of a live storage is an alias: one lifetime, more tensor ids, bytes once.
 //!   A storage freed and allocated again (address reuse) is a new lifetime.
 //! - `pre_existing` storages count toward live bytes and peaks, not toward allocation counts
@@ -23,6 +25,11 @@
 //! - A free whose alloc was never seen is recorded in [`LogicalMemoryProfile::unmatched_frees`]
 //!   (size `None` when the event has none) and changes no total. A free stating another size is
 //!   recorded in [`LogicalMemoryProfile::size_mismatches`]; the alloc size is used.
+//! - Byte sums are checked: a trace whose allocation sizes add up past `u64::MAX` gets no
+//!   logical figures at all ([`MemoryProfile::logical_overflow`] says where), never a wrapped
+//!   or saturated number.
+//! - Which span, pass and category hold a peak is decided here, once ([`PeakContext`]), with
+//!   the span hierarchy of [`SpanIndex`].
 //!
 //! # Cost
 //! O(n log n) in memory events (O(n) when the file is in time order): one replay pass with O(1)
@@ -42,26 +49,28 @@
 //! let logical = profile.logical.unwrap();
 //! let peak = logical.peak.unwrap();
 //! assert_eq!((peak.live_bytes, peak.timestamp_ns), (120, 6));
+//! assert_eq!(peak.context.dominant_category, Some(trace_schema::MemoryCategory::Parameter));
 //! assert!(profile.physical.is_none());
 //! ```
 
 #![deny(missing_docs)]
 
+pub mod context;
 pub mod error;
-mod fasthash;
 pub mod lifetime;
 pub mod logical;
 pub mod node;
+pub mod passes;
 pub mod physical;
 mod replay;
 mod segtree;
-pub mod steps;
-mod strings;
+pub mod spans;
 pub mod timeline;
 
 use serde::Serialize;
 use trace_schema::TraceDocument;
 
+pub use context::{dominant_category, PeakContext};
 pub use error::MemoryQueryError;
 pub use lifetime::StorageLifetime;
 pub use logical::{
@@ -69,25 +78,95 @@ pub use logical::{
     LogicalTotals, SizeMismatch, UnmatchedFree,
 };
 pub use node::{node_memory_metrics, NodeMemoryMetrics, NodeMetrics};
+pub use passes::{ActivationsAtSpan, FindingsSupport, PassPeak, PassPeakPoint, PASS_PEAK_TOP};
 pub use physical::{
     LogicalVsPhysical, Observed, PhysicalDeviceStats, PhysicalMemoryProfile, PhysicalSample,
 };
-pub use steps::{ActivationsAtSpan, FindingsSupport, StepPeak, StepPeakPoint};
+pub use replay::alloc_bytes_overflow;
+pub use spans::{natural_cmp, SpanIndex};
 pub use timeline::{CellChange, LogicalTimeline, TimelinePoint, TotalPoint};
+
+/// Allocation sizes that add up past `u64::MAX`: no logical figure of the trace can be real.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BytesOverflow {
+    /// The alloc event (index into `doc.memory`, file order) at which the sum overflowed.
+    pub event_index: usize,
+    /// Its time, ns.
+    pub timestamp_ns: u64,
+    /// Its device.
+    pub device: String,
+    /// Its storage id (trace/6: tensor id), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage_id: Option<String>,
+    /// Its size.
+    pub bytes: u64,
+}
 
 /// Memory evidence of a trace. An absent plane is `None`, never zeros.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct MemoryProfile {
-    /// From `memory` events; `None` when the trace has none.
+    /// From `memory` events; `None` when the trace has none, or when their sizes overflow
+    /// (then `logical_overflow` is set).
     pub logical: Option<LogicalMemoryProfile>,
+    /// Set when the allocation sizes add up past `u64::MAX`: the logical plane is refused
+    /// (health code `memory_bytes_overflow`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logical_overflow: Option<BytesOverflow>,
     /// From `device_memory` samples; `None` when the trace has none.
     pub physical: Option<PhysicalMemoryProfile>,
 }
 
 /// Analyzes both memory planes of `doc`. Never fails: malformed memory evidence (unmatched
-/// frees, size mismatches, spans missing from the document) is reported in the profile.
+/// frees, size mismatches, spans missing from the document, overflowing sizes) is reported in
+/// the profile.
 pub fn analyze_memory(doc: &TraceDocument) -> MemoryProfile {
-    let logical = logical::analyze_logical(doc);
+    analyze_memory_with(doc, &SpanIndex::build(doc))
+}
+
+/// [`analyze_memory`] with a span index the caller already built for `doc`.
+pub fn analyze_memory_with(doc: &TraceDocument, spans: &SpanIndex) -> MemoryProfile {
+    let (logical, logical_overflow) = logical_plane(doc, spans);
     let physical = physical::analyze_physical(doc, logical.as_ref());
-    MemoryProfile { logical, physical }
+    MemoryProfile {
+        logical,
+        logical_overflow,
+        physical,
+    }
+}
+
+fn logical_plane(
+    doc: &TraceDocument,
+    spans: &SpanIndex,
+) -> (Option<LogicalMemoryProfile>, Option<BytesOverflow>) {
+    if doc.memory.is_empty() {
+        return (None, None);
+    }
+    let overflow = |i: usize| {
+        let m = &doc.memory[i];
+        BytesOverflow {
+            event_index: i,
+            timestamp_ns: m.timestamp_ns,
+            device: doc.str(m.device).to_string(),
+            storage_id: m.storage.or(m.tensor).map(|s| doc.str(s).to_string()),
+            bytes: m.bytes.unwrap_or(0),
+        }
+    };
+    if let Some(i) = alloc_bytes_overflow(doc) {
+        return (None, Some(overflow(i)));
+    }
+    let r = replay::replay(doc);
+    if r.overflowed {
+        // Unreachable after the check above; refuse rather than report a wrapped sum.
+        return (
+            None,
+            Some(overflow(r.lives.last().map_or(0, |l| l.event as usize))),
+        );
+    }
+    (Some(logical::analyze_logical(doc, spans, r)), None)
+}
+
+/// A checked sum of byte counts: `None` when it overflows `u64` (show it as overflowed, never
+/// as a number).
+pub fn sum_bytes(bytes: impl IntoIterator<Item = u64>) -> Option<u64> {
+    bytes.into_iter().try_fold(0u64, |a, b| a.checked_add(b))
 }

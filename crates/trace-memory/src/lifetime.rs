@@ -4,10 +4,11 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use serde::Serialize;
-use trace_schema::{CategorySource, MemoryCategory, MemorySource, Sym, TraceDocument};
+use trace_schema::{
+    CategorySource, MemoryCategory, MemorySource, SharedStrings, Sym, TraceDocument,
+};
 
 use crate::replay::{Life, Replay, OPEN};
-use crate::strings::Resolver;
 
 /// One backend storage from its alloc to its free (or to the end of the trace). Tensor aliases
 /// are metadata of the storage, never extra allocations.
@@ -61,7 +62,7 @@ impl StorageLifetime {
 pub(crate) fn build_lifetimes(
     doc: &TraceDocument,
     replay: &Replay,
-    res: &mut Resolver<'_>,
+    res: &mut SharedStrings<'_>,
 ) -> Vec<StorageLifetime> {
     let mut extra = replay.extra_tensors.clone();
     extra.sort_by_key(|&(li, _)| li);
@@ -82,15 +83,15 @@ pub(crate) fn build_lifetimes(
         }
         let tensor_ids: Arc<[Arc<str>]> = tensors.iter().map(|&t| res.fresh(t)).collect();
         out.push(StorageLifetime {
-            device: res.s(ev.device),
+            device: res.get(ev.device),
             storage_id: ev.storage.map(|x| res.fresh(x)),
             tensor_ids,
-            span_id: res.o(ev.span),
-            op_name: res.o(ev.op_name),
-            label: res.o(ev.label),
+            span_id: res.opt(ev.span),
+            op_name: res.opt(ev.op_name),
+            label: res.opt(ev.label),
             bytes: life.bytes,
             shape: ev.shape.map(|s| res.shape(s)),
-            dtype: res.o(ev.dtype),
+            dtype: res.opt(ev.dtype),
             category: ev.category,
             category_source: ev.category_source,
             source: ev.source,

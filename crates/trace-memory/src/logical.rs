@@ -4,40 +4,49 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Serialize;
-use trace_schema::{MemoryCategory, TraceDocument};
+use trace_schema::{MemoryCategory, SharedStrings, TraceDocument};
 
+use crate::context::{peak_context, PeakContext};
 use crate::error::MemoryQueryError;
 use crate::lifetime::{build_lifetimes, ranked_live, StorageLifetime};
-use crate::replay::{category_index, replay, Life, CATEGORIES, OPEN};
-use crate::steps::{findings_support, step_peaks, FindingsSupport, StepPeak};
-use crate::strings::Resolver;
+use crate::passes::{findings_support, pass_peaks, FindingsSupport, PassPeak};
+use crate::replay::{category_index, Life, Replay, CATEGORIES, OPEN};
+use crate::spans::SpanIndex;
 use crate::timeline::{LogicalTimeline, TimelinePoint};
 
-/// The first-reached global simultaneous peak of live logical bytes.
+/// The first-reached global simultaneous peak of live logical bytes (summed over devices; with
+/// more than one device the question "will it fit" is per device: see
+/// [`LogicalDeviceStats::peak`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LogicalPeak {
-    /// Time of the batch after which the peak was first reached, ns.
+    /// Time of the event after which the peak was first reached, ns.
     pub timestamp_ns: u64,
+    /// That event: its index in `doc.memory` (an allocation).
+    pub event_index: usize,
     /// Live bytes over all devices (pre-existing storages included).
     pub live_bytes: u64,
     /// Live bytes per device at the peak.
     pub by_device: BTreeMap<String, u64>,
     /// Live bytes per category at the peak.
     pub by_category: BTreeMap<MemoryCategory, u64>,
+    /// The span, pass and dominant category holding the peak.
+    #[serde(flatten)]
+    pub context: PeakContext,
     /// Every storage live at the peak, ranked by bytes (descending), then alloc time, device,
     /// storage id. Displays show the top N and "M more = X bytes"; nothing is dropped here.
     pub live_allocations: Vec<StorageLifetime>,
 }
 
 impl LogicalPeak {
-    /// The top `n` live allocations and the count and bytes of the rest.
-    pub fn top(&self, n: usize) -> (&[StorageLifetime], usize, u64) {
+    /// The top `n` live allocations and the count and bytes of the rest (the rest's bytes are a
+    /// checked sum: `None` when it overflows).
+    pub fn top(&self, n: usize) -> (&[StorageLifetime], usize, Option<u64>) {
         let n = n.min(self.live_allocations.len());
         let rest = &self.live_allocations[n..];
         (
             &self.live_allocations[..n],
             rest.len(),
-            rest.iter().map(|l| l.bytes).sum(),
+            crate::sum_bytes(rest.iter().map(|l| l.bytes)),
         )
     }
 }
@@ -45,12 +54,17 @@ impl LogicalPeak {
 /// The peak of one device (its own first-reached maximum; never another device's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DevicePeak {
-    /// Time, ns.
+    /// Time of the event after which it was first reached, ns.
     pub timestamp_ns: u64,
+    /// That event: its index in `doc.memory` (an allocation on this device).
+    pub event_index: usize,
     /// Live bytes on this device.
     pub live_bytes: u64,
     /// Live bytes per category on this device at its peak.
     pub by_category: BTreeMap<MemoryCategory, u64>,
+    /// The span, pass and dominant category (of this device) holding the peak.
+    #[serde(flatten)]
+    pub context: PeakContext,
     /// Number of storages live on this device at its peak.
     pub live_allocation_count: u64,
 }
@@ -180,13 +194,18 @@ pub struct SizeMismatch {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Compact {
     pub lives: Vec<Life>,
+    /// Sequence number of each event (index into `doc.memory`).
+    pub seq_of_event: Vec<u32>,
+    /// Time of each sequence number.
+    pub time_of_seq: Vec<u64>,
 }
 
 /// Evidence derived only from `memory` events: storage lifetimes keyed by (device, storage id)
 /// — trace/6: (device, tensor id), with `aliases_detectable = false`.
 ///
-/// Semantics: events are applied in `(timestamp_ns, file order)`; all events of one timestamp
-/// form a batch and every live figure (peaks, timeline) is read after the whole batch.
+/// Semantics: events are applied one at a time in `(timestamp_ns, file order)` and every live
+/// figure (peaks, timeline, pass peaks) is read after each event: the peak is the largest live
+/// total any prefix of that order reaches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LogicalMemoryProfile {
     /// False when some event has no storage id (trace/6): identity is then (device, tensor id)
@@ -198,8 +217,11 @@ pub struct LogicalMemoryProfile {
     pub peak: Option<LogicalPeak>,
     /// Per-device statistics, sorted by device label.
     pub by_device: Vec<LogicalDeviceStats>,
-    /// Peaks inside forward, backward and optimizer spans (only steps with spans).
-    pub step_peaks: Vec<StepPeak>,
+    /// Start of the measured region (the time origin of displays), or of the first memory event
+    /// when the trace has no measured span, ns.
+    pub time_origin_ns: u64,
+    /// Peaks inside forward, backward and optimizer spans (only passes with spans).
+    pub pass_peaks: Vec<PassPeak>,
     /// Figures for the memory findings.
     pub findings: FindingsSupport,
     /// What was live when the trace ended.
@@ -217,10 +239,25 @@ pub struct LogicalMemoryProfile {
 }
 
 impl LogicalMemoryProfile {
-    /// Display series of at most `points` points that always contains the exact global peak
-    /// (see [`LogicalTimeline::downsample_indices`]).
-    pub fn downsampled_timeline(&self, points: usize) -> Vec<TimelinePoint> {
-        self.timeline.downsampled(points)
+    /// Display series of at most `points` points spaced by time from [`Self::time_origin_ns`]
+    /// to the last change, each its bucket's highest value; the exact peak of the series is
+    /// always one of them (see [`LogicalTimeline::display_series`]). `device` selects one device
+    /// (an error naming the known ones when it has no events).
+    pub fn display_timeline(
+        &self,
+        points: usize,
+        device: Option<&str>,
+    ) -> Result<Vec<TimelinePoint>, MemoryQueryError> {
+        let device = match device {
+            None => None,
+            Some(d) => {
+                self.device(d)?;
+                self.timeline.devices.iter().position(|x| x == d)
+            }
+        };
+        Ok(self
+            .timeline
+            .display_series(points, self.time_origin_ns, device))
     }
 
     /// Statistics of one device; an error naming the known devices when the trace has no memory
@@ -255,12 +292,38 @@ impl LogicalMemoryProfile {
         self.totals.size_mismatch_count
     }
 
-    /// Storages live after the batch at `timestamp_ns`, ranked like [`LogicalPeak::live_allocations`].
-    /// O(L log L) for the live set; rebuilds from lifetimes (nothing is cached per time).
+    /// Storages live after every event at or before `timestamp_ns`, ranked like
+    /// [`LogicalPeak::live_allocations`]. O(L log L); nothing is cached per time.
     pub fn live_allocations_at(&self, timestamp_ns: u64) -> Vec<&StorageLifetime> {
-        // Ranking needs no document: bytes desc, start, device, storage id, lifetime order.
+        let seq = self
+            .compact
+            .time_of_seq
+            .partition_point(|&t| t <= timestamp_ns);
+        match seq.checked_sub(1) {
+            Some(s) => self.ranked_after_seq(s as u32, None),
+            None => Vec::new(),
+        }
+    }
+
+    /// Storages live right after the event `event_index` (index into `doc.memory`) was applied,
+    /// on `device` only when given, ranked like [`LogicalPeak::live_allocations`] — e.g. the
+    /// live set of a [`DevicePeak`]. Empty for an index past the events.
+    pub fn live_allocations_after(
+        &self,
+        event_index: usize,
+        device: Option<&str>,
+    ) -> Vec<&StorageLifetime> {
+        match self.compact.seq_of_event.get(event_index) {
+            Some(&seq) => self.ranked_after_seq(seq, device),
+            None => Vec::new(),
+        }
+    }
+
+    fn ranked_after_seq(&self, seq: u32, device: Option<&str>) -> Vec<&StorageLifetime> {
+        // Ranking needs no document: bytes desc, start, device, storage id, alloc file order.
         let mut idx: Vec<usize> = (0..self.compact.lives.len())
-            .filter(|&i| self.compact.lives[i].live_after(timestamp_ns))
+            .filter(|&i| self.compact.lives[i].live_after(seq))
+            .filter(|&i| device.is_none_or(|d| &*self.lifetimes[i].device == d))
             .collect();
         idx.sort_by(|&a, &b| {
             let (x, y) = (&self.lifetimes[a], &self.lifetimes[b]);
@@ -279,30 +342,48 @@ impl LogicalMemoryProfile {
     }
 }
 
-/// Builds the logical plane; `None` when the trace has no memory event.
-pub(crate) fn analyze_logical(doc: &TraceDocument) -> Option<LogicalMemoryProfile> {
-    if doc.memory.is_empty() {
-        return None;
-    }
-    let r = replay(doc);
-    let mut res = Resolver::new(doc);
+/// Builds the logical plane from a replay that did not overflow.
+pub(crate) fn analyze_logical(
+    doc: &TraceDocument,
+    spans: &SpanIndex,
+    r: Replay,
+) -> LogicalMemoryProfile {
+    let mut res = SharedStrings::new(doc);
     let lifetimes = build_lifetimes(doc, &r, &mut res);
     let device_names: Vec<String> = r.devices.iter().map(|&d| doc.str(d).to_string()).collect();
+    let mut seq_of_event = vec![0u32; doc.memory.len()];
+    let mut time_of_seq = Vec::with_capacity(r.order.len());
+    for (seq, &e) in r.order.iter().enumerate() {
+        seq_of_event[e as usize] = seq as u32;
+        time_of_seq.push(doc.memory[e as usize].timestamp_ns);
+    }
+    let event_of = |seq: u32| r.order[seq as usize];
 
-    // Global peak: rebuild the live set once, at the peak time.
-    let peak = r.peak.map(|(ts, live_bytes)| {
-        let idx = ranked_live(doc, &r.lives, |l| l.live_after(ts));
+    // Global peak: rebuild the live set once, after the peak's event.
+    let peak = r.peak.map(|p| {
+        let idx = ranked_live(doc, &r.lives, |l| l.live_after(p.seq));
         let (by_device, by_category) = breakdown(idx.iter().map(|&i| &lifetimes[i as usize]));
+        let event = event_of(p.seq);
         LogicalPeak {
-            timestamp_ns: ts,
-            live_bytes,
+            timestamp_ns: p.timestamp_ns,
+            event_index: event as usize,
+            live_bytes: p.live_bytes,
+            context: peak_context(
+                doc,
+                spans,
+                &mut res,
+                Some(event),
+                p.timestamp_ns,
+                &by_category,
+            ),
             by_device,
             by_category,
             live_allocations: idx.iter().map(|&i| lifetimes[i as usize].clone()).collect(),
         }
     });
 
-    // Device peaks, live at end and category totals in one pass over lifetimes.
+    // Device peaks, live at end and category totals in one pass over lifetimes. Every sum
+    // below is a sum of distinct lifetimes' bytes: it fits (the caller checked the total).
     let nd = r.devices.len();
     let mut dev_peak_cat = vec![[0u64; CATEGORIES]; nd];
     let mut dev_peak_count = vec![0u64; nd];
@@ -317,21 +398,21 @@ pub(crate) fn analyze_logical(doc: &TraceDocument) -> Option<LogicalMemoryProfil
         let cat = &mut cat_totals[k];
         if lt.pre_existing {
             cat.pre_existing_count += 1;
-            cat.pre_existing_bytes = cat.pre_existing_bytes.saturating_add(l.bytes);
+            cat.pre_existing_bytes += l.bytes;
         } else {
             cat.allocation_count += 1;
-            cat.total_allocated_bytes = cat.total_allocated_bytes.saturating_add(l.bytes);
+            cat.total_allocated_bytes += l.bytes;
         }
         if l.end_ns == OPEN {
             cat.live_at_end_count += 1;
-            cat.live_at_end_bytes = cat.live_at_end_bytes.saturating_add(l.bytes);
+            cat.live_at_end_bytes += l.bytes;
             dev_end[d].0 += 1;
-            dev_end[d].1 = dev_end[d].1.saturating_add(l.bytes);
-            dev_end_cat[d][k] = dev_end_cat[d][k].saturating_add(l.bytes);
+            dev_end[d].1 += l.bytes;
+            dev_end_cat[d][k] += l.bytes;
         }
-        if let Some((ts, _)) = r.device_acc[d].peak {
-            if l.live_after(ts) {
-                dev_peak_cat[d][k] = dev_peak_cat[d][k].saturating_add(l.bytes);
+        if let Some(p) = r.device_acc[d].peak {
+            if l.live_after(p.seq) {
+                dev_peak_cat[d][k] += l.bytes;
                 dev_peak_count[d] += 1;
             }
         }
@@ -349,7 +430,7 @@ pub(crate) fn analyze_logical(doc: &TraceDocument) -> Option<LogicalMemoryProfil
     };
     for d in 0..nd {
         live_at_end.count += dev_end[d].0;
-        live_at_end.bytes = live_at_end.bytes.saturating_add(dev_end[d].1);
+        live_at_end.bytes += dev_end[d].1;
         if dev_end[d].1 > 0 {
             live_at_end
                 .by_device
@@ -364,39 +445,45 @@ pub(crate) fn analyze_logical(doc: &TraceDocument) -> Option<LogicalMemoryProfil
             }
         }
     }
-    let mut by_device: Vec<LogicalDeviceStats> = r
-        .device_acc
-        .iter()
-        .enumerate()
-        .map(|(d, acc)| {
-            totals.allocation_count += acc.allocation_count;
-            totals.matched_free_count += acc.matched_free_count;
-            totals.total_allocated_bytes = totals
-                .total_allocated_bytes
-                .saturating_add(acc.total_allocated_bytes);
-            totals.pre_existing_count += acc.pre_existing_count;
-            totals.pre_existing_bytes = totals
-                .pre_existing_bytes
-                .saturating_add(acc.pre_existing_bytes);
-            LogicalDeviceStats {
-                device: device_names[d].clone(),
-                allocation_count: acc.allocation_count,
-                matched_free_count: acc.matched_free_count,
-                total_allocated_bytes: acc.total_allocated_bytes,
-                pre_existing_count: acc.pre_existing_count,
-                pre_existing_bytes: acc.pre_existing_bytes,
-                unpaired_free_count: acc.unpaired_free_count,
-                peak: acc.peak.map(|(ts, live_bytes)| DevicePeak {
-                    timestamp_ns: ts,
-                    live_bytes,
-                    by_category: category_map(&dev_peak_cat[d]),
-                    live_allocation_count: dev_peak_count[d],
-                }),
-                live_at_end_count: dev_end[d].0,
-                live_at_end_bytes: dev_end[d].1,
+    let mut by_device: Vec<LogicalDeviceStats> = Vec::with_capacity(nd);
+    for (d, acc) in r.device_acc.iter().enumerate() {
+        totals.allocation_count += acc.allocation_count;
+        totals.matched_free_count += acc.matched_free_count;
+        totals.total_allocated_bytes += acc.total_allocated_bytes;
+        totals.pre_existing_count += acc.pre_existing_count;
+        totals.pre_existing_bytes += acc.pre_existing_bytes;
+        let peak = acc.peak.map(|p| {
+            let by_category = category_map(&dev_peak_cat[d]);
+            let event = event_of(p.seq);
+            DevicePeak {
+                timestamp_ns: p.timestamp_ns,
+                event_index: event as usize,
+                live_bytes: p.live_bytes,
+                context: peak_context(
+                    doc,
+                    spans,
+                    &mut res,
+                    Some(event),
+                    p.timestamp_ns,
+                    &by_category,
+                ),
+                by_category,
+                live_allocation_count: dev_peak_count[d],
             }
-        })
-        .collect();
+        });
+        by_device.push(LogicalDeviceStats {
+            device: device_names[d].clone(),
+            allocation_count: acc.allocation_count,
+            matched_free_count: acc.matched_free_count,
+            total_allocated_bytes: acc.total_allocated_bytes,
+            pre_existing_count: acc.pre_existing_count,
+            pre_existing_bytes: acc.pre_existing_bytes,
+            unpaired_free_count: acc.unpaired_free_count,
+            peak,
+            live_at_end_count: dev_end[d].0,
+            live_at_end_bytes: dev_end[d].1,
+        });
+    }
     by_device.sort_by(|a, b| a.device.cmp(&b.device));
     totals.alias_event_count = r.alias_event_count;
     totals.unpaired_free_count = r.unmatched_frees.len() as u64;
@@ -411,7 +498,7 @@ pub(crate) fn analyze_logical(doc: &TraceDocument) -> Option<LogicalMemoryProfil
             let e = &doc.memory[ei as usize];
             UnmatchedFree {
                 timestamp_ns: e.timestamp_ns,
-                device: res.s(e.device),
+                device: res.get(e.device),
                 storage_id: e.storage.map(|x| res.fresh(x)),
                 tensor_id: e.tensor.map(|x| res.fresh(x)),
                 bytes: e.bytes,
@@ -427,7 +514,7 @@ pub(crate) fn analyze_logical(doc: &TraceDocument) -> Option<LogicalMemoryProfil
             let alloc = &doc.memory[life.event as usize];
             let free = &doc.memory[ei as usize];
             SizeMismatch {
-                device: res.s(alloc.device),
+                device: res.get(alloc.device),
                 storage_id: alloc.storage.map(|x| res.fresh(x)),
                 alloc_bytes: life.bytes,
                 free_bytes: free.bytes.unwrap_or(0),
@@ -442,22 +529,31 @@ pub(crate) fn analyze_logical(doc: &TraceDocument) -> Option<LogicalMemoryProfil
         totals: r.totals,
         changes: r.changes,
     };
-    let step_peaks = step_peaks(doc, &r.lives, &lifetimes, &timeline);
-    let findings = findings_support(doc, &r.lives, &mut res);
-    Some(LogicalMemoryProfile {
+    let compact = Compact {
+        lives: r.lives,
+        seq_of_event,
+        time_of_seq,
+    };
+    let pass_peaks = pass_peaks(doc, spans, &compact, &lifetimes, &timeline, &mut res);
+    let findings = findings_support(doc, spans, &compact.lives, &mut res);
+    let time_origin_ns = spans
+        .measured_region(doc)
+        .map_or(r.first_ns, |(start, _)| start);
+    LogicalMemoryProfile {
         aliases_detectable: r.aliases_detectable,
         totals,
         peak,
         by_device,
-        step_peaks,
+        time_origin_ns,
+        pass_peaks,
         findings,
         live_at_end,
         unmatched_frees,
         size_mismatches,
         timeline,
         lifetimes,
-        compact: Compact { lives: r.lives },
-    })
+        compact,
+    }
 }
 
 /// Non-zero categories of a per-category array.
@@ -474,13 +570,12 @@ pub(crate) fn category_map(cells: &[u64; CATEGORIES]) -> BTreeMap<MemoryCategory
 pub(crate) fn breakdown<'a>(
     lifetimes: impl Iterator<Item = &'a StorageLifetime>,
 ) -> (BTreeMap<String, u64>, BTreeMap<MemoryCategory, u64>) {
+    // Sums of distinct lifetimes' bytes: bounded by the checked total of the trace.
     let mut by_device: BTreeMap<&str, u64> = BTreeMap::new();
     let mut cats = [0u64; CATEGORIES];
     for l in lifetimes {
-        let slot = by_device.entry(&*l.device).or_insert(0);
-        *slot = slot.saturating_add(l.bytes);
-        let k = category_index(l.category);
-        cats[k] = cats[k].saturating_add(l.bytes);
+        *by_device.entry(&*l.device).or_insert(0) += l.bytes;
+        cats[category_index(l.category)] += l.bytes;
     }
     (
         by_device

@@ -8,9 +8,9 @@
 //!   counts its operations' allocations too). An operation gets an allocation only when the
 //!   event's `op_name` names exactly one operation of the event's span; otherwise the allocation
 //!   stays at span level and the operation's direct figure is `None` (ambiguous, not zero).
-//! - `subtree_peak_live_bytes`: the highest, over batch instants `t` in `[s, e)`, of the bytes
-//!   of storages allocated at or after `s` and live after the batch at `t` — "allocated during
-//!   the interval", clipped to the interval. It starts from zero: storages already live when the
+//! - `subtree_peak_live_bytes`: the highest, over the events at times in `[s, e)` (applied one
+//!   at a time, as everywhere in this crate), of the bytes of storages allocated at or after
+//!   `s` and live after the event — "allocated during the interval", clipped to the interval. It starts from zero: storages already live when the
 //!   node began are not the node's (they are in the step peak, see [`crate::StepPeak`]).
 //! - `subtree_residual_bytes`: bytes of storages allocated in `[s, e)` and not freed by `e`
 //!   (free after `e`, or never); `None` for a span never closed.
@@ -30,15 +30,16 @@
 //! inside the interval.
 //!
 //! # Cost
-//! One sweep over lifetimes sorted by alloc time, with a range-add / range-max segment tree
-//! over distinct alloc instants (subtree peaks), and one sweep by free time with a Fenwick tree
-//! (residuals): O((L + N) log L) for L lifetimes and N nodes.
+//! One sweep over lifetimes in alloc order, with a range-add / range-max segment tree over the
+//! alloc events (subtree peaks; a live total is highest right after an alloc), and one sweep by
+//! free time with a Fenwick tree (residuals): O((L + N) log L) for L lifetimes and N nodes.
 
 use serde::Serialize;
 use trace_schema::{CoverageLevel, Sym, TraceDocument};
 
-use crate::fasthash::FxHashMap;
-use crate::logical::{analyze_logical, LogicalMemoryProfile};
+use rustc_hash::FxHashMap;
+
+use crate::logical::LogicalMemoryProfile;
 use crate::replay::{Life, OPEN};
 use crate::segtree::{Fenwick, MaxAddTree};
 
@@ -84,7 +85,7 @@ pub fn node_memory_metrics(
     let logical = match logical {
         Some(l) => Some(l),
         None => {
-            owned = analyze_logical(doc);
+            owned = crate::analyze_memory(doc).logical;
             owned.as_ref()
         }
     };
@@ -101,7 +102,7 @@ pub fn node_memory_metrics(
         .iter()
         .filter(|l| !doc.memory[l.event as usize].pre_existing)
         .collect();
-    debug_assert!(lives.windows(2).all(|w| w[0].start_ns <= w[1].start_ns));
+    debug_assert!(lives.windows(2).all(|w| w[0].start_seq < w[1].start_seq));
 
     // Direct attribution.
     let mut op_slot: FxHashMap<(Sym, Sym), OpSlot> = FxHashMap::default();
@@ -113,7 +114,8 @@ pub fn node_memory_metrics(
     }
     let mut span_direct: Vec<Option<u64>> = vec![None; doc.spans.len()];
     let mut op_direct: Vec<Option<u64>> = vec![None; doc.ops.len()];
-    let add = |slot: &mut Option<u64>, b: u64| *slot = Some(slot.unwrap_or(0).saturating_add(b));
+    // Sums of distinct lifetimes: bounded by the trace's checked total.
+    let add = |slot: &mut Option<u64>, b: u64| *slot = Some(slot.unwrap_or(0) + b);
     for l in &lives {
         let ev = &doc.memory[l.event as usize];
         let Some(span) = ev.span else { continue };
@@ -138,38 +140,31 @@ pub fn node_memory_metrics(
             .map(|o| (o.timestamp_ns, o.timestamp_ns.saturating_add(o.duration_ns))),
     );
 
-    // Grid of distinct alloc instants; rank of each lifetime's start and end.
-    let mut grid: Vec<u64> = lives.iter().map(|l| l.start_ns).collect();
-    grid.dedup();
+    // Positions: the alloc events of `lives`, in the order they apply. A lifetime covers the
+    // positions from its own to the last alloc before its free.
+    let n = lives.len();
     let lb = |x: u64| -> usize {
         if x == OPEN {
-            grid.len()
+            n
         } else {
-            grid.partition_point(|&g| g < x)
+            lives.partition_point(|l| l.start_ns < x)
         }
     };
-    let mut start_rank = Vec::with_capacity(lives.len());
-    let mut g = 0usize;
-    for l in &lives {
-        while grid[g] < l.start_ns {
-            g += 1;
-        }
-        start_rank.push(g);
-    }
+    let cover_end = |l: &Life| lives.partition_point(|m| m.start_seq < l.end_seq);
 
     // Subtree peaks: nodes by start descending; lifetimes with start >= s are in the tree.
     let mut peak = vec![0u64; nodes.len()];
     let mut observed = vec![false; nodes.len()];
     let mut by_start: Vec<u32> = (0..nodes.len() as u32).collect();
     by_start.sort_unstable_by_key(|&q| std::cmp::Reverse(nodes[q as usize].0));
-    let mut tree = MaxAddTree::new(grid.len());
-    let mut p = lives.len();
+    let mut tree = MaxAddTree::new(n);
+    let mut p = n;
     for &q in &by_start {
         let (s, e) = nodes[q as usize];
         while p > 0 && lives[p - 1].start_ns >= s {
             p -= 1;
             let l = lives[p];
-            tree.add(start_rank[p], lb(l.end_ns), l.bytes);
+            tree.add(p, cover_end(l), l.bytes);
         }
         let (lo, hi) = (lb(s), lb(e).max(lb(s)));
         observed[q as usize] = hi > lo;
@@ -184,13 +179,13 @@ pub fn node_memory_metrics(
     by_end.sort_unstable_by_key(|&q| std::cmp::Reverse(nodes[q as usize].1));
     let mut lives_by_end: Vec<u32> = (0..lives.len() as u32).collect();
     lives_by_end.sort_unstable_by_key(|&i| std::cmp::Reverse(lives[i as usize].end_ns));
-    let mut fen = Fenwick::new(grid.len());
+    let mut fen = Fenwick::new(n);
     let mut p = 0usize;
     for &q in &by_end {
         let (s, e) = nodes[q as usize];
         while p < lives_by_end.len() && lives[lives_by_end[p] as usize].end_ns > e {
             let i = lives_by_end[p] as usize;
-            fen.add(start_rank[i], lives[i].bytes);
+            fen.add(i, lives[i].bytes);
             p += 1;
         }
         residual[q as usize] = fen.sum(lb(s), lb(e));

@@ -1,19 +1,25 @@
-//! The single pass over memory events: storage identity, lifetimes, batch-per-timestamp live
-//! bytes, the change-list timeline and the peak times.
+//! The single pass over memory events: storage identity, lifetimes, live bytes after every
+//! event, the change-list timeline and the peaks.
 //!
 //! Events are ordered by `(timestamp_ns, file order)` (a stable sort, skipped when the file is
-//! already in time order) and applied one timestamp batch at a time. Inside a batch, file order
-//! decides identity (free X then alloc X is a new lifetime); live bytes, the timeline and the
-//! peaks are read after the whole batch. Cost: O(n log n) for the sort (O(n) when sorted), O(1)
-//! expected per event, O(changed cells) per batch.
+//! already in time order) and applied one at a time; every live figure is read after each
+//! event, so a storage allocated and freed within one tick still counts. The position of an
+//! event in that order is its *sequence number*. Cost: O(n log n) for the sort (O(n) when
+//! sorted), O(1) expected per event.
+//!
+//! Byte sums are checked: [`alloc_bytes_overflow`] refuses a trace whose allocation sizes add up
+//! past `u64::MAX` before anything is summed, and every addition below is checked again, so no
+//! figure can wrap or saturate.
 
+use rustc_hash::FxHashMap;
 use trace_schema::{MemoryAction, MemoryCategory, Sym, TraceDocument};
 
-use crate::fasthash::FxHashMap;
 use crate::timeline::{CellChange, TotalPoint};
 
 /// `end_ns` of a lifetime still live when the trace ended.
 pub(crate) const OPEN: u64 = u64::MAX;
+/// `end_seq` of a lifetime still live when the trace ended.
+pub(crate) const OPEN_SEQ: u32 = u32::MAX;
 
 /// Number of memory categories (cells per device).
 pub(crate) const CATEGORIES: usize = MemoryCategory::ALL.len();
@@ -37,6 +43,10 @@ pub(crate) struct Life {
     pub start_ns: u64,
     /// Time of the matched free, ns, or [`OPEN`].
     pub end_ns: u64,
+    /// Sequence number of the alloc.
+    pub start_seq: u32,
+    /// Sequence number of the matched free, or [`OPEN_SEQ`].
+    pub end_seq: u32,
     /// Bytes (from the alloc event).
     pub bytes: u64,
     /// Index of the alloc event in `doc.memory`.
@@ -46,17 +56,25 @@ pub(crate) struct Life {
 }
 
 impl Life {
-    /// Live after the batch at `t` was applied.
+    /// Live after the event with sequence number `seq` was applied.
     #[inline]
-    pub fn live_after(&self, t: u64) -> bool {
-        self.start_ns <= t && self.end_ns > t
+    pub fn live_after(&self, seq: u32) -> bool {
+        self.start_seq <= seq && self.end_seq > seq
     }
 
-    /// Live after every batch strictly before `t` (alive when an instant `t` begins).
+    /// Live after every event strictly before time `t` (alive when an instant `t` begins).
     #[inline]
     pub fn live_entering(&self, t: u64) -> bool {
         self.start_ns < t && self.end_ns >= t
     }
+}
+
+/// A point of a running maximum: after which event, when, how many bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PeakPoint {
+    pub seq: u32,
+    pub timestamp_ns: u64,
+    pub live_bytes: u64,
 }
 
 /// Per-device accumulators.
@@ -69,9 +87,8 @@ pub(crate) struct DeviceAcc {
     pub pre_existing_bytes: u64,
     pub unpaired_free_count: u64,
     pub live_bytes: u64,
-    pub has_lifetimes: bool,
-    /// `(timestamp_ns, live_bytes)` of the device's first-reached peak.
-    pub peak: Option<(u64, u64)>,
+    /// The device's first-reached peak.
+    pub peak: Option<PeakPoint>,
 }
 
 /// Everything the pass produces (compact, handles unresolved).
@@ -80,12 +97,14 @@ pub(crate) struct Replay {
     pub devices: Vec<Sym>,
     pub device_acc: Vec<DeviceAcc>,
     pub lives: Vec<Life>,
+    /// Event index (into `doc.memory`) of each sequence number.
+    pub order: Vec<u32>,
     /// Extra tensor ids seen on a lifetime (aliases and frees): `(lifetime, tensor)`.
     pub extra_tensors: Vec<(u32, Sym)>,
     pub totals: Vec<TotalPoint>,
     pub changes: Vec<CellChange>,
-    /// `(timestamp_ns, live_bytes)` of the first-reached global peak.
-    pub peak: Option<(u64, u64)>,
+    /// The first-reached global peak.
+    pub peak: Option<PeakPoint>,
     /// Event indices of frees whose alloc was never seen.
     pub unmatched_frees: Vec<u32>,
     /// `(lifetime, free event)` where the free states another size than the alloc.
@@ -97,6 +116,9 @@ pub(crate) struct Replay {
     pub alloc_without_bytes_count: u64,
     /// False as soon as one event lacks a storage id (trace/6 identity is `(device, tensor)`).
     pub aliases_detectable: bool,
+    /// A checked sum overflowed (cannot happen after [`alloc_bytes_overflow`] passed; kept so
+    /// no figure is ever produced from a wrapped sum).
+    pub overflowed: bool,
     pub first_ns: u64,
     pub last_ns: u64,
 }
@@ -109,6 +131,24 @@ fn identity(storage: Option<Sym>, tensor: Option<Sym>) -> Option<u64> {
         (None, Some(t)) => Some(((t.index() as u64) << 1) | 1),
         (None, None) => None,
     }
+}
+
+/// The first alloc event (index into `doc.memory`) at which the sizes of all allocs, in file
+/// order, add up past `u64::MAX`; `None` when every sum of the trace's byte counts fits.
+///
+/// Every live, category, device, total and timeline figure is a sum of distinct allocs' bytes,
+/// so when this is `None` none of them can overflow.
+pub fn alloc_bytes_overflow(doc: &TraceDocument) -> Option<usize> {
+    let mut total = 0u64;
+    for (i, m) in doc.memory.iter().enumerate() {
+        if m.action == MemoryAction::Alloc {
+            total = match total.checked_add(m.bytes.unwrap_or(0)) {
+                Some(t) => t,
+                None => return Some(i),
+            };
+        }
+    }
+    None
 }
 
 #[derive(Clone, Copy)]
@@ -125,10 +165,6 @@ struct State {
     /// Live storages: lifetime index plus what a free needs (no cold access to the alloc).
     live: FxHashMap<u64, LiveEntry>,
     cells: Vec<u64>,
-    cell_start: Vec<u64>,
-    touched_flag: Vec<bool>,
-    touched: Vec<u32>,
-    device_flag: Vec<bool>,
     total: u64,
 }
 
@@ -142,65 +178,59 @@ impl State {
         self.r.device_acc.push(DeviceAcc::default());
         self.device_of_sym.insert(sym, d);
         self.cells.resize(self.cells.len() + CATEGORIES, 0);
-        self.cell_start.resize(self.cells.len(), 0);
-        self.touched_flag.resize(self.cells.len(), false);
-        self.device_flag.push(false);
         d
     }
 
-    #[inline]
-    fn touch(&mut self, cell: usize) {
-        if !self.touched_flag[cell] {
-            self.touched_flag[cell] = true;
-            self.cell_start[cell] = self.cells[cell];
-            self.touched.push(cell as u32);
+    /// Checked `a + b`; on overflow marks the replay and keeps `a`.
+    fn add(overflowed: &mut bool, a: &mut u64, b: u64) {
+        match a.checked_add(b) {
+            Some(x) => *a = x,
+            None => *overflowed = true,
         }
     }
 
-    fn finish_batch(&mut self, ts: u64) {
-        let mut any = false;
-        for i in 0..self.touched.len() {
-            let cell = self.touched[i] as usize;
-            self.touched_flag[cell] = false;
-            let device = cell / CATEGORIES;
-            self.device_flag[device] = true;
-            if self.cells[cell] != self.cell_start[cell] {
-                any = true;
-                self.r.changes.push(CellChange {
-                    timestamp_ns: ts,
-                    device: device as u32,
-                    category: MemoryCategory::ALL[cell % CATEGORIES],
-                    live_bytes: self.cells[cell],
-                });
-            }
+    /// Checked `a - b` (never expected to fail: `b` was added before).
+    fn sub(overflowed: &mut bool, a: &mut u64, b: u64) {
+        match a.checked_sub(b) {
+            Some(x) => *a = x,
+            None => *overflowed = true,
         }
-        let new_peak = !self.r.lives.is_empty() && self.r.peak.is_none_or(|(_, p)| self.total > p);
-        if new_peak {
-            self.r.peak = Some((ts, self.total));
+    }
+
+    /// Records the change of `cell` by the event `seq` at `ts`, and any new peak.
+    fn changed(&mut self, seq: u32, event: u32, ts: u64, cell: usize, alloc: bool) {
+        let device = cell / CATEGORIES;
+        self.r.changes.push(CellChange {
+            timestamp_ns: ts,
+            event_index: event,
+            device: device as u32,
+            category: MemoryCategory::ALL[cell % CATEGORIES],
+            live_bytes: self.cells[cell],
+        });
+        self.r.totals.push(TotalPoint {
+            timestamp_ns: ts,
+            event_index: event,
+            live_bytes: self.total,
+        });
+        if !alloc {
+            return;
         }
-        // A peak batch always has a point, so the display series can keep it.
-        if any || new_peak {
-            self.r.totals.push(TotalPoint {
-                timestamp_ns: ts,
-                live_bytes: self.total,
-            });
+        let point = |live_bytes| PeakPoint {
+            seq,
+            timestamp_ns: ts,
+            live_bytes,
+        };
+        if self.r.peak.is_none_or(|p| self.total > p.live_bytes) {
+            self.r.peak = Some(point(self.total));
         }
-        for i in 0..self.touched.len() {
-            let device = self.touched[i] as usize / CATEGORIES;
-            if !self.device_flag[device] {
-                continue;
-            }
-            self.device_flag[device] = false;
-            let acc = &mut self.r.device_acc[device];
-            if acc.has_lifetimes && acc.peak.is_none_or(|(_, p)| acc.live_bytes > p) {
-                acc.peak = Some((ts, acc.live_bytes));
-            }
+        let acc = &mut self.r.device_acc[device];
+        if acc.peak.is_none_or(|p| acc.live_bytes > p.live_bytes) {
+            acc.peak = Some(point(acc.live_bytes));
         }
-        self.touched.clear();
     }
 }
 
-/// Runs the pass over `doc.memory`.
+/// Runs the pass over `doc.memory`. Call it only when [`alloc_bytes_overflow`] is `None`.
 pub(crate) fn replay(doc: &TraceDocument) -> Replay {
     let memory = &doc.memory;
     let mut order: Vec<u32> = (0..memory.len() as u32).collect();
@@ -218,27 +248,18 @@ pub(crate) fn replay(doc: &TraceDocument) -> Replay {
         device_of_sym: FxHashMap::default(),
         live: FxHashMap::default(),
         cells: Vec::new(),
-        cell_start: Vec::new(),
-        touched_flag: Vec::new(),
-        touched: Vec::new(),
-        device_flag: Vec::new(),
         total: 0,
     };
-    let mut batch_ts: Option<u64> = None;
-    for &ei in &order {
+    if let Some(&first) = order.first() {
+        st.r.first_ns = memory[first as usize].timestamp_ns;
+    }
+    if let Some(&last) = order.last() {
+        st.r.last_ns = memory[last as usize].timestamp_ns;
+    }
+    for (seq, &ei) in order.iter().enumerate() {
+        let seq = seq as u32;
         let e = &memory[ei as usize];
         let ts = e.timestamp_ns;
-        match batch_ts {
-            Some(b) if b == ts => {}
-            Some(b) => {
-                st.finish_batch(b);
-                batch_ts = Some(ts);
-            }
-            None => {
-                st.r.first_ns = ts;
-                batch_ts = Some(ts);
-            }
-        }
         let device = st.device(e.device);
         if e.storage.is_none() {
             st.r.aliases_detectable = false;
@@ -267,6 +288,8 @@ pub(crate) fn replay(doc: &TraceDocument) -> Replay {
                 st.r.lives.push(Life {
                     start_ns: ts,
                     end_ns: OPEN,
+                    start_seq: seq,
+                    end_seq: OPEN_SEQ,
                     bytes,
                     event: ei,
                     device,
@@ -284,19 +307,19 @@ pub(crate) fn replay(doc: &TraceDocument) -> Replay {
                     }
                     None => st.r.unidentified_alloc_count += 1,
                 }
+                let of = &mut st.r.overflowed;
                 let acc = &mut st.r.device_acc[device as usize];
-                acc.has_lifetimes = true;
                 if e.pre_existing {
                     acc.pre_existing_count += 1;
-                    acc.pre_existing_bytes = acc.pre_existing_bytes.saturating_add(bytes);
+                    State::add(of, &mut acc.pre_existing_bytes, bytes);
                 } else {
                     acc.allocation_count += 1;
-                    acc.total_allocated_bytes = acc.total_allocated_bytes.saturating_add(bytes);
+                    State::add(of, &mut acc.total_allocated_bytes, bytes);
                 }
-                acc.live_bytes = acc.live_bytes.saturating_add(bytes);
-                st.touch(cell);
-                st.cells[cell] = st.cells[cell].saturating_add(bytes);
-                st.total = st.total.saturating_add(bytes);
+                State::add(of, &mut acc.live_bytes, bytes);
+                State::add(of, &mut st.cells[cell], bytes);
+                State::add(of, &mut st.total, bytes);
+                st.changed(seq, ei, ts, cell, true);
             }
             MemoryAction::Free => {
                 let Some(entry) = key.and_then(|k| st.live.remove(&k)) else {
@@ -305,7 +328,9 @@ pub(crate) fn replay(doc: &TraceDocument) -> Replay {
                     continue;
                 };
                 let li = entry.life;
-                st.r.lives[li as usize].end_ns = ts;
+                let life = &mut st.r.lives[li as usize];
+                life.end_ns = ts;
+                life.end_seq = seq;
                 let bytes = entry.bytes;
                 if e.bytes.is_some_and(|b| b != bytes) {
                     st.r.size_mismatches.push((li, ei));
@@ -316,18 +341,16 @@ pub(crate) fn replay(doc: &TraceDocument) -> Replay {
                     }
                 }
                 let cell = entry.cell as usize;
+                let of = &mut st.r.overflowed;
                 let acc = &mut st.r.device_acc[device as usize];
                 acc.matched_free_count += 1;
-                acc.live_bytes = acc.live_bytes.saturating_sub(bytes);
-                st.touch(cell);
-                st.cells[cell] = st.cells[cell].saturating_sub(bytes);
-                st.total = st.total.saturating_sub(bytes);
+                State::sub(of, &mut acc.live_bytes, bytes);
+                State::sub(of, &mut st.cells[cell], bytes);
+                State::sub(of, &mut st.total, bytes);
+                st.changed(seq, ei, ts, cell, false);
             }
         }
     }
-    if let Some(b) = batch_ts {
-        st.finish_batch(b);
-        st.r.last_ns = b;
-    }
+    st.r.order = order;
     st.r
 }

@@ -1,4 +1,6 @@
-//! Range-add / range-max segment tree and a Fenwick tree of sums, for the per-node sweep.
+//! Range-add / range-max segment tree and a Fenwick tree of sums, for the per-node sweep. Values
+//! are sums of distinct lifetimes' bytes, bounded by the trace's checked total (see
+//! `alloc_bytes_overflow`), so plain additions cannot overflow.
 
 /// Range add, range max over `n` positions (values start at 0). Bottom-up, `2n + n` words,
 /// O(log n) per operation.
@@ -23,18 +25,16 @@ impl MaxAddTree {
 
     #[inline]
     fn apply(&mut self, p: usize, v: u64) {
-        self.t[p] = self.t[p].saturating_add(v);
+        self.t[p] += v;
         if p < self.n {
-            self.d[p] = self.d[p].saturating_add(v);
+            self.d[p] += v;
         }
     }
 
     fn build(&mut self, mut p: usize) {
         while p > 1 {
             p >>= 1;
-            self.t[p] = self.t[2 * p]
-                .max(self.t[2 * p + 1])
-                .saturating_add(self.d[p]);
+            self.t[p] = self.t[2 * p].max(self.t[2 * p + 1]) + self.d[p];
         }
     }
 
@@ -113,7 +113,7 @@ impl Fenwick {
     pub(crate) fn add(&mut self, i: usize, v: u64) {
         let mut i = i + 1;
         while i < self.t.len() {
-            self.t[i] = self.t[i].saturating_add(v);
+            self.t[i] += v;
             i += i & i.wrapping_neg();
         }
     }
@@ -121,7 +121,7 @@ impl Fenwick {
     fn prefix(&self, mut i: usize) -> u64 {
         let mut s = 0u64;
         while i > 0 {
-            s = s.saturating_add(self.t[i]);
+            s += self.t[i];
             i &= i - 1;
         }
         s
@@ -132,7 +132,7 @@ impl Fenwick {
         if l >= r {
             0
         } else {
-            self.prefix(r).saturating_sub(self.prefix(l))
+            self.prefix(r) - self.prefix(l)
         }
     }
 }

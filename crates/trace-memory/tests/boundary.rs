@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use trace_memory::{analyze_memory, MemoryQueryError};
-use trace_schema::{ExecutionStep, MemoryAction, MemoryCategory};
+use trace_schema::{MemoryAction, MemoryCategory, Pass};
 
 #[test]
 fn free_without_alloc_is_unmatched_and_changes_no_total() {
@@ -65,14 +65,14 @@ fn six_allocs_and_no_frees_peak_at_their_sum_all_live_at_end() {
     let bytes: Vec<u64> = peak.live_allocations.iter().map(|a| a.bytes).collect();
     assert_eq!(bytes, vec![15, 14, 13, 12, 11, 10]);
     let (top, more, more_bytes) = peak.top(2);
-    assert_eq!((top.len(), more, more_bytes), (2, 4, 46));
+    assert_eq!((top.len(), more, more_bytes), (2, 4, Some(46)));
 }
 
 #[test]
 fn parameter_plus_step_activation_example() {
     // alloc P 100 (parameter) t=0; span step [5,10); alloc T 20 t=6 (in step); free T t=7
     let mut events = vec![alloc(0, "P", 100).cat(MemoryCategory::Parameter).ev()];
-    events.extend(span("step", None, 5, 10, Some(ExecutionStep::Optimizer)));
+    events.extend(span("step", None, 5, 10, Some(Pass::Optimizer)));
     events.push(alloc(6, "T", 20).span("step").ev());
     events.push(free(7, "T").span("step").ev());
     let d = doc(events);
@@ -86,10 +86,13 @@ fn parameter_plus_step_activation_example() {
         .collect();
     assert_eq!(live, vec!["P", "T"]);
     // The step peak starts from what was already live.
-    let step = &l.step_peaks[0];
-    assert_eq!(step.step, ExecutionStep::Optimizer);
+    let step = &l.pass_peaks[0];
+    assert_eq!(step.pass, Pass::Optimizer);
     assert_eq!((step.peak.live_bytes, step.peak.timestamp_ns), (120, 6));
-    assert_eq!(step.peak.dominant_category, Some(MemoryCategory::Parameter));
+    assert_eq!(
+        step.peak.context.dominant_category,
+        Some(MemoryCategory::Parameter)
+    );
     assert_eq!((step.allocation_count, step.allocated_bytes), (1, 20));
     // Part 2: the subtree metric of `step` is 20.
     let nodes = trace_memory::node_memory_metrics(&d, Some(&l));
@@ -170,13 +173,13 @@ fn storage_identity_is_scoped_by_device() {
 }
 
 #[test]
-fn address_reuse_is_a_new_lifetime_and_batch_order_decides_identity() {
+fn address_reuse_is_a_new_lifetime_and_file_order_inside_a_tick_decides_identity() {
     let d = doc([
         alloc(1, "x", 10).ev(),
-        // One batch at t=5: free x, then alloc x again (reuse) — a new lifetime.
+        // One tick at t=5: free x, then alloc x again (reuse) — a new lifetime.
         free(5, "x").ev(),
         alloc(5, "x", 30).ev(),
-        // One batch at t=8: alloc y then free y: never visible after the batch.
+        // One tick at t=8: alloc y then free y: y was live after its alloc, so it counts.
         alloc(8, "y", 1000).ev(),
         free(8, "y").ev(),
     ]);
@@ -189,9 +192,125 @@ fn address_reuse_is_a_new_lifetime_and_batch_order_decides_identity() {
         (1, Some(5))
     );
     assert_eq!((l.lifetimes[1].start_ns, l.lifetimes[1].end_ns), (5, None));
-    // Peak after the t=5 batch is 30; the 1000-byte y lived inside one batch only.
+    // The 1000-byte y lived inside one tick, on top of the 30 of x: the device held 1030.
     let p = l.peak.unwrap();
-    assert_eq!((p.live_bytes, p.timestamp_ns), (30, 5));
+    assert_eq!((p.live_bytes, p.timestamp_ns, p.event_index), (1030, 8, 3));
+    assert_eq!(l.live_at_end.bytes, 30);
+}
+
+/// Issue "Exact figures on any input" §1, first case: a coarse clock must not hide a peak.
+#[test]
+fn a_storage_allocated_and_freed_within_one_tick_counts_toward_the_peak() {
+    let d = doc([
+        alloc(0, "param", 1000)
+            .cat(MemoryCategory::Parameter)
+            .pre()
+            .ev(),
+        alloc(50, "t1", 500).ev(),
+        free(50, "t1").ev(),
+        alloc(60, "t2", 300).ev(),
+        free(70, "t2").ev(),
+    ]);
+    let l = analyze_memory(&d).logical.unwrap();
+    let p = l.peak.as_ref().unwrap();
+    assert_eq!((p.live_bytes, p.timestamp_ns), (1500, 50));
+    assert_eq!(p.by_category[&MemoryCategory::Parameter], 1000);
+    assert_eq!(p.by_category[&MemoryCategory::Activation], 500);
+    assert_eq!(p.by_device["cpu"], 1500);
+    let dev = l.device("cpu").unwrap().peak.as_ref().unwrap();
+    assert_eq!((dev.live_bytes, dev.timestamp_ns), (1500, 50));
+    assert_eq!(
+        dev.context.dominant_category,
+        Some(MemoryCategory::Parameter)
+    );
+    // The live set right after the peak's event holds both storages.
+    let live: Vec<&str> = l
+        .live_allocations_after(p.event_index, Some("cpu"))
+        .iter()
+        .map(|x| x.storage_id.as_deref().unwrap())
+        .collect();
+    assert_eq!(live, vec!["param", "t1"]);
+    // After the whole tick only the parameter is live.
+    assert_eq!(l.timeline.live_bytes_at(50), 1000);
+}
+
+/// Issue "Exact figures on any input" §1, second case.
+#[test]
+fn one_storage_allocated_and_freed_at_time_zero_peaks_at_its_size() {
+    let d = doc([alloc(0, "s", 64).ev(), free(0, "s").ev()]);
+    let l = analyze_memory(&d).logical.unwrap();
+    let p = l.peak.as_ref().unwrap();
+    assert_eq!((p.live_bytes, p.timestamp_ns), (64, 0));
+    assert_eq!(p.by_device["cpu"], 64);
+    assert_eq!(p.by_category[&MemoryCategory::Activation], 64);
+    assert_eq!(
+        p.context.dominant_category,
+        Some(MemoryCategory::Activation)
+    );
+    assert_eq!(l.live_at_end.bytes, 0);
+}
+
+#[test]
+fn byte_counts_past_u64_max_refuse_the_logical_plane() {
+    let d = doc([
+        alloc(1, "a", u64::MAX - 10).ev(),
+        alloc(2, "b", 100).ev(),
+        sample(3, "cpu", Some(10), None, None, None),
+    ]);
+    let m = analyze_memory(&d);
+    assert!(m.logical.is_none());
+    let o = m.logical_overflow.as_ref().unwrap();
+    assert_eq!((o.event_index, o.bytes, o.timestamp_ns), (1, 100, 2));
+    assert_eq!(o.storage_id.as_deref(), Some("b"));
+    // The physical plane stands on its own samples; no comparison with a refused plane.
+    let phys = m.physical.unwrap();
+    assert_eq!(phys.by_device[0].peak_used.unwrap().bytes, 10);
+    assert!(phys.by_device[0].samples[0].logical_live_bytes.is_none());
+    assert_eq!(trace_memory::sum_bytes([u64::MAX, 1]), None);
+    assert_eq!(trace_memory::sum_bytes([2, 3]), Some(5));
+}
+
+#[test]
+fn every_peak_names_its_span_pass_and_dominant_category() {
+    // root [0,100): forward [10,40), backward [50,80) with a child module span.
+    let mut ev = Vec::new();
+    ev.extend(span("root", None, 0, 100, None));
+    ev.extend(span("fwd", Some("root"), 10, 40, Some(Pass::Forward)));
+    ev.extend(span("bwd", Some("root"), 50, 80, Some(Pass::Backward)));
+    ev.extend(span("lin", Some("bwd"), 55, 70, None));
+    ev.push(alloc(1, "w", 100).cat(MemoryCategory::Parameter).pre().ev());
+    ev.push(alloc(20, "act", 40).span("fwd").ev());
+    ev.push(
+        alloc(60, "g", 300)
+            .cat(MemoryCategory::Gradient)
+            .span("lin")
+            .ev(),
+    );
+    ev.push(free(65, "g").span("lin").ev());
+    ev.push(free(75, "act").span("bwd").ev());
+    // An allocation without a span at t=30: its context is the innermost span holding t=30.
+    ev.push(alloc(30, "tmp", 1).ev());
+    let d = doc(ev);
+    let l = analyze_memory(&d).logical.unwrap();
+    let p = l.peak.as_ref().unwrap();
+    assert_eq!((p.live_bytes, p.timestamp_ns), (441, 60));
+    assert_eq!(p.context.span_id.as_deref(), Some("lin"));
+    assert_eq!(p.context.pass, Some(Pass::Backward));
+    assert_eq!(p.context.dominant_category, Some(MemoryCategory::Gradient));
+    let fwd = &l.pass_peaks[0];
+    assert_eq!(fwd.pass, Pass::Forward);
+    assert_eq!((fwd.peak.live_bytes, fwd.peak.timestamp_ns), (141, 30));
+    assert_eq!(fwd.peak.context.span_id.as_deref(), Some("fwd"));
+    assert_eq!(fwd.peak.context.pass, Some(Pass::Forward));
+    assert_eq!(
+        fwd.peak.context.dominant_category,
+        Some(MemoryCategory::Parameter)
+    );
+    let bwd = &l.pass_peaks[1];
+    assert_eq!((bwd.peak.live_bytes, bwd.peak.timestamp_ns), (441, 60));
+    assert_eq!(bwd.peak.event_index, Some(p.event_index));
+    // allocations attributed by effective pass: `g` in `lin` counts toward backward.
+    assert_eq!((bwd.allocation_count, bwd.allocated_bytes), (1, 300));
 }
 
 #[test]
@@ -288,9 +407,9 @@ fn findings_support_figures() {
     // forward [0,10): activations A (40, freed in backward) and B (60, held to the end).
     // backward [10,20), optimizer [20,30).
     let mut ev = Vec::new();
-    ev.extend(span("fwd", None, 0, 10, Some(ExecutionStep::Forward)));
-    ev.extend(span("bwd", None, 10, 20, Some(ExecutionStep::Backward)));
-    ev.extend(span("opt", None, 20, 30, Some(ExecutionStep::Optimizer)));
+    ev.extend(span("fwd", None, 0, 10, Some(Pass::Forward)));
+    ev.extend(span("bwd", None, 10, 20, Some(Pass::Backward)));
+    ev.extend(span("opt", None, 20, 30, Some(Pass::Optimizer)));
     ev.push(alloc(1, "A", 40).span("fwd").ev());
     ev.push(alloc(2, "B", 60).span("fwd").ev());
     ev.push(
@@ -322,21 +441,21 @@ fn findings_support_figures() {
     assert_eq!(o.activation_live_bytes, 60);
     assert_eq!(o.still_live_at_end_bytes, Some(60));
     // Step peaks: forward 100, backward 105 (at 12), optimizer 72 at 22.
-    let by_step: Vec<(ExecutionStep, u64, u64)> = l
-        .step_peaks
+    let by_step: Vec<(Pass, u64, u64)> = l
+        .pass_peaks
         .iter()
-        .map(|s| (s.step, s.peak.live_bytes, s.peak.timestamp_ns))
+        .map(|s| (s.pass, s.peak.live_bytes, s.peak.timestamp_ns))
         .collect();
     assert_eq!(
         by_step,
         vec![
-            (ExecutionStep::Forward, 100, 2),
-            (ExecutionStep::Backward, 105, 12),
-            (ExecutionStep::Optimizer, 72, 22),
+            (Pass::Forward, 100, 2),
+            (Pass::Backward, 105, 12),
+            (Pass::Optimizer, 72, 22),
         ]
     );
     assert_eq!(
-        l.step_peaks[2].peak.dominant_category,
+        l.pass_peaks[2].peak.context.dominant_category,
         Some(MemoryCategory::Activation)
     );
 }

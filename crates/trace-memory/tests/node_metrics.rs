@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use trace_memory::{analyze_memory, node_memory_metrics};
-use trace_schema::{CoverageLevel, ExecutionStep};
+use trace_schema::{CoverageLevel, Pass};
 
 #[test]
 fn subtree_peak_and_residual_are_clipped_to_the_interval() {
@@ -94,7 +94,7 @@ fn ambiguous_op_names_stay_at_span_level() {
 #[test]
 fn open_span_runs_to_the_end_and_has_no_residual() {
     let d = doc([
-        span_start("open", None, 0, Some(ExecutionStep::Forward)),
+        span_start("open", None, 0, Some(Pass::Forward)),
         alloc(3, "a", 10).span("open").ev(),
         alloc(4, "b", 20).span("open").ev(),
     ]);
@@ -102,8 +102,8 @@ fn open_span_runs_to_the_end_and_has_no_residual() {
     assert_eq!(n.spans[0].subtree_peak_live_bytes, Some(30));
     assert_eq!(n.spans[0].subtree_residual_bytes, None);
     let l = analyze_memory(&d).logical.unwrap();
-    assert_eq!(l.step_peaks[0].peak.live_bytes, 30);
-    assert_eq!(l.step_peaks[0].interval_count, 1);
+    assert_eq!(l.pass_peaks[0].peak.live_bytes, 30);
+    assert_eq!(l.pass_peaks[0].interval_count, 1);
 }
 
 #[test]

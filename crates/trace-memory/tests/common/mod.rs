@@ -2,9 +2,9 @@
 #![allow(dead_code)]
 
 use trace_schema::{
-    CaptureContract, CoverageLevel, DeviceMemoryEvent, ExecutionStep, MemoryAction, MemoryCategory,
-    MemoryEvent, MetaEvent, OpEvent, RunMeta, SpanEndEvent, SpanKind, SpanStartEvent,
-    TerminalEvent, TerminalOutcome, TraceDocument, TraceEvent,
+    CaptureContract, CoverageLevel, DeviceMemoryEvent, MemoryAction, MemoryCategory, MemoryEvent,
+    MetaEvent, OpEvent, Pass, RunMeta, SpanEndEvent, SpanKind, SpanStartEvent, TerminalEvent,
+    TerminalOutcome, TraceDocument, TraceEvent,
 };
 
 pub fn meta(logical_memory: Option<CoverageLevel>) -> TraceEvent {
@@ -111,12 +111,7 @@ impl MemExt for MemoryEvent {
     }
 }
 
-pub fn span_start(
-    id: &str,
-    parent: Option<&str>,
-    start: u64,
-    step: Option<ExecutionStep>,
-) -> TraceEvent {
+pub fn span_start(id: &str, parent: Option<&str>, start: u64, step: Option<Pass>) -> TraceEvent {
     TraceEvent::SpanStart(SpanStartEvent {
         id: id.into(),
         parent_id: parent.map(Into::into),
@@ -143,7 +138,7 @@ pub fn span(
     parent: Option<&str>,
     start: u64,
     end: u64,
-    step: Option<ExecutionStep>,
+    step: Option<Pass>,
 ) -> [TraceEvent; 2] {
     [
         span_start(id, parent, start, step),

@@ -1,57 +1,61 @@
-//! Peaks per training step (forward / backward / optimizer) and the figures behind the memory
-//! findings (autograd retention, activations held across the optimizer step).
+//! Peaks per pass (forward / backward / optimizer) of a training step and the figures behind
+//! the memory findings (autograd retention, activations held across the optimizer pass).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Serialize;
-use trace_schema::{ExecutionStep, MemoryCategory, TraceDocument};
+use trace_schema::{MemoryCategory, Pass, SharedStrings, TraceDocument};
 
+use crate::context::{peak_context, PeakContext};
 use crate::lifetime::{top_live, StorageLifetime};
-use crate::logical::breakdown;
+use crate::logical::{breakdown, Compact};
 use crate::replay::{Life, OPEN};
-use crate::strings::Resolver;
+use crate::spans::SpanIndex;
 use crate::timeline::LogicalTimeline;
 
-/// How many allocations a step peak lists (the full live set is one
-/// [`crate::LogicalMemoryProfile::live_allocations_at`] call away).
-pub const STEP_PEAK_TOP: usize = 5;
+/// How many allocations a pass peak lists (the full live set is one
+/// [`crate::LogicalMemoryProfile::live_allocations_after`] call away).
+pub const PASS_PEAK_TOP: usize = 5;
 
-/// The highest live bytes while inside the spans of one training step.
+/// The highest live bytes while inside the spans of one pass.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StepPeak {
-    /// The step.
-    pub step: ExecutionStep,
-    /// Spans declaring this step.
+pub struct PassPeak {
+    /// The pass.
+    pub pass: Pass,
+    /// Spans declaring this pass.
     pub span_count: u64,
     /// Disjoint time intervals after merging those spans (an open span runs to the end).
     pub interval_count: u64,
-    /// Allocations (pre-existing excluded) whose span, or nearest ancestor span with a step,
-    /// has this step.
+    /// Allocations (pre-existing excluded) whose span's effective pass is this one.
     pub allocation_count: u64,
     /// Their bytes.
     pub allocated_bytes: u64,
     /// Highest total live bytes (everything live, including what was live before the span
-    /// began) at any instant inside the intervals; first reached on ties.
-    pub peak: StepPeakPoint,
+    /// began) after any event inside the intervals, or carried into one; first reached on ties.
+    pub peak: PassPeakPoint,
 }
 
-/// The peak inside one step and what dominates it.
+/// The peak inside one pass and what holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StepPeakPoint {
+pub struct PassPeakPoint {
     /// Time, ns (an interval's start when the peak is what was already live on entry).
     pub timestamp_ns: u64,
+    /// The event after which the peak holds (index into `doc.memory`); `None` when it is the
+    /// value carried into an interval's start.
+    pub event_index: Option<usize>,
     /// Live bytes over all devices.
     pub live_bytes: u64,
     /// Per category.
     pub by_category: BTreeMap<MemoryCategory, u64>,
     /// Per device.
     pub by_device: BTreeMap<String, u64>,
-    /// The category holding the most bytes (`None` when nothing is live).
-    pub dominant_category: Option<MemoryCategory>,
+    /// The span, pass and dominant category holding the peak.
+    #[serde(flatten)]
+    pub context: PeakContext,
     /// Storages live at the peak.
     pub live_allocation_count: u64,
-    /// The largest [`STEP_PEAK_TOP`] of them, ranked.
+    /// The largest [`PASS_PEAK_TOP`] of them, ranked.
     pub top_allocations: Vec<StorageLifetime>,
 }
 
@@ -87,86 +91,39 @@ pub struct FindingsSupport {
     pub first_optimizer: Option<ActivationsAtSpan>,
 }
 
-const STEPS: [ExecutionStep; 3] = [
-    ExecutionStep::Forward,
-    ExecutionStep::Backward,
-    ExecutionStep::Optimizer,
-];
-
-/// Step of each span: its own, else its nearest ancestor's. O(S) with memoisation; a parent
-/// cycle or a missing parent ends the walk.
-pub(crate) fn effective_steps(doc: &TraceDocument) -> Vec<Option<ExecutionStep>> {
-    const UNSEEN: u8 = 0;
-    const ACTIVE: u8 = 1;
-    const DONE: u8 = 2;
-    let n = doc.spans.len();
-    let mut out: Vec<Option<ExecutionStep>> = vec![None; n];
-    let mut state = vec![UNSEEN; n];
-    let mut path = Vec::new();
-    for start in 0..n {
-        if state[start] == DONE {
-            continue;
-        }
-        path.clear();
-        let mut cur = Some(start);
-        let mut found = None;
-        while let Some(i) = cur {
-            match state[i] {
-                DONE => {
-                    found = out[i];
-                    break;
-                }
-                ACTIVE => break, // cycle
-                _ => {}
-            }
-            if let Some(step) = doc.spans[i].pass {
-                state[i] = DONE;
-                out[i] = Some(step);
-                found = Some(step);
-                break;
-            }
-            state[i] = ACTIVE;
-            path.push(i);
-            cur = doc.spans[i].parent.and_then(|p| doc.span_index(p));
-        }
-        for &i in &path {
-            out[i] = found;
-            state[i] = DONE;
-        }
-    }
-    out
-}
-
-pub(crate) fn step_peaks(
+/// Pass peaks, in [`Pass`] order, for the passes that have spans.
+pub(crate) fn pass_peaks(
     doc: &TraceDocument,
-    lives: &[Life],
+    spans: &SpanIndex,
+    compact: &Compact,
     lifetimes: &[StorageLifetime],
     timeline: &LogicalTimeline,
-) -> Vec<StepPeak> {
-    let steps = effective_steps(doc);
+    res: &mut SharedStrings<'_>,
+) -> Vec<PassPeak> {
+    let lives = &compact.lives;
     let mut alloc = [(0u64, 0u64); 3];
     for l in lives {
         let ev = &doc.memory[l.event as usize];
         if ev.pre_existing {
             continue;
         }
-        if let Some(step) = ev
+        if let Some(pass) = ev
             .span
             .and_then(|s| doc.span_index(s))
-            .and_then(|i| steps[i])
+            .and_then(|i| spans.pass[i])
         {
-            let a = &mut alloc[step as usize];
+            let a = &mut alloc[pass as usize];
             a.0 += 1;
-            a.1 = a.1.saturating_add(l.bytes);
+            a.1 += l.bytes; // a sum of distinct lifetimes: bounded by the checked total
         }
     }
     let totals = &timeline.totals;
     let mut out = Vec::new();
-    for step in STEPS {
+    for pass in [Pass::Forward, Pass::Backward, Pass::Optimizer] {
         let mut intervals: Vec<(u64, u64)> = doc
             .spans
             .iter()
-            .filter(|s| s.pass == Some(step))
+            .filter(|s| s.pass == Some(pass))
             .map(|s| (s.start_ns, s.end_ns().unwrap_or(OPEN)))
             .collect();
         if intervals.is_empty() {
@@ -181,46 +138,56 @@ pub(crate) fn step_peaks(
                 _ => merged.push((s, e)),
             }
         }
-        let mut best: Option<(u64, u64)> = None;
+        // The best point: its time, where it comes from, its bytes.
+        let mut best: Option<(u64, Pos, u64)> = None;
         for &(s, e) in &merged {
-            let carried = timeline.live_bytes_at(s);
-            if best.is_none_or(|(_, b)| carried > b) {
-                best = Some((s, carried));
+            let first_inside = totals.partition_point(|p| p.timestamp_ns < s);
+            let before = first_inside.checked_sub(1);
+            let carried = before.map_or(0, |i| totals[i].live_bytes);
+            if best.is_none_or(|b| carried > b.2) {
+                best = Some((s, Pos::Carried(before), carried));
             }
-            let mut i = totals.partition_point(|p| p.timestamp_ns <= s);
-            while i < totals.len() && totals[i].timestamp_ns < e {
-                if best.is_none_or(|(_, b)| totals[i].live_bytes > b) {
-                    best = Some((totals[i].timestamp_ns, totals[i].live_bytes));
+            // [s, e); a zero-length interval holds its start instant.
+            let inside = |t: u64| t < e || (s == e && t == s);
+            let mut i = first_inside;
+            while i < totals.len() && inside(totals[i].timestamp_ns) {
+                if best.is_none_or(|b| totals[i].live_bytes > b.2) {
+                    best = Some((totals[i].timestamp_ns, Pos::Event(i), totals[i].live_bytes));
                 }
                 i += 1;
             }
         }
-        let (ts, live_bytes) = best.unwrap_or((0, 0));
-        let (idx, top) = top_live(doc, lives, STEP_PEAK_TOP, |l| l.live_after(ts));
+        let (ts, pos, live_bytes) = best.unwrap_or((0, Pos::Carried(None), 0));
+        let seq_of = |k: usize| compact.seq_of_event[totals[k].event_index as usize];
+        let (seq, event_index) = match pos {
+            Pos::Carried(k) => (k.map(seq_of), None),
+            Pos::Event(k) => (Some(seq_of(k)), Some(totals[k].event_index as usize)),
+        };
+        let live = |l: &Life| seq.is_some_and(|q| l.live_after(q));
+        let (idx, top) = top_live(doc, lives, PASS_PEAK_TOP, live);
         let (by_device, by_category) = breakdown(idx.iter().map(|&i| &lifetimes[i as usize]));
-        let dominant_category = by_category
-            .iter()
-            .fold(
-                None,
-                |acc: Option<(MemoryCategory, u64)>, (&c, &b)| match acc {
-                    Some((_, best)) if best >= b => acc,
-                    _ => Some((c, b)),
-                },
-            )
-            .map(|(c, _)| c);
-        let (count, bytes) = alloc[step as usize];
-        out.push(StepPeak {
-            step,
+        let context = peak_context(
+            doc,
+            spans,
+            res,
+            event_index.map(|e| e as u32),
+            ts,
+            &by_category,
+        );
+        let (count, bytes) = alloc[pass as usize];
+        out.push(PassPeak {
+            pass,
             span_count,
             interval_count: merged.len() as u64,
             allocation_count: count,
             allocated_bytes: bytes,
-            peak: StepPeakPoint {
+            peak: PassPeakPoint {
                 timestamp_ns: ts,
+                event_index,
                 live_bytes,
                 by_category,
                 by_device,
-                dominant_category,
+                context,
                 live_allocation_count: idx.len() as u64,
                 top_allocations: top.iter().map(|&i| lifetimes[i as usize].clone()).collect(),
             },
@@ -229,19 +196,18 @@ pub(crate) fn step_peaks(
     out
 }
 
-fn first_span_of(doc: &TraceDocument, step: ExecutionStep) -> Option<usize> {
-    doc.spans
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.pass == Some(step))
-        .min_by_key(|(i, s)| (s.start_ns, *i))
-        .map(|(i, _)| i)
+/// Where a pass peak comes from: an event inside an interval (index into the timeline's
+/// totals), or the value carried into an interval (after the last event before it, if any).
+#[derive(Clone, Copy)]
+enum Pos {
+    Event(usize),
+    Carried(Option<usize>),
 }
 
 fn activations_at(
     doc: &TraceDocument,
     lives: &[Life],
-    res: &mut Resolver<'_>,
+    res: &mut SharedStrings<'_>,
     span: usize,
 ) -> ActivationsAtSpan {
     let sp = &doc.spans[span];
@@ -254,15 +220,15 @@ fn activations_at(
             continue;
         }
         count += 1;
-        bytes = bytes.saturating_add(l.bytes);
+        bytes += l.bytes; // sums of distinct lifetimes: bounded by the checked total
         if end.is_some_and(|e| l.end_ns > e) {
             kept_count += 1;
-            kept_bytes = kept_bytes.saturating_add(l.bytes);
+            kept_bytes += l.bytes;
         }
     }
     ActivationsAtSpan {
-        span_id: res.s(sp.id),
-        span_name: res.s(sp.name),
+        span_id: res.get(sp.id),
+        span_name: res.get(sp.name),
         start_ns: sp.start_ns,
         end_ns: end,
         activation_live_count: count,
@@ -272,15 +238,20 @@ fn activations_at(
     }
 }
 
+/// The figures at the first backward and first optimizer spans ([`SpanIndex::first_declaring`]:
+/// earliest, then outermost, then canonical order, so the file's interleaving never decides).
 pub(crate) fn findings_support(
     doc: &TraceDocument,
+    spans: &SpanIndex,
     lives: &[Life],
-    res: &mut Resolver<'_>,
+    res: &mut SharedStrings<'_>,
 ) -> FindingsSupport {
     FindingsSupport {
-        first_backward: first_span_of(doc, ExecutionStep::Backward)
+        first_backward: spans
+            .first_declaring(doc, Pass::Backward)
             .map(|i| activations_at(doc, lives, res, i)),
-        first_optimizer: first_span_of(doc, ExecutionStep::Optimizer)
+        first_optimizer: spans
+            .first_declaring(doc, Pass::Optimizer)
             .map(|i| activations_at(doc, lives, res, i)),
     }
 }

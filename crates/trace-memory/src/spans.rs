@@ -1,0 +1,294 @@
+//! [`SpanIndex`]: the span hierarchy of a document resolved once — parents, children in
+//! canonical order, a depth-first pre-order, depth, the effective [`Pass`] of every span, the
+//! measured region, `/`-joined paths and "which span holds time t". Every analysis and display
+//! (memory peaks, findings, the CLI) asks this one index, so they cannot disagree.
+//!
+//! Canonical order: children sorted by `(start_ns, id)` with ids compared by natural order
+//! (`s2` < `s10`), roots likewise; nothing depends on how events were interleaved in the file.
+//! Built in O(S log S); queries are O(depth) or, for [`SpanIndex::innermost_at`], O(S).
+
+use std::cmp::Ordering;
+
+use trace_schema::{Pass, SpanRecord, TraceDocument};
+
+/// The resolved span hierarchy of one document; index `i` is `doc.spans[i]`.
+#[derive(Debug, Clone, Default)]
+pub struct SpanIndex {
+    /// Parent span index per span (`None` for roots and for spans naming an unknown parent).
+    pub parent: Vec<Option<u32>>,
+    /// True when the span names a parent id that is not a span.
+    pub parent_unknown: Vec<bool>,
+    /// Child spans per span, in canonical order.
+    pub children: Vec<Vec<u32>>,
+    /// Spans without a (known) parent, in canonical order.
+    pub roots: Vec<u32>,
+    /// Spans reachable from a root, depth first, children in canonical order.
+    pub preorder: Vec<u32>,
+    /// Spans not reachable from a root: on or below a parent cycle.
+    pub in_cycle: Vec<bool>,
+    /// Depth below its root (roots and cycle members: 0).
+    pub depth: Vec<u32>,
+    /// The pass of each span: its own, else its nearest ancestor's (a cycle ends the walk).
+    pub pass: Vec<Option<Pass>>,
+    /// Index of the measured span: the first in canonical order when a trace has several.
+    pub measured: Option<usize>,
+}
+
+/// Compares strings with embedded numbers by value (`s2` < `s10`), so probe ids sort in
+/// creation order; ties fall back to plain byte order.
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
+    while !x.is_empty() && !y.is_empty() {
+        if x[0].is_ascii_digit() && y[0].is_ascii_digit() {
+            let nx = x.iter().take_while(|c| c.is_ascii_digit()).count();
+            let ny = y.iter().take_while(|c| c.is_ascii_digit()).count();
+            let (dx, dy) = (trim_zeros(&x[..nx]), trim_zeros(&y[..ny]));
+            let ord = dx.len().cmp(&dy.len()).then_with(|| dx.cmp(dy));
+            if ord != Ordering::Equal {
+                return ord;
+            }
+            x = &x[nx..];
+            y = &y[ny..];
+        } else {
+            if x[0] != y[0] {
+                return x[0].cmp(&y[0]);
+            }
+            x = &x[1..];
+            y = &y[1..];
+        }
+    }
+    x.len().cmp(&y.len()).then_with(|| a.cmp(b))
+}
+
+fn trim_zeros(d: &[u8]) -> &[u8] {
+    let z = d.iter().take_while(|&&c| c == b'0').count();
+    &d[z..]
+}
+
+impl SpanIndex {
+    /// Resolves the hierarchy of `doc`.
+    pub fn build(doc: &TraceDocument) -> Self {
+        let n = doc.spans.len();
+        let mut parent = vec![None; n];
+        let mut parent_unknown = vec![false; n];
+        let mut children: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut roots = Vec::new();
+        for (i, span) in doc.spans.iter().enumerate() {
+            match span.parent {
+                None => roots.push(i as u32),
+                Some(p) => match doc.span_index(p) {
+                    Some(pi) => {
+                        parent[i] = Some(pi as u32);
+                        children[pi].push(i as u32);
+                    }
+                    None => {
+                        parent_unknown[i] = true;
+                        roots.push(i as u32);
+                    }
+                },
+            }
+        }
+        let order = |a: &u32, b: &u32| canonical_cmp(doc, *a as usize, *b as usize);
+        for list in &mut children {
+            list.sort_by(order);
+        }
+        roots.sort_by(order);
+
+        let mut preorder = Vec::with_capacity(n);
+        let mut visited = vec![false; n];
+        let mut depth = vec![0u32; n];
+        let mut pass: Vec<Option<Pass>> = doc.spans.iter().map(|s| s.pass).collect();
+        let mut stack: Vec<u32> = roots.iter().rev().copied().collect();
+        while let Some(s) = stack.pop() {
+            let s = s as usize;
+            if std::mem::replace(&mut visited[s], true) {
+                continue;
+            }
+            preorder.push(s as u32);
+            for &c in children[s].iter().rev() {
+                let c = c as usize;
+                depth[c] = depth[s] + 1;
+                if pass[c].is_none() {
+                    pass[c] = pass[s];
+                }
+                stack.push(c as u32);
+            }
+        }
+        let in_cycle: Vec<bool> = visited.iter().map(|v| !v).collect();
+        // Spans on a cycle inherit only along the cycle's own parents (bounded walk).
+        for i in 0..n {
+            if !in_cycle[i] || pass[i].is_some() {
+                continue;
+            }
+            let mut cur = parent[i];
+            for _ in 0..n {
+                let Some(p) = cur else { break };
+                if let Some(x) = doc.spans[p as usize].pass {
+                    pass[i] = Some(x);
+                    break;
+                }
+                cur = parent[p as usize];
+            }
+        }
+        let measured = preorder
+            .iter()
+            .map(|&s| s as usize)
+            .find(|&s| doc.spans[s].measured)
+            .or_else(|| doc.spans.iter().position(|s| s.measured));
+        Self {
+            parent,
+            parent_unknown,
+            children,
+            roots,
+            preorder,
+            in_cycle,
+            depth,
+            pass,
+            measured,
+        }
+    }
+
+    /// Number of spans.
+    pub fn len(&self) -> usize {
+        self.parent.len()
+    }
+
+    /// True for a document without spans.
+    pub fn is_empty(&self) -> bool {
+        self.parent.is_empty()
+    }
+
+    /// Names from the root to span `i`, joined by `/` (at most one walk around a cycle).
+    pub fn path(&self, doc: &TraceDocument, i: usize) -> String {
+        let mut chain = vec![i];
+        let mut cur = self.parent[i];
+        while let Some(p) = cur {
+            let p = p as usize;
+            if chain.len() > self.len() || chain.contains(&p) {
+                break;
+            }
+            chain.push(p);
+            cur = self.parent[p];
+        }
+        let names: Vec<&str> = chain
+            .iter()
+            .rev()
+            .map(|&s| doc.str(doc.spans[s].name))
+            .collect();
+        names.join("/")
+    }
+
+    /// [`Self::path`] of a span id; `None` for an id that is not a span.
+    pub fn path_of_id(&self, doc: &TraceDocument, id: &str) -> Option<String> {
+        let i = doc.span_index(doc.sym(id)?)?;
+        Some(self.path(doc, i))
+    }
+
+    /// [`Self::pass`] of a span id; `None` for an id that is not a span or a span in no pass.
+    pub fn pass_of_id(&self, doc: &TraceDocument, id: &str) -> Option<Pass> {
+        self.pass[doc.span_index(doc.sym(id)?)?]
+    }
+
+    /// Start and end of the measured region (`end` is `None` while the span is open).
+    pub fn measured_region(&self, doc: &TraceDocument) -> Option<(u64, Option<u64>)> {
+        self.measured.map(|m| {
+            let s = &doc.spans[m];
+            (s.start_ns, s.end_ns())
+        })
+    }
+
+    /// The innermost span whose interval `[start, end)` contains `t` (an open span runs to the
+    /// end of the trace; a closed span of duration 0 contains only its start): the deepest,
+    /// then the latest start, then the last in canonical order. O(S).
+    pub fn innermost_at(&self, doc: &TraceDocument, t: u64) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        for &s in &self.preorder {
+            let s = s as usize;
+            let span = &doc.spans[s];
+            if !contains(span, t) {
+                continue;
+            }
+            let better = best.is_none_or(|b| {
+                (self.depth[s], span.start_ns) >= (self.depth[b], doc.spans[b].start_ns)
+            });
+            if better {
+                best = Some(s);
+            }
+        }
+        best
+    }
+
+    /// The first span declaring `pass` itself: earliest start, then outermost, then canonical
+    /// order — independent of the file's interleaving.
+    pub fn first_declaring(&self, doc: &TraceDocument, pass: Pass) -> Option<usize> {
+        (0..self.len())
+            .filter(|&i| doc.spans[i].pass == Some(pass))
+            .min_by(|&a, &b| {
+                (doc.spans[a].start_ns, self.depth[a])
+                    .cmp(&(doc.spans[b].start_ns, self.depth[b]))
+                    .then_with(|| canonical_cmp(doc, a, b))
+            })
+    }
+}
+
+/// `start <= t < end` (an open span runs to the end; duration 0 holds its start instant).
+fn contains(span: &SpanRecord, t: u64) -> bool {
+    if t < span.start_ns {
+        return false;
+    }
+    match span.duration_ns {
+        None => true,
+        Some(0) => t == span.start_ns,
+        Some(d) => t - span.start_ns < d,
+    }
+}
+
+/// Canonical order of two spans: start, then id in natural order.
+fn canonical_cmp(doc: &TraceDocument, a: usize, b: usize) -> Ordering {
+    let (sa, sb) = (&doc.spans[a], &doc.spans[b]);
+    sa.start_ns
+        .cmp(&sb.start_ns)
+        .then_with(|| natural_cmp(doc.str(sa.id), doc.str(sb.id)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn natural_order_compares_numbers_by_value() {
+        assert_eq!(natural_cmp("s2", "s10"), Ordering::Less);
+        assert_eq!(natural_cmp("s10", "s10"), Ordering::Equal);
+        assert_eq!(natural_cmp("a", "b"), Ordering::Less);
+        assert_eq!(natural_cmp("s1/op/3", "s1/op/12"), Ordering::Less);
+        assert_eq!(natural_cmp("s01", "s1"), Ordering::Less);
+    }
+
+    #[test]
+    fn paths_passes_and_the_span_holding_a_time() {
+        let doc = trace_schema::load_str(concat!(
+            r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t"}"#, "\n",
+            r#"{"kind":"span_start","id":"s1","name":"step","start_ns":0,"span_kind":"function","measured":true}"#, "\n",
+            r#"{"kind":"span_start","id":"s2","parent_id":"s1","name":"forward","start_ns":1,"span_kind":"function","step":"forward"}"#, "\n",
+            r#"{"kind":"span_start","id":"s3","parent_id":"s2","name":"linear","start_ns":2,"span_kind":"module"}"#, "\n",
+            r#"{"kind":"span_end","id":"s3","duration_ns":3}"#, "\n",
+            r#"{"kind":"span_end","id":"s2","duration_ns":9}"#, "\n",
+        ))
+        .unwrap();
+        let ix = SpanIndex::build(&doc);
+        assert_eq!(
+            ix.path_of_id(&doc, "s3").as_deref(),
+            Some("step/forward/linear")
+        );
+        assert_eq!(ix.path_of_id(&doc, "nope"), None);
+        assert_eq!(ix.pass_of_id(&doc, "s3"), Some(Pass::Forward));
+        assert_eq!(ix.pass_of_id(&doc, "s1"), None);
+        assert_eq!(ix.measured, Some(0));
+        assert_eq!(ix.measured_region(&doc), Some((0, None)));
+        assert_eq!(ix.innermost_at(&doc, 3), Some(2));
+        assert_eq!(ix.innermost_at(&doc, 5), Some(1));
+        assert_eq!(ix.innermost_at(&doc, 50), Some(0));
+        assert_eq!(ix.first_declaring(&doc, Pass::Forward), Some(1));
+        assert_eq!(ix.depth, vec![0, 1, 2]);
+    }
+}
