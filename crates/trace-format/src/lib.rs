@@ -1,0 +1,211 @@
+//! # trace-format
+//!
+//! How candle-graph shows a figure or a name to a person, in one place for every report
+//! (the CLI's tables, trace-graph's findings and health messages):
+//! - [`bytes`]: binary units (B, KiB, MiB, GiB, TiB, PiB, EiB — IEC 80000-13, powers of 1024,
+//!   never mixed with SI labels); [`opt_bytes`] / [`checked_bytes`] for unknown and overflowed
+//!   figures, which are never shown as a number;
+//! - [`duration`]: ns, µs, ms, s; [`at`]: a time relative to an origin (the start of the
+//!   measured region), signed;
+//! - [`escape`]: text from a trace made safe for a terminal — C0 and C1 controls, DEL and the
+//!   bidirectional controls are written visibly (`\x01`, `\u{202e}`), so a trace cannot move the
+//!   cursor, recolour or reorder what a person reads;
+//! - [`width`] and [`elide`]: display columns (wide CJK characters count two) and elision with
+//!   `…` to a column width.
+//!
+//! ```
+//! assert_eq!(trace_format::bytes(1536), "1.50 KiB");
+//! assert_eq!(trace_format::duration(4_560_000), "4.56 ms");
+//! assert_eq!(trace_format::at(1_500, 2_000), "-500 ns");
+//! assert_eq!(trace_format::escape("a\u{1}b\u{202e}c"), "a\\x01b\\u{202e}c");
+//! assert_eq!(trace_format::elide("model/encoder/layer", 10), "model/enc…");
+//! assert_eq!(trace_format::width("数据"), 4);
+//! ```
+
+#![deny(missing_docs)]
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+use unicode_width::UnicodeWidthChar;
+
+/// Binary unit labels, each 1024 times the previous.
+const BYTE_UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+
+/// How a figure whose checked sum overflowed `u64` reads (never a number).
+pub const OVERFLOWED: &str = "overflowed";
+
+/// How an unknown figure reads (never 0).
+pub const UNKNOWN: &str = "-";
+
+/// Formats a byte count with a binary unit: `512 B`, `1.50 KiB`, `75.77 GiB`, `16.00 EiB`.
+///
+/// Values below 1 KiB are exact; larger ones have two decimals.
+pub fn bytes(n: u64) -> String {
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < BYTE_UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    // 1023.999 KiB would print as "1024.00 KiB": move to the next unit instead.
+    if format!("{value:.2}") == "1024.00" && unit < BYTE_UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.2} {}", BYTE_UNITS[unit])
+}
+
+/// Like [`bytes`], [`UNKNOWN`] when not observed.
+pub fn opt_bytes(n: Option<u64>) -> String {
+    n.map_or_else(|| UNKNOWN.to_string(), bytes)
+}
+
+/// Like [`bytes`] for a checked sum: [`OVERFLOWED`] when the sum overflowed (`None`).
+pub fn checked_bytes(n: Option<u64>) -> String {
+    n.map_or_else(|| OVERFLOWED.to_string(), bytes)
+}
+
+/// Formats nanoseconds: `850 ns`, `12.3 µs`, `4.56 ms`, `1.23 s`.
+pub fn duration(ns: u64) -> String {
+    match ns {
+        0..=999 => format!("{ns} ns"),
+        1_000..=999_999 => format!("{:.1} µs", ns as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.2} ms", ns as f64 / 1e6),
+        _ => format!("{:.2} s", ns as f64 / 1e9),
+    }
+}
+
+/// Like [`duration`], [`UNKNOWN`] when not known.
+pub fn opt_duration(ns: Option<u64>) -> String {
+    ns.map_or_else(|| UNKNOWN.to_string(), duration)
+}
+
+/// A trace time `t_ns` as a person reads it: relative to `origin_ns` (the start of the measured
+/// region), negative before it: `4.56 ms`, `-500 ns`.
+pub fn at(t_ns: u64, origin_ns: u64) -> String {
+    if t_ns >= origin_ns {
+        duration(t_ns - origin_ns)
+    } else {
+        format!("-{}", duration(origin_ns - t_ns))
+    }
+}
+
+/// True for the characters [`escape`] rewrites: C0 controls, DEL, C1 controls and the Unicode
+/// bidirectional controls (ALM, LRM, RLM, LRE–RLO, LRI–PDI).
+pub fn is_unsafe(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
+        | '\u{61c}' | '\u{200e}' | '\u{200f}'
+        | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Text from a trace made safe for a terminal: every [`is_unsafe`] character is written
+/// visibly, `\xNN` below U+0100 and `\u{NNNN}` above; everything else is unchanged. Newlines
+/// and tabs are escaped too: one name is one line.
+pub fn escape(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_unsafe) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if !is_unsafe(c) {
+            out.push(c);
+        } else if (c as u32) < 0x100 {
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        } else {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Display columns of `s` in a terminal (wide CJK characters count two, combining marks
+/// zero). Meant for text already passed through [`escape`].
+pub fn width(s: &str) -> usize {
+    s.chars().map(|c| c.width().unwrap_or(0)).sum()
+}
+
+/// `s` cut to at most `max` display columns, ending in `…` when cut (the full text belongs in
+/// `--json`). A `max` of 0 gives "".
+pub fn elide(s: &str, max: usize) -> Cow<'_, str> {
+    if width(s) <= max {
+        return Cow::Borrowed(s);
+    }
+    if max == 0 {
+        return Cow::Borrowed("");
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in s.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w > max - 1 {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    out.push('…');
+    Cow::Owned(out)
+}
+
+/// [`escape`] then [`elide`]: a trace string ready for a table cell of `max` columns.
+pub fn cell(s: &str, max: usize) -> String {
+    elide(&escape(s), max).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_use_binary_units() {
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(bytes(1024), "1.00 KiB");
+        assert_eq!(bytes(1536), "1.50 KiB");
+        assert_eq!(bytes(3 * 1024 * 1024), "3.00 MiB");
+        assert_eq!(bytes(81_358_668_431), "75.77 GiB");
+        assert_eq!(bytes(1024 * 1024 - 1), "1.00 MiB");
+        assert_eq!(bytes(u64::MAX), "16.00 EiB");
+        assert_eq!(opt_bytes(None), "-");
+        assert_eq!(checked_bytes(None), "overflowed");
+        assert_eq!(checked_bytes(Some(5)), "5 B");
+    }
+
+    #[test]
+    fn durations_and_relative_times() {
+        assert_eq!(duration(850), "850 ns");
+        assert_eq!(duration(12_345), "12.3 µs");
+        assert_eq!(duration(4_560_000), "4.56 ms");
+        assert_eq!(duration(1_230_000_000), "1.23 s");
+        assert_eq!(opt_duration(None), "-");
+        assert_eq!(at(25_760_000, 9_880_000), "15.88 ms");
+        assert_eq!(at(0, 1_000), "-1.0 µs");
+    }
+
+    #[test]
+    fn controls_and_bidi_overrides_are_visible() {
+        assert_eq!(escape("plain µ 数据"), "plain µ 数据");
+        assert!(matches!(escape("plain"), Cow::Borrowed(_)));
+        assert_eq!(escape("\u{1b}[31mred"), "\\x1b[31mred");
+        assert_eq!(escape("a\nb\tc\u{7f}"), "a\\x0ab\\x09c\\x7f");
+        assert_eq!(escape("\u{85}"), "\\x85");
+        assert_eq!(escape("abc\u{202e}fed\u{2066}"), "abc\\u{202e}fed\\u{2066}");
+    }
+
+    #[test]
+    fn widths_count_columns_and_elision_fits_them() {
+        assert_eq!(width("abc"), 3);
+        assert_eq!(width("数据集"), 6);
+        assert_eq!(elide("abcdef", 6), "abcdef");
+        assert_eq!(elide("abcdefg", 6), "abcde…");
+        assert_eq!(elide("数据集合", 5), "数据…");
+        assert_eq!(width(&elide("数据集合", 5)), 5);
+        assert_eq!(elide("abc", 0), "");
+        assert_eq!(cell("a\u{1}bcdef", 5), "a\\x0…");
+    }
+}
