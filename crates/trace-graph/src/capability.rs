@@ -4,13 +4,16 @@
 //! (available → invalid) and incomplete captures (complete → partial, diagnostic only).
 
 use serde::Serialize;
-use trace_schema::{CoverageLevel, TraceDocument};
+use trace_schema::{ContractField, CoverageLevel, TraceDocument};
 
 use crate::health::{HealthCode, Severity, TraceHealth};
 
 /// A kind of evidence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum CapabilityKind {
     /// The span hierarchy can be trusted.
     StructuralTrace,
@@ -35,8 +38,11 @@ pub enum CapabilityKind {
 }
 
 /// Level of a capability.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum CapabilityLevel {
     /// Nothing to base it on.
     Unavailable,
@@ -119,6 +125,7 @@ pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> Capabil
     let contract = doc.meta.capture_contract.clone().unwrap_or_default();
     let valid = health.structurally_valid;
     let ended_early = health.capture_failed || health.truncated;
+    let failed = health.capture_failed;
     let cov = &health.coverage;
     let mut rows = Vec::with_capacity(10);
     let mut row = |kind, (level, reason): (CapabilityLevel, String), declared, observed| {
@@ -149,8 +156,20 @@ pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> Capabil
         K::OuterWallTime,
         if !valid {
             (Invalid, "trace is structurally invalid".into())
-        } else if ended_early {
+        } else if failed {
             (Unavailable, "the capture did not finish".into())
+        } else if health.truncated {
+            if closed_measured == 1 && cov.measured_spans == 1 {
+                (
+                    Partial,
+                    "the measured span closed before the trace was cut short (from an incomplete capture)".into(),
+                )
+            } else {
+                (
+                    Unavailable,
+                    "the trace was cut short before the measured span closed".into(),
+                )
+            }
         } else if closed_measured == 1 && cov.measured_spans == 1 {
             (Complete, "one closed measured span".into())
         } else {
@@ -169,32 +188,51 @@ pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> Capabil
         K::NestedHostTime,
         if !valid {
             (Invalid, "trace is structurally invalid".into())
-        } else if ended_early {
+        } else if failed {
             (Unavailable, "the capture did not finish".into())
+        } else if health.truncated {
+            (
+                Partial,
+                "closed spans keep their times; open ones have none (the trace was cut short: an incomplete capture)".into(),
+            )
         } else {
             (Complete, "valid, finished trace".into())
         },
         None,
         cov.closed_spans,
     );
-    for (kind, declared, observed) in [
+    // The producer's own reason, when it gave one, follows ours.
+    let with_reason =
+        |(level, reason): (CapabilityLevel, String), field: ContractField| match contract
+            .reason(field)
+            .filter(|_| level != Complete)
+        {
+            Some(why) => (level, format!("{reason} ({why})")),
+            None => (level, reason),
+        };
+    for (kind, field, observed) in [
         (
             K::NestedDeviceTime,
-            contract.device_timing,
+            ContractField::DeviceTiming,
             cov.device_intervals,
         ),
-        (K::Operations, contract.operations, cov.operations),
-        (K::Tensors, contract.tensors, cov.tensors),
-        (K::LogicalMemory, contract.logical_memory, cov.memory_events),
+        (K::Operations, ContractField::Operations, cov.operations),
+        (K::Tensors, ContractField::Tensors, cov.tensors),
+        (
+            K::LogicalMemory,
+            ContractField::LogicalMemory,
+            cov.memory_events,
+        ),
         (
             K::PhysicalMemory,
-            contract.physical_memory,
+            ContractField::PhysicalMemory,
             cov.device_memory_samples,
         ),
     ] {
+        let declared = contract.level(field);
         row(
             kind,
-            observed_coverage(declared, observed),
+            with_reason(observed_coverage(declared, observed), field),
             Some(declared),
             observed,
         );
@@ -224,7 +262,7 @@ pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> Capabil
     };
     row(
         K::Gradients,
-        gradient_level,
+        with_reason(gradient_level, ContractField::Gradients),
         Some(contract.gradients),
         cov.gradients,
     );
@@ -235,7 +273,7 @@ pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> Capabil
     };
     row(
         K::TensorStats,
-        stats_level,
+        with_reason(stats_level, ContractField::TensorStats),
         Some(contract.tensor_stats),
         cov.tensor_stats,
     );
@@ -243,7 +281,11 @@ pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> Capabil
     for c in &mut rows {
         // A capture that ended early never reached the point where the evidence would have
         // been written: nothing observed is then "not seen", not a broken promise.
-        if ended_early && c.level == Invalid && c.observed == 0 && c.reason == NOTHING_OBSERVED {
+        if ended_early
+            && c.level == Invalid
+            && c.observed == 0
+            && c.reason.starts_with(NOTHING_OBSERVED)
+        {
             c.level = Unavailable;
             c.reason = "declared, but the capture did not finish before any was recorded".into();
         }
@@ -258,3 +300,5 @@ pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> Capabil
     }
     CapabilityMatrix { capabilities: rows }
 }
+
+trace_schema::wire_names!(CapabilityKind, CapabilityLevel);

@@ -2,7 +2,8 @@
 //! capabilities it relies on are available (partial or complete).
 
 use serde::Serialize;
-use trace_schema::{ExecutionStep, MemoryCategory};
+use trace_format::{at, bytes as human_bytes, duration};
+use trace_schema::{MemoryCategory, Pass, TraceDocument};
 
 use crate::capability::{CapabilityKind, CapabilityLevel, CapabilityMatrix};
 use crate::gradients::GradientSummary;
@@ -10,12 +11,16 @@ use crate::graph::ExecutionGraph;
 use crate::health::Severity;
 
 /// What a finding is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum FindingCode {
     /// The span with the largest host self time in the measured subtree.
     LargestHostSelfTime,
-    /// The logical memory peak: when, in which step, what dominates it.
+    /// The logical memory peak (one per device when there are several): when, in which span
+    /// and pass, what dominates it.
     MemoryPeak,
     /// Activations still live when the optimizer step runs.
     ActivationsRetainedIntoOptimizer,
@@ -37,7 +42,8 @@ pub struct Evidence {
     /// Graph node ids (spans, ops, tensors).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub node_ids: Vec<String>,
-    /// `{device}:{storage_id}` of storages.
+    /// `{device}:{storage_id}` of storages (ids for scripts; summaries name storages by label,
+    /// shape, dtype, category and allocating span instead).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub storages: Vec<String>,
     /// `root/key` of gradients.
@@ -61,9 +67,12 @@ pub struct Evidence {
     /// The total the count is out of.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub of_count: Option<u64>,
-    /// Training step.
+    /// Pass (forward / backward / optimizer).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub step: Option<ExecutionStep>,
+    pub pass: Option<Pass>,
+    /// Device (per-device findings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
     /// Memory category.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub category: Option<MemoryCategory>,
@@ -93,32 +102,6 @@ pub struct Finding {
     pub requires: Vec<CapabilityKind>,
 }
 
-/// Formats nanoseconds with a readable unit (ns, µs, ms, s).
-pub(crate) fn ms(ns: u64) -> String {
-    match ns {
-        0..=999 => format!("{ns} ns"),
-        1_000..=999_999 => format!("{:.1} µs", ns as f64 / 1e3),
-        1_000_000..=999_999_999 => format!("{:.3} ms", ns as f64 / 1e6),
-        _ => format!("{:.3} s", ns as f64 / 1e9),
-    }
-}
-
-/// Formats bytes with a binary unit.
-pub(crate) fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
 /// The largest host self time in the measured subtree.
 pub(crate) fn largest_self_time(
     graph: &ExecutionGraph,
@@ -139,7 +122,7 @@ pub(crate) fn largest_self_time(
             format!(
                 " ({:.1}% of the {} measured region)",
                 100.0 * top.host_self_time_ns as f64 / o as f64,
-                ms(o)
+                duration(o)
             )
         })
         .unwrap_or_default();
@@ -150,7 +133,7 @@ pub(crate) fn largest_self_time(
             "span {} ({}) has the largest host self time: {}{share}",
             top.name,
             top.id,
-            ms(top.host_self_time_ns)
+            duration(top.host_self_time_ns)
         ),
         evidence: Evidence {
             node_ids: vec![top.id.to_string()],
@@ -244,14 +227,7 @@ pub(crate) fn coverage_gaps(caps: &CapabilityMatrix, out: &mut Vec<Finding>) {
             CapabilityLevel::Partial => Severity::Warning,
             CapabilityLevel::Invalid => Severity::Error,
         };
-        let kind = serde_json::to_value(c.kind)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        let level = serde_json::to_value(c.level)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let (kind, level) = (c.kind.as_str(), c.level.as_str());
         out.push(Finding {
             code: FindingCode::CoverageGap,
             severity,
@@ -267,96 +243,130 @@ pub(crate) fn coverage_gaps(caps: &CapabilityMatrix, out: &mut Vec<Finding>) {
     }
 }
 
-/// The innermost span containing `ts` and its step (own or inherited from an ancestor).
-pub(crate) fn step_at(
-    doc: &trace_schema::TraceDocument,
-    index: &crate::index::TraceIndex,
-    ts: u64,
-) -> (Option<usize>, Option<ExecutionStep>) {
-    use crate::index::{recorded_end, NONE};
-    let n = doc.spans.len();
-    let mut step: Vec<Option<ExecutionStep>> = vec![None; n];
-    let mut depth = vec![0u32; n];
-    let mut best: Option<(u32, u64, usize)> = None;
-    for &s in &index.preorder {
-        let s = s as usize;
-        let span = &doc.spans[s];
-        let p = index.parent[s];
-        if p != NONE {
-            step[s] = span.pass.or(step[p as usize]);
-            depth[s] = depth[p as usize] + 1;
-        } else {
-            step[s] = span.pass;
-        }
-        let end = match span.duration_ns {
-            None => u64::MAX,
-            Some(_) => match recorded_end(span) {
-                Some(e) => e,
-                None => continue,
-            },
-        };
-        if span.start_ns <= ts && ts < end {
-            let key = (depth[s], span.start_ns, s);
-            if best.is_none_or(|b| key > b) {
-                best = Some(key);
-            }
-        }
+fn pass_name(pass: Option<Pass>) -> &'static str {
+    match pass {
+        Some(Pass::Forward) => "the forward pass",
+        Some(Pass::Backward) => "the backward pass",
+        Some(Pass::Optimizer) => "the optimizer pass",
+        None => "no declared pass",
     }
-    match best {
-        Some((_, _, s)) => (Some(s), step[s]),
-        None => (None, None),
-    }
-}
-
-fn step_name(step: Option<ExecutionStep>) -> &'static str {
-    match step {
-        Some(ExecutionStep::Forward) => "the forward step",
-        Some(ExecutionStep::Backward) => "the backward step",
-        Some(ExecutionStep::Optimizer) => "the optimizer step",
-        None => "no declared step",
-    }
-}
-
-fn category_name(c: MemoryCategory) -> &'static str {
-    c.as_str()
 }
 
 /// How many storages a memory finding names.
 pub const TOP_STORAGES: usize = 5;
 
-/// Names a storage for a reader: its label, else its shape and dtype, then `device:storage id`.
-fn describe(l: &trace_memory::StorageLifetime) -> String {
-    let mut name = match (&l.label, &l.shape, &l.dtype) {
-        (Some(label), _, _) => format!("{label} "),
-        (None, Some(shape), Some(dtype)) => format!("{shape:?} {dtype} "),
-        _ => String::new(),
+/// Names a storage for a reader, never by its address: its label, else its shape and dtype,
+/// else the allocating op, with its size, category and allocating span's path.
+fn describe(
+    doc: &TraceDocument,
+    spans: &trace_memory::SpanIndex,
+    l: &trace_memory::StorageLifetime,
+) -> String {
+    let mut name = match (&l.label, &l.shape, &l.dtype, &l.op_name) {
+        (Some(label), _, _, _) => label.to_string(),
+        (None, Some(shape), Some(dtype), _) => {
+            let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+            format!("[{}] {dtype}", dims.join(", "))
+        }
+        (None, _, _, Some(op)) => format!("output of {op}"),
+        _ => "a storage".to_string(),
     };
-    name.push_str(&crate::health::lifetime_label(l));
-    let mut s = format!(
-        "{name} ({}, {}",
-        human_bytes(l.bytes),
-        category_name(l.category)
-    );
-    if let Some(span) = &l.span_id {
-        s.push_str(&format!(", allocated in {span}"));
+    if l.label.is_some() {
+        if let (Some(shape), Some(dtype)) = (&l.shape, &l.dtype) {
+            let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+            name.push_str(&format!(" [{}] {dtype}", dims.join(", ")));
+        }
     }
-    if let Some(op) = &l.op_name {
-        s.push_str(&format!(" by {op}"));
+    let mut s = format!("{name} ({}, {}", human_bytes(l.bytes), l.category.as_str());
+    if l.pre_existing {
+        s.push_str(", from before the capture");
+    } else if let Some(path) = l
+        .span_id
+        .as_deref()
+        .and_then(|id| spans.path_of_id(doc, id))
+    {
+        s.push_str(&format!(", allocated in {path}"));
     }
     s.push(')');
     s
 }
 
-/// Memory findings: the peak, activations retained into the optimizer step, storages retained
-/// at the end.
+/// One `MemoryPeak` finding: the global peak with one device, one per device otherwise.
+#[allow(clippy::too_many_arguments)]
+fn peak_finding(
+    doc: &TraceDocument,
+    spans: &trace_memory::SpanIndex,
+    live_bytes: u64,
+    timestamp_ns: u64,
+    by_category: &std::collections::BTreeMap<MemoryCategory, u64>,
+    context: &trace_memory::PeakContext,
+    top: &[&trace_memory::StorageLifetime],
+    live_count: u64,
+    device: Option<&str>,
+    bound: &str,
+    origin_ns: u64,
+) -> (String, Evidence) {
+    let on = device.map(|d| format!(" on {d}")).unwrap_or_default();
+    let mut summary = format!(
+        "logical memory{on} peaks at {}{bound} at {} during {}",
+        human_bytes(live_bytes),
+        at(timestamp_ns, origin_ns),
+        pass_name(context.pass)
+    );
+    let span = context.span_id.as_deref();
+    if let Some(path) = span.and_then(|id| spans.path_of_id(doc, id)) {
+        summary.push_str(&format!(" (in {path})"));
+    }
+    if let Some(c) = context.dominant_category {
+        let b = by_category.get(&c).copied().unwrap_or(0);
+        summary.push_str(&format!(
+            "; {} dominates with {} ({:.1}%)",
+            c.as_str(),
+            human_bytes(b),
+            100.0 * b as f64 / live_bytes as f64
+        ));
+    }
+    if !top.is_empty() {
+        let names: Vec<String> = top.iter().map(|l| describe(doc, spans, l)).collect();
+        summary.push_str(&format!("; largest: {}", names.join(", ")));
+    }
+    let mut node_ids: Vec<String> = span.map(str::to_string).into_iter().collect();
+    for l in top {
+        if let Some(s) = &l.span_id {
+            if !node_ids.iter().any(|n| n == &**s) {
+                node_ids.push(s.to_string());
+            }
+        }
+    }
+    let evidence = Evidence {
+        node_ids,
+        storages: top
+            .iter()
+            .map(|l| crate::health::lifetime_label(l))
+            .collect(),
+        bytes: Some(live_bytes),
+        timestamp_ns: Some(timestamp_ns),
+        count: Some(live_count),
+        pass: context.pass,
+        category: context.dominant_category,
+        device: device.map(str::to_string),
+        ..Evidence::default()
+    };
+    (summary, evidence)
+}
+
+/// Memory findings: the peak (per device with several devices), activations retained into the
+/// optimizer pass, storages retained at the end. Times are relative to `origin_ns`.
 pub(crate) fn memory_findings(
-    doc: &trace_schema::TraceDocument,
+    doc: &TraceDocument,
     index: &crate::index::TraceIndex,
     logical: Option<&trace_memory::LogicalMemoryProfile>,
     health: &crate::health::TraceHealth,
     caps: &CapabilityMatrix,
+    origin_ns: u64,
     out: &mut Vec<Finding>,
 ) {
+    let spans = &index.spans;
     let requires = vec![CapabilityKind::LogicalMemory];
     let Some(logical) = logical.filter(|_| caps.allows(&requires)) else {
         return;
@@ -367,68 +377,54 @@ pub(crate) fn memory_findings(
     } else {
         ""
     };
-    if let Some(peak) = logical.peak.as_ref().filter(|p| p.live_bytes > 0) {
-        let (span, step) = step_at(doc, index, peak.timestamp_ns);
-        let dominant = peak
-            .by_category
-            .iter()
-            .max_by_key(|(c, b)| (**b, std::cmp::Reverse(**c)))
-            .map(|(c, b)| (*c, *b));
-        let top: Vec<&trace_memory::StorageLifetime> =
-            peak.live_allocations.iter().take(TOP_STORAGES).collect();
-        let mut summary = format!(
-            "logical memory peaks at {}{bound} at {} during {}",
-            human_bytes(peak.live_bytes),
-            crate::findings::ms(peak.timestamp_ns),
-            step_name(step)
-        );
-        if let Some(s) = span {
-            summary.push_str(&format!(" (span {})", doc.str(doc.spans[s].id)));
-        }
-        if let Some((c, b)) = dominant {
-            summary.push_str(&format!(
-                "; {} dominates with {} ({:.1}%)",
-                category_name(c),
-                human_bytes(b),
-                100.0 * b as f64 / peak.live_bytes as f64
-            ));
-        }
-        if !top.is_empty() {
-            let names: Vec<String> = top.iter().map(|l| describe(l)).collect();
-            summary.push_str(&format!("; largest: {}", names.join(", ")));
-        }
-        let mut node_ids: Vec<String> = span
-            .map(|s| doc.str(doc.spans[s].id).to_string())
-            .into_iter()
-            .collect();
-        for l in &top {
-            if let Some(s) = &l.span_id {
-                if !node_ids.iter().any(|n| n == &**s) {
-                    node_ids.push(s.to_string());
-                }
-            }
-        }
+    let mut push_peak = |(summary, mut evidence): (String, Evidence)| {
+        evidence.lower_bound = lower_bound;
         out.push(Finding {
             code: FindingCode::MemoryPeak,
             severity: Severity::Info,
             summary,
-            evidence: Evidence {
-                node_ids,
-                storages: top
-                    .iter()
-                    .map(|l| crate::health::lifetime_label(l))
-                    .collect(),
-                bytes: Some(peak.live_bytes),
-                timestamp_ns: Some(peak.timestamp_ns),
-                count: Some(peak.live_allocations.len() as u64),
-                step,
-                category: dominant.map(|(c, _)| c),
-                lower_bound,
-                ..Evidence::default()
-            },
+            evidence,
             requires: requires.clone(),
         });
+    };
+    if logical.by_device.len() > 1 {
+        for d in &logical.by_device {
+            let Some(p) = d.peak.as_ref().filter(|p| p.live_bytes > 0) else {
+                continue;
+            };
+            let live = logical.live_allocations_after(p.event_index, Some(&d.device));
+            let top: Vec<_> = live.iter().take(TOP_STORAGES).copied().collect();
+            push_peak(peak_finding(
+                doc,
+                spans,
+                p.live_bytes,
+                p.timestamp_ns,
+                &p.by_category,
+                &p.context,
+                &top,
+                p.live_allocation_count,
+                Some(&d.device),
+                bound,
+                origin_ns,
+            ));
+        }
+    } else if let Some(peak) = logical.peak.as_ref().filter(|p| p.live_bytes > 0) {
+        let top: Vec<_> = peak.live_allocations.iter().take(TOP_STORAGES).collect();
+        push_peak(peak_finding(
+            doc,
+            spans,
+            peak.live_bytes,
+            peak.timestamp_ns,
+            &peak.by_category,
+            &peak.context,
+            &top,
+            peak.live_allocations.len() as u64,
+            None,
+            bound,
+            origin_ns,
+        ));
     }
+    let requires = vec![CapabilityKind::LogicalMemory];
     if let Some(opt) = logical
         .findings
         .first_optimizer
@@ -439,22 +435,23 @@ pub(crate) fn memory_findings(
             .still_live_at_end_bytes
             .map(|b| format!(", {} still live when it ends", human_bytes(b)))
             .unwrap_or_default();
+        let path = spans
+            .path_of_id(doc, &opt.span_id)
+            .unwrap_or_else(|| opt.span_name.to_string());
         out.push(Finding {
             code: FindingCode::ActivationsRetainedIntoOptimizer,
             severity: Severity::Warning,
             summary: format!(
-                "{} of activations ({} storages) are still live when the optimizer step {} ({}) starts{still}{bound}: run backward, drop the loss, then step, so they are freed before the optimizer runs",
+                "{} of activations ({} storages) are still live when the optimizer pass {path} starts{still}{bound}: run backward, drop the loss, then step, so they are freed before the optimizer runs",
                 human_bytes(opt.activation_live_bytes),
                 opt.activation_live_count,
-                opt.span_name,
-                opt.span_id
             ),
             evidence: Evidence {
                 node_ids: vec![opt.span_id.to_string()],
                 bytes: Some(opt.activation_live_bytes),
                 timestamp_ns: Some(opt.start_ns),
                 count: Some(opt.activation_live_count),
-                step: Some(ExecutionStep::Optimizer),
+                pass: Some(Pass::Optimizer),
                 category: Some(MemoryCategory::Activation),
                 lower_bound,
                 ..Evidence::default()
@@ -464,13 +461,13 @@ pub(crate) fn memory_findings(
     }
     let retained: Vec<&trace_memory::StorageLifetime> = crate::health::retained(logical).collect();
     if !retained.is_empty() {
-        let bytes: u64 = retained.iter().map(|l| l.bytes).sum();
+        let bytes = trace_memory::sum_bytes(retained.iter().map(|l| l.bytes));
         let mut ranked = retained.clone();
         ranked.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.start_ns.cmp(&b.start_ns)));
         let top: Vec<String> = ranked
             .iter()
             .take(TOP_STORAGES)
-            .map(|l| describe(l))
+            .map(|l| describe(doc, spans, l))
             .collect();
         let when = if health.truncated || logical.live_at_end.trace_truncated {
             "when the trace was cut short"
@@ -485,7 +482,7 @@ pub(crate) fn memory_findings(
             summary: format!(
                 "{} storage(s) holding {} allocated inside the capture are still live {when} (parameters, optimizer state and pre-existing storages excluded); largest: {}",
                 retained.len(),
-                human_bytes(bytes),
+                trace_format::checked_bytes(bytes),
                 top.join(", ")
             ),
             evidence: Evidence {
@@ -493,7 +490,7 @@ pub(crate) fn memory_findings(
                     .iter()
                     .map(|l| crate::health::lifetime_label(l))
                     .collect(),
-                bytes: Some(bytes),
+                bytes,
                 count: Some(retained.len() as u64),
                 lower_bound,
                 ..Evidence::default()

@@ -78,6 +78,10 @@ pub struct GradientSummary {
     /// Sum of the non-parameter gradients' bytes (`None` when none reported bytes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub non_parameter_bytes: Option<u64>,
+    /// The non-parameter gradients' bytes add up past `u64::MAX`: `non_parameter_bytes` is
+    /// `None` (health code `memory_bytes_overflow`), never a wrapped number.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub non_parameter_bytes_overflowed: bool,
 }
 
 impl GradientSummary {
@@ -115,7 +119,15 @@ pub fn summarize_gradients(doc: &TraceDocument) -> GradientSummary {
     for g in &doc.gradients {
         if !g.parameter {
             if let Some(b) = g.bytes {
-                out.non_parameter_bytes = Some(out.non_parameter_bytes.unwrap_or(0) + b);
+                match out.non_parameter_bytes.unwrap_or(0).checked_add(b) {
+                    Some(sum) if !out.non_parameter_bytes_overflowed => {
+                        out.non_parameter_bytes = Some(sum)
+                    }
+                    _ => {
+                        out.non_parameter_bytes = None;
+                        out.non_parameter_bytes_overflowed = true;
+                    }
+                }
             }
             out.non_parameter.push(NonParameterGradient {
                 root: g.root.clone(),

@@ -6,15 +6,16 @@
 //! each span's ops in recorded order, then tensors by id), so the graph does not depend on how
 //! events of different spans were interleaved in the file. O(n log n).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::Serialize;
-use trace_schema::{EdgeRecord, ExecutionStep, MemoryCategory, SpanKind, Sym, TraceDocument};
+use trace_schema::{EdgeRecord, MemoryCategory, Pass, SharedStrings, SpanKind, Sym, TraceDocument};
 
 use crate::health::TraceHealth;
-use crate::index::{natural_cmp, TraceIndex, NONE};
+use crate::index::{TraceIndex, NONE};
 use crate::timing::HostTiming;
+use trace_memory::natural_cmp;
 
 /// Per-node memory metrics, from `trace_memory::node_memory_metrics` (definitions there).
 pub use trace_memory::NodeMemoryMetrics as NodeMemory;
@@ -24,39 +25,10 @@ use trace_memory::NodeMetrics;
 /// Node ids are shared between nodes, edges and rankings, never copied.
 pub type Text = Arc<str>;
 
-/// Each distinct document string and shape converted once.
-struct Texts<'a> {
-    doc: &'a TraceDocument,
-    strings: Vec<Option<Text>>,
-    shapes: HashMap<trace_schema::ShapeId, Arc<[u64]>>,
-}
-
-impl<'a> Texts<'a> {
-    fn new(doc: &'a TraceDocument) -> Self {
-        Self {
-            doc,
-            strings: vec![None; doc.strings.len()],
-            shapes: HashMap::new(),
-        }
-    }
-    fn get(&mut self, sym: Sym) -> Text {
-        let doc = self.doc;
-        self.strings[sym.index()]
-            .get_or_insert_with(|| Arc::from(doc.str(sym)))
-            .clone()
-    }
-    fn shape(&mut self, id: trace_schema::ShapeId) -> Arc<[u64]> {
-        let doc = self.doc;
-        self.shapes
-            .entry(id)
-            .or_insert_with(|| Arc::from(doc.shape(id)))
-            .clone()
-    }
-}
-
 /// Kind of a graph node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum NodeKind {
     /// Span without a parent.
     Root,
@@ -73,8 +45,9 @@ pub enum NodeKind {
 }
 
 /// Host scope of a span relative to the measured region.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum HostScope {
     /// The measured span or a descendant.
     MeasuredSubtree,
@@ -100,16 +73,17 @@ pub struct GraphNode {
     /// Module path of module spans, where recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub module_path: Option<Text>,
-    /// Training step of a span.
+    /// Pass a span declares (forward / backward / optimizer).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub step: Option<ExecutionStep>,
+    pub pass: Option<Pass>,
     /// Host scope (spans and ops).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scope: Option<HostScope>,
     /// Start, ns since session start (spans and ops).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_ns: Option<u64>,
-    /// Host total time, ns (spans and ops).
+    /// Host total time, ns (spans and ops); absent when unknown (a span left open in a
+    /// cut-short trace).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_total_time_ns: Option<u64>,
     /// Host self time, ns: total minus the union of child intervals.
@@ -142,8 +116,11 @@ pub struct GraphNode {
 }
 
 /// Kind of an edge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum EdgeKind {
     /// Caller → callee (span → span, span → op).
     Call,
@@ -230,6 +207,10 @@ pub struct ExecutionGraph {
     /// Host total of the measured span, ns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outer_wall_time_ns: Option<u64>,
+    /// The trace was cut short: closed spans keep their times (from an incomplete capture),
+    /// open spans have none.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub incomplete_capture: bool,
     /// Nodes in canonical order.
     pub nodes: Vec<GraphNode>,
     /// Edges sorted by (source node, target node, kind), without duplicates.
@@ -256,12 +237,11 @@ pub(crate) fn refusal_reasons(doc: &TraceDocument, health: &TraceHealth) -> Vec<
             .unwrap_or("no reason given");
         reasons.push(format!("capture failed: {reason}"));
     }
-    if health.truncated {
-        reasons.push("trace was cut short (truncated)".to_string());
-    }
+    // A cut-short trace keeps the graph: closed spans keep their times (marked as from an
+    // incomplete capture); only open spans lose theirs.
     if !health.structurally_valid {
         for issue in health.errors() {
-            reasons.push(format!("{}: {}", as_code(issue.code), issue.message));
+            reasons.push(format!("{}: {}", issue.code.as_str(), issue.message));
         }
         let omitted: u64 = health
             .omitted_issues
@@ -274,13 +254,6 @@ pub(crate) fn refusal_reasons(doc: &TraceDocument, health: &TraceHealth) -> Vec<
         }
     }
     reasons
-}
-
-fn as_code(code: crate::health::HealthCode) -> String {
-    serde_json::to_value(code)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 fn span_kind(kind: SpanKind, root: bool) -> NodeKind {
@@ -299,6 +272,7 @@ pub(crate) fn build_graph(
     timing: &HostTiming,
     measured: Option<usize>,
     memory: Option<&NodeMetrics>,
+    incomplete_capture: bool,
 ) -> Result<ExecutionGraph, GraphRefusal> {
     let n_spans = doc.spans.len();
     // Scopes: the measured subtree is a contiguous range of the pre-order.
@@ -310,8 +284,7 @@ pub(crate) fn build_graph(
         }
         let mut size = vec![1u32; n_spans];
         for &s in index.preorder.iter().rev() {
-            let p = index.parent[s as usize];
-            if p != NONE {
+            if let Some(p) = index.parent[s as usize] {
                 size[p as usize] += size[s as usize];
             }
         }
@@ -321,12 +294,15 @@ pub(crate) fn build_graph(
         }
         let mut ancestor = vec![false; n_spans];
         let mut a = index.parent[m];
-        while a != NONE && !ancestor[a as usize] {
-            ancestor[a as usize] = true;
-            a = index.parent[a as usize];
+        while let Some(x) = a.filter(|&x| !ancestor[x as usize]) {
+            ancestor[x as usize] = true;
+            a = index.parent[x as usize];
         }
         for i in 0..n_spans {
-            if scope[i] == HostScope::Outside && !ancestor[i] && timing.measured_total_ns[i] > 0 {
+            if scope[i] == HostScope::Outside
+                && !ancestor[i]
+                && timing.measured_total_ns[i].is_some_and(|t| t > 0)
+            {
                 scope[i] = HostScope::ConcurrentOverlap;
             }
         }
@@ -344,7 +320,7 @@ pub(crate) fn build_graph(
             .cloned()
             .unwrap_or_default()
     };
-    let mut texts = Texts::new(doc);
+    let mut texts = SharedStrings::new(doc);
 
     let mut nodes: Vec<GraphNode> = Vec::with_capacity(n_spans + 2 * doc.ops.len());
     let mut span_node = vec![NONE; n_spans];
@@ -355,15 +331,15 @@ pub(crate) fn build_graph(
         let parent = index.parent[s];
         nodes.push(GraphNode {
             id: texts.get(span.id),
-            parent_id: (parent != NONE).then(|| texts.get(doc.spans[parent as usize].id)),
+            parent_id: parent.map(|p| texts.get(doc.spans[p as usize].id)),
             name: texts.get(span.name),
-            kind: span_kind(span.kind, parent == NONE),
+            kind: span_kind(span.kind, parent.is_none()),
             module_path: span.module_path.map(|m| texts.get(m)),
-            step: span.pass,
+            pass: span.pass,
             scope: Some(scope[s]),
             start_ns: Some(span.start_ns),
-            host_total_time_ns: Some(timing.total_ns[s]),
-            host_self_time_ns: Some(timing.self_ns[s]),
+            host_total_time_ns: timing.total_ns[s],
+            host_self_time_ns: timing.self_ns[s],
             host_time_inferred: timing.inferred[s],
             shape: None,
             dtype: None,
@@ -404,7 +380,7 @@ pub(crate) fn build_graph(
                 name: texts.get(op.op_name),
                 kind: NodeKind::Operation,
                 module_path: None,
-                step: None,
+                pass: None,
                 scope: Some(scope[s as usize]),
                 start_ns: Some(op.timestamp_ns),
                 host_total_time_ns: Some(op.duration_ns),
@@ -473,7 +449,7 @@ pub(crate) fn build_graph(
             name: texts.get(t),
             kind: NodeKind::Tensor,
             module_path: None,
-            step: None,
+            pass: None,
             scope: None,
             start_ns: None,
             host_total_time_ns: None,
@@ -592,7 +568,7 @@ pub(crate) fn build_graph(
                 kind: EdgeKind::Call,
                 inferred: true,
                 label: Label::None,
-                duration_ns: Some(timing.total_ns[c as usize]),
+                duration_ns: timing.total_ns[c as usize],
             });
         }
         for &o in &index.ops_by_span[s] {
@@ -653,7 +629,8 @@ pub(crate) fn build_graph(
     Ok(ExecutionGraph {
         entrypoint: doc.meta.entrypoint.clone(),
         measured_span: measured.map(|m| texts.get(doc.spans[m].id)),
-        outer_wall_time_ns: measured.map(|m| timing.total_ns[m]),
+        outer_wall_time_ns: measured.and_then(|m| timing.total_ns[m]),
+        incomplete_capture,
         nodes,
         edges,
         rankings,
@@ -666,7 +643,7 @@ fn rank(
     timing: &HostTiming,
     scope: &[HostScope],
     memory: Option<&NodeMetrics>,
-    texts: &mut Texts<'_>,
+    texts: &mut SharedStrings<'_>,
 ) -> Rankings {
     let mut out = Rankings::default();
     for &s in &index.preorder {
@@ -678,14 +655,22 @@ fn rank(
         };
         let span = &doc.spans[s];
         let (id, name) = (texts.get(span.id), texts.get(span.name));
-        target.slowest_by_self_time.push(SpanCost {
-            id: id.clone(),
-            name: name.clone(),
-            host_self_time_ns: timing.self_ns[s],
-            measured_overlap_self_time_ns: timing.measured_self_ns[s],
-            host_total_time_ns: timing.total_ns[s],
-            measured_overlap_duration_ns: timing.measured_total_ns[s],
-        });
+        // Spans without a known time (open in a cut-short trace) are not ranked by time.
+        if let (Some(self_ns), Some(total), Some(m_self), Some(m_total)) = (
+            timing.self_ns[s],
+            timing.total_ns[s],
+            timing.measured_self_ns[s],
+            timing.measured_total_ns[s],
+        ) {
+            target.slowest_by_self_time.push(SpanCost {
+                id: id.clone(),
+                name: name.clone(),
+                host_self_time_ns: self_ns,
+                measured_overlap_self_time_ns: m_self,
+                host_total_time_ns: total,
+                measured_overlap_duration_ns: m_total,
+            });
+        }
         let m = memory
             .and_then(|m| m.spans.get(s))
             .cloned()
@@ -725,3 +710,5 @@ fn rank(
     }
     out
 }
+
+trace_schema::wire_names!(NodeKind, HostScope, EdgeKind);

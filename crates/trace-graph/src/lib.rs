@@ -39,7 +39,7 @@ mod index;
 mod timing;
 
 use serde::Serialize;
-use trace_memory::{analyze_memory, node_memory_metrics, MemoryProfile};
+use trace_memory::{analyze_memory_with, node_memory_metrics, MemoryProfile, SpanIndex};
 use trace_schema::TraceDocument;
 
 pub use capability::{
@@ -79,23 +79,44 @@ pub struct Analysis {
     pub graph_refusal: Option<GraphRefusal>,
     /// Findings, in a fixed order: time, memory, gradients, coverage gaps.
     pub findings: Vec<Finding>,
+    /// The span hierarchy every result above was derived with (paths, effective passes,
+    /// parents; not serialized): displays ask it instead of walking the document again.
+    #[serde(skip)]
+    pub spans: SpanIndex,
+    /// The time origin of displays, ns: the start of the measured region, else of the first
+    /// span or memory event, else 0. Times shown to a person are relative to it.
+    pub time_origin_ns: u64,
+}
+
+/// The time origin of displays: the measured region's start, else the first span's or memory
+/// event's time, else 0.
+pub fn time_origin(doc: &TraceDocument, spans: &SpanIndex) -> u64 {
+    spans
+        .measured_region(doc)
+        .map(|(start, _)| start)
+        .or_else(|| doc.spans.iter().map(|s| s.start_ns).min())
+        .or_else(|| doc.memory.iter().map(|m| m.timestamp_ns).min())
+        .unwrap_or(0)
 }
 
 /// Runs every analysis once on `doc`. O(n log n) in the number of events.
 pub fn analyze(doc: &TraceDocument) -> Analysis {
-    let memory = analyze_memory(doc);
+    let spans = SpanIndex::build(doc);
+    let memory = analyze_memory_with(doc, &spans);
     let logical = memory.logical.as_ref();
-    let index = index::TraceIndex::build(doc);
-    let health = health::analyze_health(doc, &index, logical);
-    let capabilities = assess_capabilities(doc, &health);
+    let index = index::TraceIndex::build(doc, spans);
+    let time_origin_ns = time_origin(doc, &index.spans);
     let gradients = summarize_gradients(doc);
+    let health = health::analyze_health(doc, &index, &memory, &gradients, time_origin_ns);
+    let capabilities = assess_capabilities(doc, &health);
 
     let reasons = graph::refusal_reasons(doc, &health);
     let (graph, graph_refusal) = if reasons.is_empty() {
-        let measured = doc.spans.iter().position(|s| s.measured);
+        let measured = index.measured;
         let timing = timing::HostTiming::compute(doc, &index, measured);
         let metrics = node_memory_metrics(doc, logical);
-        match graph::build_graph(doc, &index, &timing, measured, Some(&metrics)) {
+        let incomplete = health.truncated;
+        match graph::build_graph(doc, &index, &timing, measured, Some(&metrics), incomplete) {
             Ok(g) => (Some(g), None),
             Err(r) => (None, Some(r)),
         }
@@ -107,7 +128,15 @@ pub fn analyze(doc: &TraceDocument) -> Analysis {
     if let Some(g) = &graph {
         findings.extend(findings::largest_self_time(g, &capabilities));
     }
-    findings::memory_findings(doc, &index, logical, &health, &capabilities, &mut findings);
+    findings::memory_findings(
+        doc,
+        &index,
+        logical,
+        &health,
+        &capabilities,
+        time_origin_ns,
+        &mut findings,
+    );
     findings::gradient_findings(&gradients, &capabilities, &mut findings);
     findings::coverage_gaps(&capabilities, &mut findings);
     Analysis {
@@ -118,5 +147,7 @@ pub fn analyze(doc: &TraceDocument) -> Analysis {
         graph,
         graph_refusal,
         findings,
+        spans: index.spans,
+        time_origin_ns,
     }
 }

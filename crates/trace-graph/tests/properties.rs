@@ -11,24 +11,21 @@ use proptest::prelude::*;
 use trace_graph::{analyze, Analysis, NodeKind};
 use trace_schema::*;
 
-/// Small deterministic generator (xorshift64*), so one proptest seed drives a whole trace.
-struct Rng(u64);
+/// A seeded generator (rand's `SmallRng`), so one proptest seed drives a whole trace.
+struct Rng(rand::rngs::SmallRng);
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    fn new(seed: u64) -> Self {
+        Self(rand::SeedableRng::seed_from_u64(seed))
     }
     fn below(&mut self, n: u64) -> u64 {
         if n == 0 {
             0
         } else {
-            self.next() % n
+            rand::Rng::gen_range(&mut self.0, 0..n)
         }
     }
     fn coin(&mut self) -> bool {
-        self.next() & 1 == 1
+        rand::Rng::gen_bool(&mut self.0, 0.5)
     }
 }
 
@@ -49,20 +46,15 @@ impl Gen {
         let ev = match parent {
             None => measured(&id, None, "root", a),
             Some(parent) => {
-                let steps = [
-                    ExecutionStep::Forward,
-                    ExecutionStep::Backward,
-                    ExecutionStep::Optimizer,
-                ];
+                let steps = [Pass::Forward, Pass::Backward, Pass::Optimizer];
                 let s = steps[self.rng.below(3) as usize];
                 step(&id, parent, &format!("n{}", self.rng.below(5)), a, s)
             }
         };
         self.events.push(ev);
-        // Children start after their parent: trace-memory picks the "first" backward/optimizer
-        // span by (start, file order), so a child starting with its parent would make that
-        // choice depend on the interleaving (reported to the memory crate).
-        let mut t = a + 1;
+        // Children may start with their parent: trace-memory picks the "first" backward or
+        // optimizer span by (start, depth, canonical order), never by file order.
+        let mut t = a;
         while t < b {
             t += self.rng.below((b - t) / 4 + 1);
             if t >= b {
@@ -111,7 +103,7 @@ impl Gen {
 
 fn trace(seed: u64, sloppy: bool) -> Vec<TraceEvent> {
     let mut g = Gen {
-        rng: Rng(seed | 1),
+        rng: Rng::new(seed),
         next_span: 0,
         next_tensor: 0,
         next_storage: 0,
@@ -157,7 +149,7 @@ fn interleave(events: &[TraceEvent], seed: u64) -> Vec<TraceEvent> {
     }
     let mut chains: Vec<std::collections::VecDeque<TraceEvent>> =
         chains.into_values().map(Into::into).collect();
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     let mut out = vec![head.clone()];
     while !chains.is_empty() {
         let i = rng.below(chains.len() as u64) as usize;

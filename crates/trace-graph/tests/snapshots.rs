@@ -53,7 +53,7 @@ fn failed_capture_keeps_health_and_refuses_graph() {
     let doc = TraceDocument::from_events(vec![
         meta(ExecutionPhase::Train, Some(contract(&["w1"]))),
         measured("s1", None, "train_step", 0),
-        step("s2", "s1", "forward", 10, ExecutionStep::Forward),
+        step("s2", "s1", "forward", 10, Pass::Forward),
         op("s2", "matmul", &["x", "w"], Some("h"), 20, 30),
         alloc(20, "st-h", 4096, Some("s2"), Activation),
         failed(60, "panicked: shape mismatch in matmul"),
@@ -85,9 +85,154 @@ fn truncated_trace_loads_and_says_so() {
     let a = analyze(&doc);
     assert!(a.health.truncated);
     assert!(a.health.memory_lower_bound);
-    assert!(a.graph.is_none());
+    // The graph stays; the open root has no time, the closed op keeps its own.
+    let g = a.graph.as_ref().expect("graph of a cut-short trace");
+    assert!(g.incomplete_capture);
+    assert_eq!(g.nodes[0].host_total_time_ns, None);
+    assert_eq!(g.outer_wall_time_ns, None);
+    assert_eq!(g.nodes[1].host_total_time_ns, Some(5));
     assert!(codes(&a).contains(&(Severity::Warning, HealthCode::TraceTruncated)));
     insta::assert_yaml_snapshot!(view(&a));
+}
+
+/// Issue "Exact figures on any input" §6: a trace missing only its terminal line keeps the
+/// times of every closed span, marked as from an incomplete capture.
+#[test]
+fn a_trace_missing_only_its_terminal_keeps_closed_span_times() {
+    let mut events = vec![
+        meta(ExecutionPhase::Infer, None),
+        measured("s1", None, "run", 0),
+        start("s2", Some("s1"), "encoder", 10),
+        end("s2", 60),
+        end("s1", 100),
+    ];
+    let complete = analyze(&TraceDocument::from_events({
+        let mut e = events.clone();
+        e.push(terminal(100));
+        e
+    }));
+    events.truncate(5); // no terminal
+    let doc = TraceDocument::from_events(events);
+    assert!(doc.is_truncated());
+    let a = analyze(&doc);
+    let g = a.graph.as_ref().expect("graph");
+    assert!(g.incomplete_capture);
+    assert_eq!(g.outer_wall_time_ns, Some(100));
+    let slowest: Vec<(&str, u64)> = g
+        .rankings
+        .measured
+        .slowest_by_self_time
+        .iter()
+        .map(|c| (&*c.id, c.host_self_time_ns))
+        .collect();
+    assert_eq!(slowest, vec![("s2", 60), ("s1", 40)]);
+    assert_eq!(
+        complete.graph.as_ref().unwrap().rankings,
+        g.rankings,
+        "same times as the complete trace"
+    );
+    assert_eq!(
+        a.capabilities
+            .level(trace_graph::CapabilityKind::NestedHostTime),
+        trace_graph::CapabilityLevel::Partial
+    );
+    // The largest-self-time finding still works on it.
+    assert!(a
+        .findings
+        .iter()
+        .any(|f| f.code == trace_graph::FindingCode::LargestHostSelfTime));
+}
+
+/// Issue "Exact figures on any input" §5: overlapping children are counted once.
+#[test]
+fn overlapping_children_count_once_and_are_a_warning() {
+    let a = analyze(&TraceDocument::from_events(vec![
+        meta(ExecutionPhase::Infer, None),
+        measured("s1", None, "run", 0),
+        start("s2", Some("s1"), "a", 0),
+        start("s3", Some("s1"), "b", 0),
+        end("s2", 100),
+        end("s3", 100),
+        end("s1", 0), // recorded as 0: shorter than its children
+        terminal(100),
+    ]));
+    assert!(a.health.structurally_valid, "{:#?}", a.health.issues);
+    let g = a.graph.as_ref().unwrap();
+    assert_eq!(g.outer_wall_time_ns, Some(100));
+    let root = &g.nodes[0];
+    assert_eq!(root.host_total_time_ns, Some(100));
+    assert_eq!(root.host_self_time_ns, Some(0));
+    assert!(root.host_time_inferred);
+    assert!(codes(&a).contains(&(Severity::Warning, HealthCode::OverlappingSiblings)));
+    assert!(codes(&a).contains(&(Severity::Warning, HealthCode::SpanShorterThanChildren)));
+}
+
+/// Issue "Exact figures on any input" §2: no time sum wraps; an impossible end is an error.
+#[test]
+fn durations_past_u64_are_an_error_never_a_wrapped_time() {
+    let half = 1u64 << 63;
+    let a = analyze(&TraceDocument::from_events(vec![
+        meta(ExecutionPhase::Infer, None),
+        measured("s1", None, "run", 0),
+        start("s2", Some("s1"), "a", 0),
+        end("s2", half),
+        start("s3", Some("s1"), "b", half),
+        end("s3", half), // ends at 2^64: impossible
+        end("s1", 0),
+        terminal(u64::MAX),
+    ]));
+    assert!(!a.health.structurally_valid);
+    assert!(codes(&a).contains(&(Severity::Error, HealthCode::TimeOverflow)));
+    assert!(
+        a.graph.is_none(),
+        "no graph, so no wall time, rather than a wrapped one"
+    );
+    // Two children of 2^63 ns side by side at 0: the root covers 2^63 ns, exactly.
+    let b = analyze(&TraceDocument::from_events(vec![
+        meta(ExecutionPhase::Infer, None),
+        measured("s1", None, "run", 0),
+        start("s2", Some("s1"), "a", 0),
+        start("s3", Some("s1"), "b", 0),
+        end("s2", half),
+        end("s3", half),
+        end("s1", 0),
+        terminal(half),
+    ]));
+    assert_eq!(b.graph.as_ref().unwrap().outer_wall_time_ns, Some(half));
+}
+
+/// Issue "Exact figures on any input" §4: impossible device samples are warnings.
+#[test]
+fn device_samples_with_zero_capacity_or_more_used_than_capacity_are_warnings() {
+    let mut events = clean_step();
+    let last = events.pop().unwrap();
+    for (used, capacity) in [(Some(10), Some(0)), (Some(200), Some(100))] {
+        events.push(TraceEvent::DeviceMemory(DeviceMemoryEvent {
+            timestamp_ns: 5,
+            device: "cuda:0".into(),
+            used_bytes: used,
+            free_bytes: None,
+            reserved_bytes: None,
+            capacity_bytes: capacity,
+            resident_bytes: None,
+        }));
+    }
+    events.push(last);
+    let a = analyze(&TraceDocument::from_events(events));
+    let msgs: Vec<&str> = a
+        .health
+        .issues
+        .iter()
+        .filter(|i| i.code == HealthCode::ImplausibleDeviceMemorySample)
+        .map(|i| i.message.as_str())
+        .collect();
+    assert_eq!(msgs.len(), 2, "{msgs:?}");
+    assert!(msgs[0].contains("a capacity of 0 B"), "{}", msgs[0]);
+    assert!(
+        msgs[1].contains("200 B used, more than its capacity of 100 B"),
+        "{}",
+        msgs[1]
+    );
 }
 
 #[test]
@@ -223,7 +368,7 @@ fn activations_retained_into_the_optimizer_step() {
         .iter()
         .find(|f| f.code == trace_graph::FindingCode::MemoryPeak)
         .expect("peak");
-    assert_eq!(peak.evidence.step, Some(ExecutionStep::Optimizer));
+    assert_eq!(peak.evidence.pass, Some(Pass::Optimizer));
     insta::assert_yaml_snapshot!(a.findings);
 }
 

@@ -231,10 +231,8 @@ pub(crate) fn analyze_physical(
                 .map(|p| peak.live_bytes as f64 / p as f64),
             max_allocator_cache_bytes: best_cache.map(|c| c.0),
             max_allocator_cache_timestamp_ns: best_cache.map(|c| c.1),
-            note: st
-                .device
-                .to_ascii_lowercase()
-                .starts_with("cpu")
+            note: trace_schema::Device::parse(&st.device)
+                .is_host()
                 .then(|| CPU_RATIO_NOTE.to_string()),
         });
     }

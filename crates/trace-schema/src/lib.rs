@@ -27,6 +27,7 @@
 
 #![deny(missing_docs)]
 
+pub mod device;
 pub mod document;
 pub mod dtype;
 pub mod error;
@@ -54,6 +55,7 @@ macro_rules! wire_names {
     )+};
 }
 
+pub use device::Device;
 pub use document::{
     DeviceMemoryRecord, EdgeRecord, MemoryRecord, OpRecord, SemanticCode, SemanticIssue,
     SpanRecord, TensorRecord, TraceBuilder, TraceDocument, Truncation,

@@ -6,11 +6,12 @@
 
 use std::collections::HashMap;
 
-use trace_memory::{LogicalMemoryProfile, StorageLifetime};
+use trace_format::{at, bytes as human_bytes};
+use trace_memory::{LogicalMemoryProfile, MemoryProfile, StorageLifetime};
 use trace_schema::{MemoryAction, MemoryCategory, Sym, TraceDocument};
 
 use super::{HealthCode, IssueLocation, Issues};
-use crate::findings::human_bytes;
+use crate::gradients::GradientSummary;
 
 /// Allocs (indices into `doc.memory`) by a tensor that already holds the live storage.
 pub(crate) fn duplicate_allocations(doc: &TraceDocument) -> Vec<usize> {
@@ -72,10 +73,13 @@ pub(crate) fn storage_label(doc: &TraceDocument, i: usize) -> String {
 
 pub(super) fn report(
     doc: &TraceDocument,
-    logical: Option<&LogicalMemoryProfile>,
+    memory: &MemoryProfile,
+    gradients: &GradientSummary,
     duplicates: &[usize],
+    origin_ns: u64,
     issues: &mut Issues,
 ) {
+    let logical = memory.logical.as_ref();
     for &i in duplicates {
         let s = storage_label(doc, i);
         let t = doc.memory[i].tensor.map_or("?", |t| doc.str(t));
@@ -85,24 +89,20 @@ pub(super) fn report(
             IssueLocation::storage(s),
         );
     }
-    let mut total_bytes = 0u64;
-    for (i, m) in doc.memory.iter().enumerate() {
-        if m.action != MemoryAction::Alloc {
-            continue;
-        }
-        let bytes = m.bytes.unwrap_or(0);
-        match total_bytes.checked_add(bytes) {
-            Some(t) => total_bytes = t,
-            None => {
-                let s = storage_label(doc, i);
-                issues.error(
-                    HealthCode::MemoryBytesOverflow,
-                    format!("allocations add up past 2^64 bytes at storage {s} ({bytes} bytes): these byte counts cannot be real, so every memory figure of this trace is meaningless"),
-                    IssueLocation::storage(s),
-                );
-                break;
-            }
-        }
+    if let Some(o) = &memory.logical_overflow {
+        let s = storage_label(doc, o.event_index);
+        issues.error(
+            HealthCode::MemoryBytesOverflow,
+            format!("allocations add up past 2^64 bytes at storage {s} ({} bytes): these byte counts cannot be real, so no logical memory figure of this trace is computed", o.bytes),
+            IssueLocation::storage(s),
+        );
+    }
+    if gradients.non_parameter_bytes_overflowed {
+        issues.error(
+            HealthCode::MemoryBytesOverflow,
+            "the bytes of the non-parameter gradients add up past 2^64: these byte counts cannot be real, so their total is not shown".to_string(),
+            IssueLocation::document(),
+        );
     }
     let Some(logical) = logical else {
         return;
@@ -112,8 +112,8 @@ pub(super) fn report(
         issues.warning(
             HealthCode::AllocationSizeMismatch,
             format!(
-                "storage {s} was allocated with {} bytes but its free at {} ns states {} bytes (memory from before the capture or a mislabelled storage)",
-                m.alloc_bytes, m.free_timestamp_ns, m.free_bytes
+                "storage {s} was allocated with {} but its free at {} states {} (memory from before the capture or a mislabelled storage)",
+                human_bytes(m.alloc_bytes), at(m.free_timestamp_ns, origin_ns), human_bytes(m.free_bytes)
             ),
             IssueLocation::storage(s),
         );
@@ -122,22 +122,22 @@ pub(super) fn report(
         let s = storage_label(doc, f.event_index);
         issues.warning(
             HealthCode::UnpairedFree,
-            format!("storage {s} is freed at {} ns but was not allocated inside the capture (memory from before the capture)", f.timestamp_ns),
+            format!("storage {s} is freed at {} but was not allocated inside the capture (memory from before the capture)", at(f.timestamp_ns, origin_ns)),
             IssueLocation::storage(s),
         );
     }
-    let (mut count, mut bytes, mut first) = (0u64, 0u64, None);
+    let (mut count, mut first) = (0u64, None);
     for l in retained(logical) {
         count += 1;
-        bytes = bytes.saturating_add(l.bytes);
         first.get_or_insert_with(|| lifetime_label(l));
     }
+    let bytes = trace_memory::sum_bytes(retained(logical).map(|l| l.bytes));
     if let Some(first) = first {
         issues.warning(
             HealthCode::RetainedAllocations,
             format!(
-                "{count} storage(s) ({bytes} bytes, {}) allocated inside the capture are still live at its end (parameters, optimizer state and pre-existing storages excluded), e.g. {first}",
-                human_bytes(bytes)
+                "{count} storage(s) ({}) allocated inside the capture are still live at its end (parameters, optimizer state and pre-existing storages excluded), e.g. {first}",
+                trace_format::checked_bytes(bytes)
             ),
             IssueLocation::storage(first),
         );

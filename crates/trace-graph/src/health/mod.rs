@@ -22,8 +22,11 @@ pub use coverage::EvidenceCoverage;
 pub(crate) use memory::{lifetime_label, retained};
 
 /// How bad an issue or finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Severity {
     /// The trace cannot be trusted structurally (health) / a defect (finding).
     Error,
@@ -34,8 +37,11 @@ pub enum Severity {
 }
 
 /// Snake_case code of a health check. Codes of the original tool keep their names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum HealthCode {
     // loader rules (trace_schema::SemanticCode)
     /// A `span_start` id repeats (loader).
@@ -78,6 +84,14 @@ pub enum HealthCode {
     ChildOutlivesParent,
     /// A span is on or below a parent cycle.
     SpanCycle,
+    /// Children of one span overlap in time: siblings on one thread cannot; their time is
+    /// counted once (warning).
+    OverlappingSiblings,
+    /// A span recorded no duration (0 ns) but its children or ops take time: its time is their
+    /// extent (warning).
+    SpanShorterThanChildren,
+    /// A span or op ends past `u64::MAX` ns: an impossible duration (error).
+    TimeOverflow,
     // references
     /// An op, tensor, tensor_stats or device interval names a missing span.
     UnknownSpan,
@@ -95,6 +109,8 @@ pub enum HealthCode {
     OperationsOutOfOrder,
     /// A device memory sample has no field.
     EmptyDeviceMemorySample,
+    /// A device memory sample reports capacity 0, or more used than its capacity (warning).
+    ImplausibleDeviceMemorySample,
     /// Host-timed ops on a non-CPU device: durations are launch times (warning).
     HostTimedDeviceOps,
     // edges
@@ -113,7 +129,8 @@ pub enum HealthCode {
     AllocationSizeMismatch,
     /// The same tensor allocates a live storage again.
     DuplicateAllocation,
-    /// Allocation byte counts add up past 2^64: they cannot be real (error).
+    /// Byte counts (allocations, gradient bytes) add up past 2^64: they cannot be real
+    /// (error); the figures built from them are refused, never wrapped.
     MemoryBytesOverflow,
     /// A free of a storage not allocated in the capture (warning).
     UnpairedFree,
@@ -386,20 +403,25 @@ impl CaptureState {
 pub(crate) fn analyze_health(
     doc: &TraceDocument,
     index: &TraceIndex,
-    logical: Option<&trace_memory::LogicalMemoryProfile>,
+    memory_profile: &trace_memory::MemoryProfile,
+    gradient_summary: &crate::gradients::GradientSummary,
+    origin_ns: u64,
 ) -> TraceHealth {
+    let logical = memory_profile.logical.as_ref();
     let peak_categorized_share = logical.and_then(memory::peak_categorized_share);
     let state = CaptureState::of(doc);
     let mut issues = Issues::default();
     semantic(doc, &mut issues);
     capture(doc, state, &mut issues);
-    hierarchy::check(doc, index, state, &mut issues);
-    references::check(doc, index, &mut issues);
+    hierarchy::check(doc, index, state, origin_ns, &mut issues);
+    references::check(doc, index, origin_ns, &mut issues);
     references::check_edges(doc, index, &mut issues);
     memory::report(
         doc,
-        logical,
+        memory_profile,
+        gradient_summary,
         &memory::duplicate_allocations(doc),
+        origin_ns,
         &mut issues,
     );
     gradients::check(doc, state, &mut issues);
@@ -511,3 +533,5 @@ fn capture(doc: &TraceDocument, state: CaptureState, issues: &mut Issues) {
         );
     }
 }
+
+trace_schema::wire_names!(Severity, HealthCode);

@@ -13,7 +13,8 @@ fn known_span(doc: &TraceDocument, id: &str) -> bool {
     doc.sym(id).and_then(|s| doc.span_index(s)).is_some()
 }
 
-pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, issues: &mut Issues) {
+pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, origin_ns: u64, issues: &mut Issues) {
+    let t = |ns: u64| trace_format::at(ns, origin_ns);
     for (i, op) in doc.ops.iter().enumerate() {
         let node = || index.op_node_id(doc, i);
         let si = index.op_span[i];
@@ -30,18 +31,31 @@ pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, issues: &mut Issues
             continue;
         }
         let span = &doc.spans[si as usize];
-        let op_end = op.timestamp_ns.saturating_add(op.duration_ns);
+        let Some(op_end) = op.timestamp_ns.checked_add(op.duration_ns) else {
+            let node = node();
+            issues.error(
+                HealthCode::TimeOverflow,
+                format!(
+                    "op {node} ({}) starts at {} ns and lasts {} ns: it would end past 2^64 ns, an impossible duration",
+                    doc.str(op.op_name),
+                    op.timestamp_ns,
+                    op.duration_ns
+                ),
+                IssueLocation::node(node),
+            );
+            continue;
+        };
         let span_end = recorded_end(span);
         if op.timestamp_ns < span.start_ns || span_end.is_some_and(|e| op.timestamp_ns > e) {
             let node = node();
             issues.error(
                 HealthCode::OperationOutsideSpan,
                 format!(
-                    "op {node} ({}) starts at {} ns, outside its span {} starting at {} ns",
+                    "op {node} ({}) starts at {}, outside its span {} starting at {}",
                     doc.str(op.op_name),
-                    op.timestamp_ns,
+                    t(op.timestamp_ns),
                     doc.str(span.id),
-                    span.start_ns
+                    t(span.start_ns)
                 ),
                 IssueLocation::node(node),
             );
@@ -50,9 +64,11 @@ pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, issues: &mut Issues
             issues.warning(
                 HealthCode::OperationOutlivesSpan,
                 format!(
-                    "op {node} ({}) ends at {op_end} ns, after its closed span {} ended at {e} ns; its time is clipped to the span",
+                    "op {node} ({}) ends at {}, after its closed span {} ended at {}; its time is clipped to the span",
                     doc.str(op.op_name),
-                    doc.str(span.id)
+                    t(op_end),
+                    doc.str(span.id),
+                    t(e)
                 ),
                 IssueLocation::node(node),
             );
@@ -155,11 +171,12 @@ pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, issues: &mut Issues
     for (span, (n, first_ns)) in outside {
         issues.warning(
             HealthCode::MemoryOutsideSpan,
-            format!("{n} memory events of span {span} lie outside its interval (first at {first_ns} ns); memory figures by time and step may be wrong"),
+            format!("{n} memory events of span {span} lie outside its interval (first at {}); memory figures by time and pass may be wrong", t(first_ns)),
             IssueLocation::node(span),
         );
     }
     for d in &doc.device_memory {
+        let device = doc.str(d.device);
         if d.used_bytes.is_none()
             && d.free_bytes.is_none()
             && d.reserved_bytes.is_none()
@@ -169,9 +186,27 @@ pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, issues: &mut Issues
             issues.error(
                 HealthCode::EmptyDeviceMemorySample,
                 format!(
-                    "device memory sample on {} at {} ns has no field",
-                    doc.str(d.device),
-                    d.timestamp_ns
+                    "device memory sample on {device} at {} has no field",
+                    t(d.timestamp_ns)
+                ),
+                IssueLocation::document(),
+            );
+        }
+        let problem = match (d.capacity_bytes, d.used_bytes) {
+            (Some(0), _) => Some("a capacity of 0 B".to_string()),
+            (Some(c), Some(u)) if u > c => Some(format!(
+                "{} used, more than its capacity of {}",
+                trace_format::bytes(u),
+                trace_format::bytes(c)
+            )),
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            issues.warning(
+                HealthCode::ImplausibleDeviceMemorySample,
+                format!(
+                    "device memory sample on {device} at {} reports {problem}: the sample cannot be right, so physical figures of {device} are doubtful",
+                    t(d.timestamp_ns)
                 ),
                 IssueLocation::document(),
             );
@@ -192,7 +227,7 @@ fn host_timed_device_ops(doc: &TraceDocument, issues: &mut Issues) {
     let mut devices: Vec<(&str, u64)> = per_device
         .into_iter()
         .map(|(d, n)| (doc.str(d), n))
-        .filter(|(d, _)| !d.is_empty() && !d.starts_with("cpu"))
+        .filter(|(d, _)| !d.is_empty() && !trace_schema::Device::parse(d).is_host())
         .collect();
     devices.sort();
     for (device, n) in devices {
@@ -229,7 +264,7 @@ pub(super) fn check_edges(doc: &TraceDocument, index: &TraceIndex, issues: &mut 
                     );
                     continue;
                 };
-                if index.parent[ti] != fi as u32 {
+                if index.parent[ti] != Some(fi as u32) {
                     issues.error(
                         HealthCode::CallEdgeHierarchyMismatch,
                         format!("call edge {fs} -> {ts}: the parent of {ts} is not {fs}"),

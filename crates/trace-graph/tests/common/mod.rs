@@ -49,7 +49,7 @@ pub fn start(id: &str, parent: Option<&str>, name: &str, start_ns: u64) -> Trace
     })
 }
 
-pub fn step(id: &str, parent: &str, name: &str, start_ns: u64, step: ExecutionStep) -> TraceEvent {
+pub fn step(id: &str, parent: &str, name: &str, start_ns: u64, step: Pass) -> TraceEvent {
     match start(id, Some(parent), name, start_ns) {
         TraceEvent::SpanStart(mut s) => {
             s.step = Some(step);
@@ -212,8 +212,8 @@ pub fn failed(ts: u64, reason: &str) -> TraceEvent {
 /// A clean training step: root s1 (measured) with forward s2 (two ops), backward s3, optimizer
 /// s4; parameters w1, w2 with present gradients; activations freed in backward.
 pub fn clean_step() -> Vec<TraceEvent> {
-    use ExecutionStep::{Backward, Forward};
     use MemoryCategory::{Activation, Gradient, Parameter};
+    use Pass::{Backward, Forward};
     vec![
         meta(ExecutionPhase::Train, Some(contract(&["w1", "w2"]))),
         measured("s1", None, "train_step", 0),
@@ -231,7 +231,7 @@ pub fn clean_step() -> Vec<TraceEvent> {
         free(150, "st-h", Some("s3")),
         free(150, "st-y", Some("s3")),
         end("s3", 60),
-        step("s4", "s1", "optimizer", 170, ExecutionStep::Optimizer),
+        step("s4", "s1", "optimizer", 170, Pass::Optimizer),
         alloc(175, "st-m", 256, Some("s4"), MemoryCategory::Optimizer),
         free(190, "st-g1", Some("s4")),
         free(190, "st-g2", Some("s4")),
