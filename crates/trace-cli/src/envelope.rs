@@ -87,12 +87,3 @@ pub fn to_json<T: Serialize>(
     s.push('\n');
     Ok(s)
 }
-
-/// The snake_case wire name of a unit enum value (`FindingCode::MemoryPeak` → `memory_peak`).
-pub fn snake<T: Serialize>(value: &T) -> String {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(s)) => s,
-        Ok(other) => other.to_string(),
-        Err(_) => "?".to_string(),
-    }
-}

@@ -1,14 +1,12 @@
-//! Display rows for storages (live at the peak, live at the end): bytes, category with an
-//! inferred mark, allocating span path, step, shape/dtype, label.
+//! Display rows for storages (live at a peak, live at the end): bytes, category with an
+//! inferred mark, allocating span path and pass (from the analysis' span index), shape/dtype,
+//! label.
 
 use serde::Serialize;
-use trace_memory::StorageLifetime;
-use trace_schema::{CategorySource, ExecutionStep, MemoryCategory};
+use trace_memory::{SpanIndex, StorageLifetime};
+use trace_schema::{CategorySource, MemoryCategory, Pass, TraceDocument};
 
-use crate::envelope::snake;
-use crate::spans::SpanPaths;
 use crate::table::{Align, Table};
-use crate::units;
 
 /// One storage, resolved for display.
 #[derive(Debug, Clone, Serialize)]
@@ -17,16 +15,16 @@ pub struct StorageRow {
     pub bytes: u64,
     /// Category.
     pub category: MemoryCategory,
-    /// True when the probe inferred the category from the step (shown with a `*`).
+    /// True when the probe inferred the category from the pass (shown with a `*`).
     pub category_inferred: bool,
     /// Device label.
     pub device: String,
     /// Path of the allocating span (`root/forward/linear`), when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub span_path: Option<String>,
-    /// Step of the allocating span (inherited from ancestors).
+    /// Pass of the allocating span (inherited from ancestors).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub step: Option<ExecutionStep>,
+    pub pass: Option<Pass>,
     /// Allocating operation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub op_name: Option<String>,
@@ -44,7 +42,7 @@ pub struct StorageRow {
     /// Storage id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub storage_id: Option<String>,
-    /// Alloc time (capture start for pre-existing storages), ns.
+    /// Alloc time (capture start for pre-existing storages), ns since session start.
     pub start_ns: u64,
     /// Free time, ns; absent when live at the end of the trace.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -52,16 +50,16 @@ pub struct StorageRow {
 }
 
 impl StorageRow {
-    /// Resolves a lifetime.
-    pub fn of(l: &StorageLifetime, paths: &mut SpanPaths<'_>) -> Self {
+    /// Resolves a lifetime with the analysis' span index.
+    pub fn of(l: &StorageLifetime, doc: &TraceDocument, spans: &SpanIndex) -> Self {
         let span = l.span_id.as_deref();
         Self {
             bytes: l.bytes,
             category: l.category,
             category_inferred: l.category_source == Some(CategorySource::Inferred),
             device: l.device.to_string(),
-            span_path: span.and_then(|s| paths.path(s)),
-            step: span.and_then(|s| paths.step(s)),
+            span_path: span.and_then(|s| spans.path_of_id(doc, s)),
+            pass: span.and_then(|s| spans.pass_of_id(doc, s)),
             op_name: l.op_name.as_deref().map(str::to_string),
             shape: l.shape.as_deref().map(<[u64]>::to_vec),
             dtype: l.dtype.as_deref().map(str::to_string),
@@ -88,12 +86,13 @@ fn shape_dtype(row: &StorageRow) -> String {
     }
 }
 
-/// A table of storage rows; `*` marks an inferred category, `(pre)` a pre-existing storage.
+/// A table of storage rows; `*` marks an inferred category, `before capture` a pre-existing
+/// storage. Trace text is escaped and elided.
 pub fn table(rows: &[StorageRow]) -> Table {
     let mut t = Table::new(&[
         ("BYTES", Align::Right),
         ("CATEGORY", Align::Left),
-        ("STEP", Align::Left),
+        ("PASS", Align::Left),
         ("SPAN", Align::Left),
         ("SHAPE/DTYPE", Align::Left),
         ("LABEL", Align::Left),
@@ -104,27 +103,26 @@ pub fn table(rows: &[StorageRow]) -> Table {
             category.push('*');
         }
         let span = r.span_path.clone().unwrap_or_else(|| "-".to_string());
-        let mut label = r.label.clone().unwrap_or_else(|| "-".to_string());
-        if let Some(op) = &r.op_name {
-            if r.label.is_none() {
-                label = format!("op {op}");
-            }
-        }
+        let label = match (&r.label, &r.op_name) {
+            (Some(l), _) => l.clone(),
+            (None, Some(op)) => format!("op {op}"),
+            (None, None) => "-".to_string(),
+        };
         t.row([
-            units::bytes(r.bytes),
+            trace_format::bytes(r.bytes),
             category,
-            match (r.step, r.pre_existing) {
-                (Some(s), _) => snake(&s),
+            match (r.pass, r.pre_existing) {
+                (Some(p), _) => p.as_str().to_string(),
                 (None, true) => "before capture".to_string(),
                 (None, false) => "-".to_string(),
             },
-            span,
-            shape_dtype(r),
-            label,
+            Table::text(&span),
+            Table::text(&shape_dtype(r)),
+            Table::text(&label),
         ]);
     }
     t
 }
 
 /// Legend line printed under storage tables.
-pub const LEGEND: &str = "* category inferred from the step it was allocated in";
+pub const LEGEND: &str = "* category inferred from the pass it was allocated in";

@@ -13,10 +13,8 @@ mod commands;
 mod envelope;
 mod input;
 mod live;
-mod spans;
 mod sparkline;
 mod table;
-mod units;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -43,6 +41,22 @@ impl Output {
     fn ok(stdout: String) -> Self {
         Self { stdout, code: 0 }
     }
+}
+
+/// The last guard before a terminal: every control character but the line breaks the report
+/// itself writes is shown escaped (trace text is escaped where it is inserted; this catches
+/// anything that slipped through). JSON output does not pass here: serde escapes controls.
+fn terminal_safe(text: String) -> String {
+    if !text
+        .chars()
+        .any(|c| c != '\n' && trace_format::is_unsafe(c))
+    {
+        return text;
+    }
+    text.split('\n')
+        .map(|line| trace_format::escape(line).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn main() -> ExitCode {
@@ -100,7 +114,10 @@ fn run(cli: Cli) -> Result<Output> {
             Ok(Output::ok(if args.json {
                 to_json("summary", Some(InputRecord::of(&trace)), &summary)?
             } else {
-                commands::summary::render(&summary, &trace.path.display().to_string())
+                terminal_safe(commands::summary::render(
+                    &summary,
+                    &trace.path.display().to_string(),
+                ))
             }))
         }
         Command::Summary(args) => {
@@ -109,7 +126,10 @@ fn run(cli: Cli) -> Result<Output> {
             Ok(Output::ok(if args.json {
                 to_json("summary", Some(InputRecord::of(&trace)), &summary)?
             } else {
-                commands::summary::render(&summary, &trace.path.display().to_string())
+                terminal_safe(commands::summary::render(
+                    &summary,
+                    &trace.path.display().to_string(),
+                ))
             }))
         }
         Command::Memory(args) => {
@@ -119,7 +139,7 @@ fn run(cli: Cli) -> Result<Output> {
             Ok(Output::ok(if args.input.json {
                 to_json("memory", Some(InputRecord::of(&trace)), &report)?
             } else {
-                commands::memory::render(&report)
+                terminal_safe(commands::memory::render(&report))
             }))
         }
         Command::Check(args) => {
@@ -133,7 +153,7 @@ fn run(cli: Cli) -> Result<Output> {
             let stdout = if args.input.json {
                 to_json("check", Some(InputRecord::of(&trace)), &report)?
             } else {
-                commands::check::render(&report)
+                terminal_safe(commands::check::render(&report))
             };
             Ok(Output { stdout, code })
         }

@@ -499,3 +499,4 @@ pub(crate) fn memory_findings(
         });
     }
 }
+trace_schema::wire_names!(FindingCode);

@@ -6,7 +6,6 @@ use serde::Serialize;
 use trace_graph::{Analysis, CapabilityMatrix, HealthIssue};
 
 use crate::commands::summary::{health_line, HealthRecord};
-use crate::envelope::snake;
 use crate::table::{Align, Table};
 
 /// The `check` report (`candle-graph/check/1`).
@@ -39,7 +38,7 @@ pub fn build(analysis: &Analysis) -> CheckReport {
         omitted_issues: h
             .omitted_issues
             .iter()
-            .map(|(code, n)| (snake(code), *n))
+            .map(|(code, n)| (code.as_str().to_string(), *n))
             .collect(),
         capabilities: analysis.capabilities.clone(),
     }
@@ -72,7 +71,13 @@ pub fn render(r: &CheckReport) -> String {
             } else {
                 "-".to_string()
             };
-            t.row([snake(&i.severity), snake(&i.code), at, i.message.clone()]);
+            // The message is the last column: escaped, never elided.
+            t.row([
+                i.severity.as_str().to_string(),
+                i.code.as_str().to_string(),
+                Table::text(&at),
+                trace_format::escape(&i.message).into_owned(),
+            ]);
         }
         out.push_str(&t.render("  "));
         for (code, n) in &r.omitted_issues {
@@ -90,11 +95,13 @@ pub fn render(r: &CheckReport) -> String {
     ]);
     for c in &r.capabilities.capabilities {
         t.row([
-            snake(&c.kind),
-            snake(&c.level),
-            c.declared.map(|d| snake(&d)).unwrap_or_else(|| "-".into()),
+            c.kind.as_str().to_string(),
+            c.level.as_str().to_string(),
+            c.declared
+                .map(|d| d.as_str().to_string())
+                .unwrap_or_else(|| "-".into()),
             c.observed.to_string(),
-            c.reason.clone(),
+            trace_format::escape(&c.reason).into_owned(),
         ]);
     }
     out.push_str(&t.render("  "));

@@ -6,16 +6,16 @@ use std::fmt::Write as _;
 
 use anyhow::Result;
 use serde::Serialize;
+use trace_format::{at, bytes, checked_bytes, escape, opt_bytes, opt_duration};
 use trace_graph::Analysis;
-use trace_memory::{CategoryTotals, LogicalDeviceStats, PhysicalDeviceStats};
+use trace_memory::{BytesOverflow, CategoryTotals, LogicalDeviceStats, PhysicalDeviceStats};
 use trace_schema::{MemoryCategory, TraceDocument};
 
-use crate::commands::summary::{render_peak, PeakRecord};
+use crate::commands::peak::{self, Peaks};
+use crate::commands::summary::overflow_line;
 use crate::live::{self, StorageRow};
-use crate::spans::SpanPaths;
 use crate::sparkline::sparkline;
 use crate::table::{Align, Table};
-use crate::units;
 
 /// Points of the timeline sparkline.
 pub const TIMELINE_POINTS: usize = 60;
@@ -43,6 +43,8 @@ pub struct LiveAtEndRecord {
     pub count: u64,
     /// Bytes.
     pub bytes: u64,
+    /// Bytes of those not in `largest` (`null` if the sum overflowed).
+    pub rest_bytes: Option<u64>,
     /// The largest ones.
     pub largest: Vec<StorageRow>,
 }
@@ -50,7 +52,7 @@ pub struct LiveAtEndRecord {
 /// One point of the display timeline.
 #[derive(Debug, Clone, Serialize)]
 pub struct TimelineRecord {
-    /// Time, ns.
+    /// Time, ns since session start (the bucket's start for a carried value).
     pub timestamp_ns: u64,
     /// Live bytes (of the selected device, or all devices).
     pub live_bytes: u64,
@@ -64,10 +66,19 @@ pub struct MemoryReport {
     pub device: Option<String>,
     /// False for trace/6 storages identified by tensor (aliases counted twice).
     pub aliases_detectable: Option<bool>,
-    /// The peak (global; with `--device`, live rows of that device only).
+    /// Start of the measured region, ns since session start: text times are relative to it.
+    pub time_origin_ns: u64,
+    /// The peaks: with `--device` or one device, that device's own peak; with several, each
+    /// device's and their (labelled) sum.
+    #[serde(flatten)]
+    pub peaks: Option<Peaks>,
+    /// Allocation sizes add up past 2^64: no logical figure is shown.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub peak: Option<PeakRecord>,
-    /// Per category.
+    pub memory_overflow: Option<BytesOverflow>,
+    /// Time range of the timeline, ns since session start: it starts at the measured region.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline_range_ns: Option<(u64, u64)>,
+    /// Per category (at the shown peak).
     pub by_category: Vec<CategoryRow>,
     /// Per device.
     pub by_device: Vec<LogicalDeviceStats>,
@@ -91,7 +102,7 @@ pub fn build(
     device: Option<&str>,
     top: usize,
 ) -> Result<MemoryReport> {
-    let mut paths = SpanPaths::new(doc);
+    let spans = &analysis.spans;
     let logical = analysis.memory.logical.as_ref();
     if let (Some(d), Some(l)) = (device, logical) {
         l.device(d)?;
@@ -100,16 +111,15 @@ pub fn build(
         anyhow::bail!("device `{d}` has no memory events: this trace has no logical memory events");
     }
     let lower_bound = analysis.health.memory_lower_bound;
-    let peak = logical.and_then(|l| PeakRecord::of(l, &mut paths, top, device, lower_bound));
+    let peaks = logical.map(|l| Peaks::of(doc, spans, l, device, top, lower_bound));
+    let shown_peak = peaks.as_ref().and_then(|p| p.memory_peak.as_ref());
     let by_category = logical
         .map(|l| {
             MemoryCategory::ALL
                 .iter()
                 .filter_map(|c| {
                     let totals = l.totals.by_category.get(c)?.clone();
-                    let at_peak = l
-                        .peak
-                        .as_ref()
+                    let at_peak = shown_peak
                         .and_then(|p| p.by_category.get(c).copied())
                         .unwrap_or(0);
                     Some(CategoryRow {
@@ -136,31 +146,40 @@ pub fn build(
             .filter(|x| device.is_none_or(|d| &*x.device == d))
             .collect();
         ends.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.start_ns.cmp(&b.start_ns)));
+        let shown = ends.len().min(END_ROWS);
         LiveAtEndRecord {
             trace_truncated: l.live_at_end.trace_truncated,
             count: ends.len() as u64,
+            // a sum of distinct lifetimes: bounded by the trace's checked total
             bytes: ends.iter().map(|x| x.bytes).sum(),
-            largest: ends
+            rest_bytes: trace_memory::sum_bytes(ends[shown..].iter().map(|x| x.bytes)),
+            largest: ends[..shown]
                 .iter()
-                .take(END_ROWS)
-                .map(|x| StorageRow::of(x, &mut paths))
+                .map(|x| StorageRow::of(x, doc, spans))
                 .collect(),
         }
     });
-    let timeline = logical
-        .map(|l| {
-            l.downsampled_timeline(TIMELINE_POINTS)
-                .into_iter()
-                .map(|p| TimelineRecord {
-                    timestamp_ns: p.timestamp_ns,
-                    live_bytes: match device {
-                        Some(d) => p.by_device.get(d).copied().unwrap_or(0),
-                        None => p.live_bytes,
-                    },
-                })
-                .collect()
+    let series = match logical {
+        Some(l) => l.display_timeline(TIMELINE_POINTS, device)?,
+        None => Vec::new(),
+    };
+    let timeline_range_ns = match (logical, series.first(), series.last()) {
+        (Some(l), Some(_), Some(_)) => Some((
+            l.time_origin_ns.min(series[0].timestamp_ns),
+            l.timeline
+                .totals
+                .last()
+                .map_or(l.time_origin_ns, |p| p.timestamp_ns),
+        )),
+        _ => None,
+    };
+    let timeline = series
+        .into_iter()
+        .map(|p| TimelineRecord {
+            timestamp_ns: p.timestamp_ns,
+            live_bytes: p.live_bytes,
         })
-        .unwrap_or_default();
+        .collect();
     let physical = analysis.memory.physical.as_ref().map(|p| {
         p.by_device
             .iter()
@@ -174,7 +193,10 @@ pub fn build(
     Ok(MemoryReport {
         device: device.map(str::to_string),
         aliases_detectable: logical.map(|l| l.aliases_detectable),
-        peak,
+        time_origin_ns: analysis.time_origin_ns,
+        peaks,
+        memory_overflow: analysis.memory.logical_overflow.clone(),
+        timeline_range_ns,
         by_category,
         by_device,
         live_at_end,
@@ -186,17 +208,27 @@ pub fn build(
 /// Renders the report as text.
 pub fn render(r: &MemoryReport) -> String {
     let mut out = String::new();
-    let Some(peak) = &r.peak else {
+    let origin = r.time_origin_ns;
+    if let Some(o) = &r.memory_overflow {
+        let _ = writeln!(out, "logical memory  {}", overflow_line(o));
+        render_physical(&mut out, r);
+        return out;
+    }
+    let Some(peaks) = r.peaks.as_ref().filter(|p| p.memory_peak.is_some()) else {
         out.push_str("logical memory  no memory events in this trace\n");
         render_physical(&mut out, r);
         return out;
     };
-    render_peak(&mut out, peak);
+    peak::render(&mut out, peaks, origin);
     if r.aliases_detectable == Some(false) {
         out.push_str("  note: storages are identified by tensor (trace/6): shared storages count once per tensor\n");
     }
     out.push('\n');
-    out.push_str("by category\n");
+    out.push_str(if peaks.device_peaks.is_empty() {
+        "by category\n"
+    } else {
+        "by category (AT PEAK: all devices together)\n"
+    });
     let mut t = Table::new(&[
         ("CATEGORY", Align::Left),
         ("AT PEAK", Align::Right),
@@ -208,11 +240,11 @@ pub fn render(r: &MemoryReport) -> String {
     for c in &r.by_category {
         t.row([
             c.category.as_str().to_string(),
-            units::bytes(c.at_peak_bytes),
-            units::bytes(c.totals.total_allocated_bytes),
+            bytes(c.at_peak_bytes),
+            bytes(c.totals.total_allocated_bytes),
             c.totals.allocation_count.to_string(),
-            units::bytes(c.totals.pre_existing_bytes),
-            units::bytes(c.totals.live_at_end_bytes),
+            bytes(c.totals.pre_existing_bytes),
+            bytes(c.totals.live_at_end_bytes),
         ]);
     }
     out.push_str(&t.render("  "));
@@ -229,13 +261,15 @@ pub fn render(r: &MemoryReport) -> String {
     ]);
     for d in &r.by_device {
         t.row([
-            d.device.clone(),
-            units::opt_bytes(d.peak.as_ref().map(|p| p.live_bytes)),
-            units::opt_duration(d.peak.as_ref().map(|p| p.timestamp_ns)),
-            units::bytes(d.total_allocated_bytes),
+            Table::text(&d.device),
+            opt_bytes(d.peak.as_ref().map(|p| p.live_bytes)),
+            d.peak
+                .as_ref()
+                .map_or_else(|| opt_duration(None), |p| at(p.timestamp_ns, origin)),
+            bytes(d.total_allocated_bytes),
             d.allocation_count.to_string(),
             d.matched_free_count.to_string(),
-            units::bytes(d.live_at_end_bytes),
+            bytes(d.live_at_end_bytes),
         ]);
     }
     out.push_str(&t.render("  "));
@@ -251,32 +285,31 @@ pub fn render(r: &MemoryReport) -> String {
             "{when}: {} storage{}, {}",
             end.count,
             if end.count == 1 { "" } else { "s" },
-            units::bytes(end.bytes)
+            bytes(end.bytes)
         );
         if !end.largest.is_empty() {
             out.push_str(&live::table(&end.largest).render("  "));
             let rest = end.count as usize - end.largest.len();
             if rest > 0 {
-                let shown: u64 = end.largest.iter().map(|x| x.bytes).sum();
-                let _ = writeln!(out, "  {rest} more = {}", units::bytes(end.bytes - shown));
+                let _ = writeln!(out, "  {rest} more = {}", checked_bytes(end.rest_bytes));
             }
         }
     }
-    if !r.timeline.is_empty() {
+    if let (false, Some((first, last))) = (r.timeline.is_empty(), r.timeline_range_ns) {
         out.push('\n');
         let values: Vec<u64> = r.timeline.iter().map(|p| p.live_bytes).collect();
         let max = values.iter().copied().max().unwrap_or(0);
-        let (first, last) = (
-            r.timeline[0].timestamp_ns,
-            r.timeline[r.timeline.len() - 1].timestamp_ns,
-        );
         let _ = writeln!(
             out,
-            "timeline ({} points, {} → {}, 0 → {})",
+            "timeline ({} points spaced by time, {} → {}{}, 0 → {})",
             values.len(),
-            units::duration(first),
-            units::duration(last),
-            units::bytes(max)
+            at(first, origin),
+            at(last, origin),
+            r.device
+                .as_deref()
+                .map(|d| format!(", {}", escape(d)))
+                .unwrap_or_default(),
+            bytes(max)
         );
         let _ = writeln!(out, "  {}", sparkline(&values));
     }
@@ -302,13 +335,13 @@ fn render_physical(out: &mut String, r: &MemoryReport) {
     ]);
     for d in devices {
         t.row([
-            d.device.clone(),
+            Table::text(&d.device),
             d.sample_count.to_string(),
-            units::opt_bytes(d.peak_used.as_ref().map(|o| o.bytes)),
-            units::opt_bytes(d.peak_resident.as_ref().map(|o| o.bytes)),
-            units::opt_bytes(d.peak_reserved.as_ref().map(|o| o.bytes)),
-            units::opt_bytes(d.minimum_free.as_ref().map(|o| o.bytes)),
-            units::opt_bytes(d.maximum_capacity.as_ref().map(|o| o.bytes)),
+            opt_bytes(d.peak_used.as_ref().map(|o| o.bytes)),
+            opt_bytes(d.peak_resident.as_ref().map(|o| o.bytes)),
+            opt_bytes(d.peak_reserved.as_ref().map(|o| o.bytes)),
+            opt_bytes(d.minimum_free.as_ref().map(|o| o.bytes)),
+            opt_bytes(d.maximum_capacity.as_ref().map(|o| o.bytes)),
         ]);
     }
     out.push_str(&t.render("  "));

@@ -4,5 +4,6 @@
 pub mod check;
 pub mod demo;
 pub mod memory;
+pub mod peak;
 pub mod query;
 pub mod summary;

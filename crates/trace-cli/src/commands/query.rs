@@ -22,7 +22,6 @@ use trace_graph::{Analysis, NodeKind};
 use trace_schema::TraceDocument;
 
 use crate::commands::summary::findings;
-use crate::spans::SpanPaths;
 
 /// What to return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -157,7 +156,6 @@ pub fn run(
         }
         QueryKind::Slowest => {
             let g = analysis.graph.as_ref().expect("checked above");
-            let mut paths = SpanPaths::new(doc);
             let rows: Vec<Value> = g
                 .rankings
                 .measured
@@ -166,12 +164,14 @@ pub fn run(
                 .take(TOP)
                 .map(|c| {
                     let mut v = json!(c);
-                    v["path"] = json!(paths.path(&c.id));
+                    v["path"] = json!(analysis.spans.path_of_id(doc, &c.id));
                     v
                 })
                 .collect();
             json!({
+                "time_origin_ns": analysis.time_origin_ns,
                 "outer_wall_time_ns": g.outer_wall_time_ns,
+                "incomplete_capture": g.incomplete_capture,
                 "measured_span": g.measured_span,
                 "spans": rows,
             })

@@ -1,19 +1,16 @@
 //! `candle-graph summary TRACE`: identity, health, coverage, wall time, memory peak and what held
 //! it, slowest spans, gradient verdicts and findings.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
+use trace_format::{bytes, duration, escape, opt_duration};
 use trace_graph::{Analysis, CapabilityLevel, Severity};
-use trace_memory::LogicalMemoryProfile;
-use trace_schema::{ExecutionStep, MemoryCategory, TraceDocument};
+use trace_memory::BytesOverflow;
+use trace_schema::{Device, TraceDocument};
 
 use crate::advice::advice;
-use crate::envelope::snake;
-use crate::live::{self, StorageRow};
-use crate::spans::SpanPaths;
-use crate::units;
+use crate::commands::peak::{self, Peaks};
 
 /// Rows shown in the "held at the peak" table.
 pub const HELD_ROWS: usize = 8;
@@ -56,7 +53,7 @@ impl RunRecord {
         Self {
             run_id: m.run_id.clone(),
             entrypoint: m.entrypoint.clone(),
-            phase: m.phase.map(|p| snake(&p)),
+            phase: m.phase.map(|p| p.as_str().to_string()),
             capture_step: m.capture_step,
             warmup_steps: m.warmup_steps,
             device: m.device.clone(),
@@ -78,115 +75,6 @@ pub struct HealthRecord {
     pub error_count: u64,
     /// Warning count.
     pub warning_count: u64,
-}
-
-/// The peak of one step kind.
-#[derive(Debug, Clone, Serialize)]
-pub struct StepPeakRecord {
-    /// Forward, backward or optimizer.
-    pub step: ExecutionStep,
-    /// Live bytes at the step's peak.
-    pub live_bytes: u64,
-    /// When, ns.
-    pub timestamp_ns: u64,
-    /// Largest category at that moment.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dominant_category: Option<MemoryCategory>,
-}
-
-/// The logical memory peak and what held it.
-#[derive(Debug, Clone, Serialize)]
-pub struct PeakRecord {
-    /// Live bytes at the peak (pre-existing storages included).
-    pub live_bytes: u64,
-    /// When it was first reached, ns since session start.
-    pub timestamp_ns: u64,
-    /// Live bytes per device.
-    pub by_device: BTreeMap<String, u64>,
-    /// Step kind whose span contains the peak, when one does.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub step: Option<ExecutionStep>,
-    /// Path of the span whose allocation reached the peak, when known.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reached_in: Option<String>,
-    /// Live bytes per category.
-    pub by_category: BTreeMap<MemoryCategory, u64>,
-    /// The peak of each step kind.
-    pub step_peaks: Vec<StepPeakRecord>,
-    /// The largest storages live at the peak.
-    pub held: Vec<StorageRow>,
-    /// Storages live at the peak not listed in `held`.
-    pub held_more_count: usize,
-    /// Their bytes.
-    pub held_more_bytes: u64,
-    /// Figures are lower bounds (truncated, failed or lossy capture).
-    pub lower_bound: bool,
-}
-
-impl PeakRecord {
-    /// From the logical profile; `None` when no allocation was seen.
-    pub fn of(
-        logical: &LogicalMemoryProfile,
-        paths: &mut SpanPaths<'_>,
-        top: usize,
-        device: Option<&str>,
-        lower_bound: bool,
-    ) -> Option<Self> {
-        let peak = logical.peak.as_ref()?;
-        let live: Vec<_> = peak
-            .live_allocations
-            .iter()
-            .filter(|l| device.is_none_or(|d| &*l.device == d))
-            .collect();
-        let shown = top.min(live.len());
-        let held = live[..shown]
-            .iter()
-            .map(|l| StorageRow::of(l, paths))
-            .collect();
-        let rest = &live[shown..];
-        // the allocation that reached the peak: allocated exactly at the peak batch
-        let reached = peak
-            .live_allocations
-            .iter()
-            .filter(|l| l.start_ns == peak.timestamp_ns && !l.pre_existing)
-            .find_map(|l| l.span_id.as_deref())
-            .and_then(|s| paths.path(s));
-        let step = logical
-            .step_peaks
-            .iter()
-            .find(|s| {
-                s.peak.timestamp_ns == peak.timestamp_ns && s.peak.live_bytes == peak.live_bytes
-            })
-            .map(|s| s.step)
-            .or_else(|| {
-                peak.live_allocations
-                    .iter()
-                    .filter(|l| l.start_ns == peak.timestamp_ns)
-                    .find_map(|l| l.span_id.as_deref().and_then(|s| paths.step(s)))
-            });
-        Some(Self {
-            live_bytes: peak.live_bytes,
-            timestamp_ns: peak.timestamp_ns,
-            by_device: peak.by_device.clone(),
-            step,
-            reached_in: reached,
-            by_category: peak.by_category.clone(),
-            step_peaks: logical
-                .step_peaks
-                .iter()
-                .map(|s| StepPeakRecord {
-                    step: s.step,
-                    live_bytes: s.peak.live_bytes,
-                    timestamp_ns: s.peak.timestamp_ns,
-                    dominant_category: s.peak.dominant_category,
-                })
-                .collect(),
-            held,
-            held_more_count: rest.len(),
-            held_more_bytes: rest.iter().map(|l| l.bytes).sum(),
-            lower_bound,
-        })
-    }
 }
 
 /// One slow span.
@@ -228,6 +116,9 @@ pub struct GradientRecord {
     /// Their bytes, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub non_parameter_bytes: Option<u64>,
+    /// Their bytes add up past 2^64 (health code `memory_bytes_overflow`): no total is shown.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub non_parameter_bytes_overflowed: bool,
     /// Capability level of the gradient evidence.
     pub coverage: CapabilityLevel,
 }
@@ -254,7 +145,7 @@ pub fn findings(analysis: &Analysis) -> Vec<FindingRecord> {
         .iter()
         .map(|f| FindingRecord {
             severity: f.severity,
-            code: snake(&f.code),
+            code: f.code.as_str().to_string(),
             summary: f.summary.clone(),
             advice: match f.code {
                 // Live at a cut or a failure is not retention into the next step.
@@ -276,12 +167,23 @@ pub struct SummaryReport {
     pub health: HealthRecord,
     /// What the capture did not see (empty: nothing known to be missing).
     pub not_seen: Vec<String>,
+    /// Start of the measured region, ns since session start: times shown as text are
+    /// relative to it; the `_ns` times in this report are trace times.
+    pub time_origin_ns: u64,
     /// Wall time of the measured region, ns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outer_wall_time_ns: Option<u64>,
-    /// Logical memory peak; absent without memory events.
+    /// Times are from a cut-short trace: closed spans keep theirs, open ones have none.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub timing_from_incomplete_capture: bool,
+    /// Logical memory peaks (absent without memory events): `memory_peak`, and `device_peaks`
+    /// with more than one device.
+    #[serde(flatten)]
+    pub peaks: Option<Peaks>,
+    /// Allocation sizes add up past 2^64: no logical figure is shown (health code
+    /// `memory_bytes_overflow`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub memory_peak: Option<PeakRecord>,
+    pub memory_overflow: Option<BytesOverflow>,
     /// Spans with the largest host self time in the measured region.
     pub slowest_spans: Vec<SlowSpan>,
     /// Why timing is unavailable, when the graph was refused.
@@ -301,8 +203,8 @@ pub fn not_seen(doc: &TraceDocument, analysis: &Analysis) -> Vec<String> {
         if c.level != CapabilityLevel::Complete {
             out.push(format!(
                 "{} {}: {}",
-                snake(&c.kind),
-                snake(&c.level),
+                c.kind.as_str(),
+                c.level.as_str(),
                 c.reason
             ));
         }
@@ -319,7 +221,7 @@ pub fn not_seen(doc: &TraceDocument, analysis: &Analysis) -> Vec<String> {
         });
     }
     if let Some(device) = doc.meta.device.as_deref() {
-        if device != "cpu" {
+        if !Device::parse(device).is_host() {
             out.push(format!(
                 "storages on {device} are seen through host handles: logical bytes are tensor storages, not the device allocator's pool"
             ));
@@ -330,14 +232,14 @@ pub fn not_seen(doc: &TraceDocument, analysis: &Analysis) -> Vec<String> {
 
 /// Builds the report.
 pub fn build(doc: &TraceDocument, analysis: &Analysis) -> SummaryReport {
-    let mut paths = SpanPaths::new(doc);
+    let spans = &analysis.spans;
     let lower_bound = analysis.health.memory_lower_bound;
-    let memory_peak = analysis
+    let peaks = analysis
         .memory
         .logical
         .as_ref()
-        .and_then(|l| PeakRecord::of(l, &mut paths, HELD_ROWS, None, lower_bound));
-    let (outer, slowest, refused) = match (&analysis.graph, &analysis.graph_refusal) {
+        .map(|l| Peaks::of(doc, spans, l, None, HELD_ROWS, lower_bound));
+    let (outer, slowest, refused, incomplete) = match (&analysis.graph, &analysis.graph_refusal) {
         (Some(g), _) => (
             g.outer_wall_time_ns,
             g.rankings
@@ -347,15 +249,18 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis) -> SummaryReport {
                 .take(SLOWEST_ROWS)
                 .map(|c| SlowSpan {
                     id: c.id.to_string(),
-                    path: paths.path(&c.id).unwrap_or_else(|| c.name.to_string()),
+                    path: spans
+                        .path_of_id(doc, &c.id)
+                        .unwrap_or_else(|| c.name.to_string()),
                     host_self_time_ns: c.host_self_time_ns,
                     host_total_time_ns: c.host_total_time_ns,
                 })
                 .collect(),
             Vec::new(),
+            g.incomplete_capture,
         ),
-        (None, Some(r)) => (None, Vec::new(), r.reasons.clone()),
-        (None, None) => (None, Vec::new(), Vec::new()),
+        (None, Some(r)) => (None, Vec::new(), r.reasons.clone(), false),
+        (None, None) => (None, Vec::new(), Vec::new(), false),
     };
     let g = &analysis.gradients;
     let gradients = GradientRecord {
@@ -370,6 +275,7 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis) -> SummaryReport {
         non_finite_keys: g.non_finite.clone(),
         non_parameter_count: g.non_parameter.len(),
         non_parameter_bytes: g.non_parameter_bytes,
+        non_parameter_bytes_overflowed: g.non_parameter_bytes_overflowed,
         coverage: analysis
             .capabilities
             .level(trace_graph::CapabilityKind::Gradients),
@@ -383,13 +289,26 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis) -> SummaryReport {
             warning_count: analysis.health.warning_count,
         },
         not_seen: not_seen(doc, analysis),
+        time_origin_ns: analysis.time_origin_ns,
         outer_wall_time_ns: outer,
-        memory_peak,
+        timing_from_incomplete_capture: incomplete,
+        peaks,
+        memory_overflow: analysis.memory.logical_overflow.clone(),
         slowest_spans: slowest,
         timing_refused: refused,
         gradients,
         findings: findings(analysis),
     }
+}
+
+/// The line shown instead of every logical figure when allocation sizes overflow.
+pub fn overflow_line(o: &BytesOverflow) -> String {
+    format!(
+        "overflowed: allocation sizes add up past 2^64 bytes (at the alloc of {} on {}, {}); no logical memory figure is shown (health: memory_bytes_overflow)",
+        escape(o.storage_id.as_deref().unwrap_or("?")),
+        escape(&o.device),
+        bytes(o.bytes)
+    )
 }
 
 /// `validity, completeness (n errors, m warnings)`.
@@ -411,69 +330,11 @@ pub fn health_line(h: &HealthRecord) -> String {
     )
 }
 
-/// `parameter 1.00 MiB · activation 2.00 KiB …` in category order, zeros omitted.
-pub fn categories_line(by_category: &BTreeMap<MemoryCategory, u64>) -> String {
-    MemoryCategory::ALL
-        .iter()
-        .filter_map(|c| by_category.get(c).filter(|&&b| b > 0).map(|b| (c, b)))
-        .map(|(c, b)| format!("{} {}", c.as_str(), units::bytes(*b)))
-        .collect::<Vec<_>>()
-        .join(" · ")
-}
-
-/// Renders the peak block shared by `summary` and `memory`.
-pub fn render_peak(out: &mut String, p: &PeakRecord) {
-    let devices: Vec<&str> = p.by_device.keys().map(String::as_str).collect();
-    let _ = write!(
-        out,
-        "memory peak  {}{} at {} on {}",
-        if p.lower_bound { "≥ " } else { "" },
-        units::bytes(p.live_bytes),
-        units::duration(p.timestamp_ns),
-        devices.join(", ")
-    );
-    if let Some(step) = p.step {
-        let _ = write!(out, ", in the {} step", snake(&step));
-    }
-    out.push('\n');
-    if let Some(span) = &p.reached_in {
-        let _ = writeln!(out, "  reached by an allocation in {span}");
-    }
-    let _ = writeln!(out, "  by category: {}", categories_line(&p.by_category));
-    if !p.step_peaks.is_empty() {
-        out.push_str("  peak of each step:\n");
-        for s in &p.step_peaks {
-            let _ = writeln!(
-                out,
-                "    {:<10} {:>11} at {}{}",
-                snake(&s.step),
-                units::bytes(s.live_bytes),
-                units::duration(s.timestamp_ns),
-                s.dominant_category
-                    .map(|c| format!(", mostly {}", c.as_str()))
-                    .unwrap_or_default()
-            );
-        }
-    }
-    let total = p.held.len() + p.held_more_count;
-    let _ = writeln!(out, "  held at the peak (top {} of {total}):", p.held.len());
-    out.push_str(&live::table(&p.held).render("    "));
-    if p.held_more_count > 0 {
-        let _ = writeln!(
-            out,
-            "    {} more = {}",
-            p.held_more_count,
-            units::bytes(p.held_more_bytes)
-        );
-    }
-    let _ = writeln!(out, "    ({})", live::LEGEND);
-}
-
 /// Renders the report as text.
 pub fn render(r: &SummaryReport, path: &str) -> String {
     let mut out = String::new();
     let run = &r.run;
-    let _ = writeln!(out, "trace        {path}");
+    let _ = writeln!(out, "trace        {}", escape(path));
     let mut identity = format!("{} · {}", run.entrypoint, run.run_id);
     if let Some(phase) = &run.phase {
         let _ = write!(identity, " · {phase}");
@@ -490,35 +351,47 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
     if let Some(c) = &run.candle_version {
         let _ = write!(identity, " · candle {c}");
     }
-    let _ = writeln!(out, "run          {identity}");
+    let _ = writeln!(out, "run          {}", escape(&identity));
     let _ = writeln!(out, "health       {}", health_line(&r.health));
     if r.not_seen.is_empty() {
         out.push_str("coverage     everything declared was seen\n");
     } else {
         out.push_str("coverage     not seen or not complete:\n");
         for item in &r.not_seen {
-            let _ = writeln!(out, "  - {item}");
+            let _ = writeln!(out, "  - {}", escape(item));
         }
     }
     let _ = writeln!(
         out,
-        "wall time    {}",
-        units::opt_duration(r.outer_wall_time_ns)
+        "wall time    {}{}",
+        opt_duration(r.outer_wall_time_ns),
+        if r.timing_from_incomplete_capture && r.outer_wall_time_ns.is_some() {
+            " (from an incomplete capture)"
+        } else {
+            ""
+        }
     );
     out.push('\n');
-    match &r.memory_peak {
-        Some(p) => render_peak(&mut out, p),
-        None => out.push_str("memory peak  no memory events in this trace\n"),
+    match (&r.peaks, &r.memory_overflow) {
+        (_, Some(o)) => {
+            let _ = writeln!(out, "memory peak  {}", overflow_line(o));
+        }
+        (Some(p), None) if p.memory_peak.is_some() => peak::render(&mut out, p, r.time_origin_ns),
+        _ => out.push_str("memory peak  no memory events in this trace\n"),
     }
     out.push('\n');
     if !r.timing_refused.is_empty() {
         let _ = writeln!(
             out,
             "slowest spans  unavailable: {}",
-            r.timing_refused.join("; ")
+            escape(&r.timing_refused.join("; "))
         );
     } else if !r.slowest_spans.is_empty() {
-        out.push_str("slowest spans (host self time in the measured region)\n");
+        out.push_str(if r.timing_from_incomplete_capture {
+            "slowest spans (host self time in the measured region; closed spans of an incomplete capture)\n"
+        } else {
+            "slowest spans (host self time in the measured region)\n"
+        });
         let mut t = crate::table::Table::new(&[
             ("SELF", crate::table::Align::Right),
             ("TOTAL", crate::table::Align::Right),
@@ -526,9 +399,9 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
         ]);
         for s in &r.slowest_spans {
             t.row([
-                units::duration(s.host_self_time_ns),
-                units::duration(s.host_total_time_ns),
-                s.path.clone(),
+                duration(s.host_self_time_ns),
+                duration(s.host_total_time_ns),
+                crate::table::Table::text(&s.path),
             ]);
         }
         out.push_str(&t.render("  "));
@@ -570,7 +443,7 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
                 let _ = writeln!(
                     out,
                     "  {what}: {}{}",
-                    shown.join(", "),
+                    escape(&shown.join(", ")),
                     if more > 0 {
                         format!(" and {more} more")
                     } else {
@@ -585,7 +458,11 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
                 "  {} non-parameter gradient{} ({}): tensors that are not parameters kept a gradient",
                 g.non_parameter_count,
                 if g.non_parameter_count == 1 { "" } else { "s" },
-                units::opt_bytes(g.non_parameter_bytes)
+                if g.non_parameter_bytes_overflowed {
+                    trace_format::OVERFLOWED.to_string()
+                } else {
+                    trace_format::opt_bytes(g.non_parameter_bytes)
+                }
             );
         }
     }
@@ -602,7 +479,13 @@ pub fn render_findings(out: &mut String, findings: &[FindingRecord]) {
     }
     out.push_str("findings\n");
     for f in findings {
-        let _ = writeln!(out, "  [{}] {}: {}", snake(&f.severity), f.code, f.summary);
+        let _ = writeln!(
+            out,
+            "  [{}] {}: {}",
+            f.severity.as_str(),
+            f.code,
+            escape(&f.summary)
+        );
         if let Some(a) = f.advice {
             let _ = writeln!(out, "      → {a}");
         }

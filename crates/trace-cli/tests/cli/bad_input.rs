@@ -150,10 +150,10 @@ fn memory_figures_of_the_small_trace() {
     let r = run(&["memory", s(&p), "--json", "--top", "1"]);
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     // parameter 4096 + gradient 4096 live at t=60 (the activation is freed at 70)
-    assert_eq!(v["peak"]["live_bytes"], 4096 + 2048 + 4096);
-    assert_eq!(v["peak"]["held"].as_array().unwrap().len(), 1);
-    assert_eq!(v["peak"]["held_more_count"], 2);
-    assert_eq!(v["peak"]["held_more_bytes"], 4096 + 2048);
+    assert_eq!(v["memory_peak"]["live_bytes"], 4096 + 2048 + 4096);
+    assert_eq!(v["memory_peak"]["held"].as_array().unwrap().len(), 1);
+    assert_eq!(v["memory_peak"]["held_more_count"], 2);
+    assert_eq!(v["memory_peak"]["held_more_bytes"], 4096 + 2048);
     let text = run(&["memory", s(&p), "--top", "1"]).stdout;
     assert!(text.contains("2 more = 6.00 KiB"), "{text}");
     assert!(text.contains("10.00 KiB"), "{text}");

@@ -51,7 +51,7 @@ fn demo_json_has_no_progress_and_rejects_one_step() {
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["schema"], "candle-graph/summary/1");
     assert!(v["memory_peak"]["live_bytes"].as_u64().unwrap() > 0);
-    assert_eq!(v["memory_peak"]["step"], "optimizer");
+    assert_eq!(v["memory_peak"]["pass"], "optimizer");
     let bad = run(&["demo", "--steps", "1", "--out", s(&out)]);
     assert_eq!(bad.code, 2);
     assert!(

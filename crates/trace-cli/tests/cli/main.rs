@@ -3,5 +3,6 @@
 
 mod bad_input;
 mod demo;
+mod exact;
 mod snapshots;
 mod util;

@@ -15,9 +15,50 @@ fn stdout(args: &[&str]) -> String {
     r.stdout
 }
 
+/// The headline figures of each golden fixture, said explicitly next to its snapshots so a wrong
+/// number fails with a message: (peak bytes, peak time relative to the measured region, pass,
+/// parameters present, wall time).
+fn headline(name: &str) -> (u64, u64, &'static str, u64, u64) {
+    match name {
+        // 31.86 MiB at 14.00 ms, 16.00 ms wall time (see the summary snapshot)
+        "mlp" => (33_410_952, 14_000_046, "optimizer", 6, 16_000_000),
+        // 5.72 MiB at 62.00 ms, 64.00 ms wall time
+        "llama" => (5_998_600, 62_000_106, "optimizer", 21, 64_000_000),
+        _ => unreachable!(),
+    }
+}
+
+fn assert_headline(name: &str) {
+    let f = fixture(name);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&["summary", &f, "--json"])).unwrap();
+    let (bytes, at, pass, present, wall) = headline(name);
+    let origin = v["time_origin_ns"].as_u64().unwrap();
+    let peak = &v["memory_peak"];
+    assert_eq!(peak["live_bytes"], bytes, "{name} peak bytes");
+    assert_eq!(
+        peak["timestamp_ns"].as_u64().unwrap() - origin,
+        at,
+        "{name} peak time"
+    );
+    assert_eq!(peak["pass"], pass, "{name} peak pass");
+    assert_eq!(
+        v["gradients"]["present"], present,
+        "{name} gradients present"
+    );
+    assert_eq!(v["outer_wall_time_ns"], wall, "{name} wall time");
+    let categories: u64 = peak["by_category"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|b| b.as_u64().unwrap())
+        .sum();
+    assert_eq!(categories, bytes, "{name} categories sum to the peak");
+}
+
 #[test]
 fn summary() {
     for name in FIXTURES {
+        assert_headline(name);
         let f = fixture(name);
         insta::assert_snapshot!(format!("summary_{name}"), stdout(&["summary", &f]));
     }
@@ -71,6 +112,14 @@ fn small_trace_with_memory() {
     let p = path.to_str().unwrap();
     let tmp = dir.path().to_str().unwrap();
     let clean = |s: String| s.replace(tmp, "<tmp>");
+    // parameter 4096 + activation 2048 + gradient 4096 live at t=60 (the activation is freed
+    // at 70), in the backward pass.
+    let v: serde_json::Value = serde_json::from_str(&stdout(&["summary", p, "--json"])).unwrap();
+    assert_eq!(v["memory_peak"]["live_bytes"], 4096 + 2048 + 4096);
+    assert_eq!(v["memory_peak"]["timestamp_ns"], 60);
+    assert_eq!(v["memory_peak"]["pass"], "backward");
+    assert_eq!(v["memory_peak"]["span_path"], "train_step/backward");
+    assert_eq!(v["outer_wall_time_ns"], 100);
     insta::assert_snapshot!("summary_small", clean(stdout(&["summary", p])));
     insta::assert_snapshot!("memory_small", clean(stdout(&["memory", p, "--top", "2"])));
     insta::assert_snapshot!("check_small", clean(stdout(&["check", p])));

@@ -1,0 +1,303 @@
+//! The memory peak as `summary` and `memory` show it: the record (from trace-memory's peak and
+//! its [`trace_memory::PeakContext`], never re-derived here) and its text. With more than one
+//! device the headline is per device (the out-of-memory question is per device) and the
+//! cross-device sum is labelled as such.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use trace_format::{at, bytes, checked_bytes, escape};
+use trace_memory::{LogicalMemoryProfile, PassPeak, SpanIndex, StorageLifetime};
+use trace_schema::{MemoryCategory, Pass, TraceDocument};
+
+use crate::live::{self, StorageRow};
+
+/// The peak of one pass.
+#[derive(Debug, Clone, Serialize)]
+pub struct PassPeakRecord {
+    /// Forward, backward or optimizer.
+    pub pass: Pass,
+    /// Live bytes at the pass's peak.
+    pub live_bytes: u64,
+    /// When, ns since session start.
+    pub timestamp_ns: u64,
+    /// Largest category at that moment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dominant_category: Option<MemoryCategory>,
+}
+
+impl PassPeakRecord {
+    fn of(p: &PassPeak) -> Self {
+        Self {
+            pass: p.pass,
+            live_bytes: p.peak.live_bytes,
+            timestamp_ns: p.peak.timestamp_ns,
+            dominant_category: p.peak.context.dominant_category,
+        }
+    }
+}
+
+/// A logical memory peak and what held it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeakRecord {
+    /// The device of a per-device peak; `None` for the sum over all devices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// Live bytes at the peak (pre-existing storages included).
+    pub live_bytes: u64,
+    /// When it was first reached, ns since session start (trace time; subtract the report's
+    /// `time_origin_ns` for the time in the measured region).
+    pub timestamp_ns: u64,
+    /// Live bytes per device.
+    pub by_device: BTreeMap<String, u64>,
+    /// The span holding the peak (trace-memory's rule), its path and pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<String>,
+    /// `/`-joined path of that span.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub span_path: Option<String>,
+    /// Its pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pass: Option<Pass>,
+    /// The category holding the most bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dominant_category: Option<MemoryCategory>,
+    /// Live bytes per category.
+    pub by_category: BTreeMap<MemoryCategory, u64>,
+    /// The peak of each pass (all devices together).
+    pub pass_peaks: Vec<PassPeakRecord>,
+    /// The largest storages live at the peak.
+    pub held: Vec<StorageRow>,
+    /// Storages live at the peak not listed in `held`.
+    pub held_more_count: usize,
+    /// Their bytes (`null` if the sum overflowed).
+    pub held_more_bytes: Option<u64>,
+    /// Figures are lower bounds (truncated, failed or lossy capture).
+    pub lower_bound: bool,
+}
+
+impl PeakRecord {
+    /// The sum over all devices (`device` `None`) or one device's own peak; `None` when there is
+    /// none.
+    pub fn of(
+        doc: &TraceDocument,
+        spans: &SpanIndex,
+        logical: &LogicalMemoryProfile,
+        device: Option<&str>,
+        top: usize,
+        lower_bound: bool,
+    ) -> Option<Self> {
+        let (live_bytes, timestamp_ns, by_device, by_category, context, live): (
+            u64,
+            u64,
+            BTreeMap<String, u64>,
+            BTreeMap<MemoryCategory, u64>,
+            trace_memory::PeakContext,
+            Vec<&StorageLifetime>,
+        ) = match device {
+            None => {
+                let p = logical.peak.as_ref()?;
+                (
+                    p.live_bytes,
+                    p.timestamp_ns,
+                    p.by_device.clone(),
+                    p.by_category.clone(),
+                    p.context.clone(),
+                    p.live_allocations.iter().collect(),
+                )
+            }
+            Some(d) => {
+                let p = logical.device(d).ok()?.peak.as_ref()?;
+                (
+                    p.live_bytes,
+                    p.timestamp_ns,
+                    BTreeMap::from([(d.to_string(), p.live_bytes)]),
+                    p.by_category.clone(),
+                    p.context.clone(),
+                    logical.live_allocations_after(p.event_index, Some(d)),
+                )
+            }
+        };
+        let shown = top.min(live.len());
+        let rest = &live[shown..];
+        let span_id = context.span_id.as_deref().map(str::to_string);
+        Some(Self {
+            device: device.map(str::to_string),
+            live_bytes,
+            timestamp_ns,
+            by_device,
+            span_path: span_id.as_deref().and_then(|s| spans.path_of_id(doc, s)),
+            span_id,
+            pass: context.pass,
+            dominant_category: context.dominant_category,
+            by_category,
+            pass_peaks: logical.pass_peaks.iter().map(PassPeakRecord::of).collect(),
+            held: live[..shown]
+                .iter()
+                .map(|l| StorageRow::of(l, doc, spans))
+                .collect(),
+            held_more_count: rest.len(),
+            held_more_bytes: trace_memory::sum_bytes(rest.iter().map(|l| l.bytes)),
+            lower_bound,
+        })
+    }
+}
+
+/// The peaks a report shows: one per device with several devices, plus their sum.
+#[derive(Debug, Clone, Serialize)]
+pub struct Peaks {
+    /// The headline with one device; with several, the sum over devices (`device` absent),
+    /// which is not any one device's memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_peak: Option<PeakRecord>,
+    /// Each device's own peak, when the trace has more than one device.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub device_peaks: Vec<PeakRecord>,
+}
+
+impl Peaks {
+    /// The peaks of `logical`, or of one device when `device` is given.
+    pub fn of(
+        doc: &TraceDocument,
+        spans: &SpanIndex,
+        logical: &LogicalMemoryProfile,
+        device: Option<&str>,
+        top: usize,
+        lower_bound: bool,
+    ) -> Self {
+        if device.is_some() || logical.by_device.len() == 1 {
+            let d = device.or(logical.by_device.first().map(|d| d.device.as_str()));
+            return Self {
+                memory_peak: PeakRecord::of(doc, spans, logical, d, top, lower_bound),
+                device_peaks: Vec::new(),
+            };
+        }
+        Self {
+            memory_peak: PeakRecord::of(doc, spans, logical, None, top, lower_bound),
+            device_peaks: logical
+                .by_device
+                .iter()
+                .filter_map(|d| {
+                    PeakRecord::of(doc, spans, logical, Some(&d.device), top, lower_bound)
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `parameter 1.00 MiB · activation 2.00 KiB …` in category order, zeros omitted; "nothing
+/// live" when all are zero.
+pub fn categories_line(by_category: &BTreeMap<MemoryCategory, u64>) -> String {
+    let parts: Vec<String> = MemoryCategory::ALL
+        .iter()
+        .filter_map(|c| by_category.get(c).filter(|&&b| b > 0).map(|b| (c, b)))
+        .map(|(c, b)| format!("{} {}", c.as_str(), bytes(*b)))
+        .collect();
+    if parts.is_empty() {
+        "nothing live".to_string()
+    } else {
+        parts.join(" · ")
+    }
+}
+
+/// `X[ on D] at T, in the P pass (path)` of a peak, times relative to `origin_ns`.
+fn headline(p: &PeakRecord, on: &str, origin_ns: u64) -> String {
+    let mut s = format!(
+        "{}{}{on} at {}",
+        if p.lower_bound { "≥ " } else { "" },
+        bytes(p.live_bytes),
+        at(p.timestamp_ns, origin_ns)
+    );
+    if let Some(pass) = p.pass {
+        let _ = write!(s, ", in the {} pass", pass.as_str());
+    }
+    if let Some(path) = &p.span_path {
+        let _ = write!(s, " ({})", escape(path));
+    }
+    s
+}
+
+fn render_held(out: &mut String, p: &PeakRecord, indent: &str) {
+    let total = p.held.len() + p.held_more_count;
+    if total == 0 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{indent}held at the peak (top {} of {total}):",
+        p.held.len()
+    );
+    out.push_str(&live::table(&p.held).render(&format!("{indent}  ")));
+    if p.held_more_count > 0 {
+        let _ = writeln!(
+            out,
+            "{indent}  {} more = {}",
+            p.held_more_count,
+            checked_bytes(p.held_more_bytes)
+        );
+    }
+    let _ = writeln!(out, "{indent}  ({})", live::LEGEND);
+}
+
+/// Renders the peaks shared by `summary` and `memory`.
+pub fn render(out: &mut String, peaks: &Peaks, origin_ns: u64) {
+    let Some(p) = &peaks.memory_peak else {
+        return;
+    };
+    if peaks.device_peaks.is_empty() {
+        let on = p
+            .device
+            .as_deref()
+            .map(|d| format!(" on {}", escape(d)))
+            .unwrap_or_default();
+        if p.live_bytes == 0 {
+            let _ = writeln!(
+                out,
+                "memory peak  0 B{on}: no storage held any bytes at once"
+            );
+            return;
+        }
+        let _ = writeln!(out, "memory peak  {}", headline(p, &on, origin_ns));
+        let _ = writeln!(out, "  by category: {}", categories_line(&p.by_category));
+        render_pass_peaks(out, p, origin_ns);
+        render_held(out, p, "  ");
+        return;
+    }
+    out.push_str("memory peak per device (each device's own highest point)\n");
+    for d in &peaks.device_peaks {
+        let _ = writeln!(
+            out,
+            "  {}  {}",
+            escape(d.device.as_deref().unwrap_or("?")),
+            headline(d, "", origin_ns)
+        );
+        let _ = writeln!(out, "    by category: {}", categories_line(&d.by_category));
+        render_held(out, d, "    ");
+    }
+    let _ = writeln!(
+        out,
+        "  all devices together (a sum, not one device's memory): {}",
+        headline(p, "", origin_ns)
+    );
+    render_pass_peaks(out, p, origin_ns);
+}
+
+fn render_pass_peaks(out: &mut String, p: &PeakRecord, origin_ns: u64) {
+    if p.pass_peaks.is_empty() {
+        return;
+    }
+    out.push_str("  peak of each pass (all devices):\n");
+    for s in &p.pass_peaks {
+        let _ = writeln!(
+            out,
+            "    {:<10} {:>11} at {}{}",
+            s.pass.as_str(),
+            bytes(s.live_bytes),
+            at(s.timestamp_ns, origin_ns),
+            s.dominant_category
+                .map(|c| format!(", mostly {}", c.as_str()))
+                .unwrap_or_default()
+        );
+    }
+}
