@@ -179,12 +179,7 @@ fn reference_pass_peak(
         }
     }
     for (s, e) in merged {
-        let carried = r
-            .points
-            .iter()
-            .filter(|p| p.0 < s)
-            .last()
-            .map_or(0, |p| p.1);
+        let carried = r.points.iter().rev().find(|p| p.0 < s).map_or(0, |p| p.1);
         consider(s, carried);
         for p in r
             .points
@@ -277,7 +272,7 @@ proptest! {
 
         // After every tick: totals; after every event: device and category sums.
         for (t, _, _, _) in &r.points {
-            let last_of_tick = r.points.iter().filter(|p| p.0 == *t).last().unwrap().1;
+            let last_of_tick = r.points.iter().rev().find(|p| p.0 == *t).unwrap().1;
             prop_assert_eq!(l.timeline.live_bytes_at(*t), last_of_tick);
         }
         // Every generated alloc has bytes > 0 and every matched free frees some: an event

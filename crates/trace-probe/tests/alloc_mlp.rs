@@ -169,9 +169,9 @@ fn mlp_step_logical_memory_is_exact() -> Result<(), Box<dyn std::error::Error>> 
     let (span, step) = alloc_common::span_containing(&doc, peak.timestamp_ns).expect("peak span");
     let step = step.expect("the peak lies in a step span");
     let step_peak = logical
-        .step_peaks
+        .pass_peaks
         .iter()
-        .find(|p| p.step == step)
+        .find(|p| p.pass == step)
         .expect("step peak");
     assert_eq!(step_peak.peak.live_bytes, peak.live_bytes);
 

@@ -88,14 +88,7 @@ impl PeakRecord {
         top: usize,
         lower_bound: bool,
     ) -> Option<Self> {
-        let (live_bytes, timestamp_ns, by_device, by_category, context, live): (
-            u64,
-            u64,
-            BTreeMap<String, u64>,
-            BTreeMap<MemoryCategory, u64>,
-            trace_memory::PeakContext,
-            Vec<&StorageLifetime>,
-        ) = match device {
+        let (live_bytes, timestamp_ns, by_device, by_category, context, live) = match device {
             None => {
                 let p = logical.peak.as_ref()?;
                 (
@@ -104,7 +97,7 @@ impl PeakRecord {
                     p.by_device.clone(),
                     p.by_category.clone(),
                     p.context.clone(),
-                    p.live_allocations.iter().collect(),
+                    p.live_allocations.iter().collect::<Vec<&StorageLifetime>>(),
                 )
             }
             Some(d) => {
