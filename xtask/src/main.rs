@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask fixtures [--check]`.
+//! Project tasks: `cargo xtask fixtures [--check]`, `cargo xtask pytorch-fixtures`.
 //!
 //! `fixtures` regenerates the golden traces under `examples/fixtures/` by running the runnable
 //! examples in the probe's deterministic mode (logical clock, sequential ids) with
@@ -12,6 +12,8 @@ use std::process::{Command, ExitCode};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use serde_json::Value;
+
+mod pytorch;
 
 #[derive(Debug, Parser)]
 #[command(name = "xtask", about = "candle-graph project tasks")]
@@ -27,6 +29,17 @@ enum Task {
         /// Regenerate into a temporary directory and compare instead of overwriting.
         #[arg(long)]
         check: bool,
+    },
+    /// Profile the MLP and a transformer layer with PyTorch (a virtual environment with torch
+    /// from PyPI, several GB) and write the Kineto traces under
+    /// crates/trace-import/tests/data/pytorch/.
+    PytorchFixtures {
+        /// The virtual environment to make or reuse (default target/pytorch-fixtures/venv).
+        #[arg(long, value_name = "DIR")]
+        venv: Option<PathBuf>,
+        /// The Python that makes the environment.
+        #[arg(long, value_name = "EXE", default_value = "python3")]
+        python: String,
     },
 }
 
@@ -63,6 +76,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Task::Fixtures { check } => fixtures(check),
+        Task::PytorchFixtures { venv, python } => {
+            pytorch::pytorch_fixtures(&workspace_root(), venv, &python)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -33,6 +33,24 @@ pub enum Command {
     Check(CheckArgs),
     /// JSON slices for scripts (always JSON).
     Query(QueryArgs),
+    /// Convert a PyTorch profiler trace (Kineto Chrome-trace JSON, `.json` or `.json.gz`) into a
+    /// candle-graph trace. The other commands also read such a file directly.
+    Import(ImportArgs),
+}
+
+/// `import` arguments.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The PyTorch profiler trace (`export_chrome_trace` output, plain or gzipped).
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// Write the candle-graph trace here (and the import report to stdout); without it the
+    /// trace goes to stdout and the report to stderr.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print the import report as JSON (`candle-graph/import/1`); needs `--output`.
+    #[arg(long, requires = "output")]
+    pub json: bool,
 }
 
 /// Built-in models.

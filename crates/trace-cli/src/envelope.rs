@@ -40,6 +40,9 @@ pub struct InputRecord {
     pub trace_schema: &'static str,
     /// Whether the trace was cut short (it is still analysed; figures are lower bounds).
     pub truncated: bool,
+    /// `pytorch-profiler` when the file was a PyTorch profiler trace imported on the fly.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imported_from: Option<&'static str>,
 }
 
 impl InputRecord {
@@ -49,6 +52,7 @@ impl InputRecord {
             path: trace.path.display().to_string(),
             trace_schema: trace.doc.version.as_str(),
             truncated: trace.doc.is_truncated(),
+            imported_from: trace.import.as_ref().map(|_| "pytorch-profiler"),
         }
     }
 }

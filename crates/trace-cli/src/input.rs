@@ -1,12 +1,15 @@
 //! Resolving and loading the trace a command reads.
 //!
-//! Accepted: a trace file (JSON Lines), or a directory that holds a `trace.jsonl`. Every failure
+//! Accepted: a trace file (JSON Lines), or a directory that holds a `trace.jsonl`; a PyTorch
+//! profiler trace (Kineto Chrome-trace JSON) is recognised by its content and imported
+//! ([`trace_import`]); either may be gzipped (recognised by the gzip magic bytes). Every failure
 //! is an [`anyhow::Error`] whose chain reads as one line with `{:#}`, naming the path and, for
 //! content errors, the line and field (from [`trace_schema::LoadError`]).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use trace_import::{ContentKind, ImportReport};
 use trace_schema::TraceDocument;
 
 /// File name of the trace inside a directory input.
@@ -18,6 +21,8 @@ pub struct LoadedTrace {
     pub path: PathBuf,
     /// The document.
     pub doc: TraceDocument,
+    /// Set when the file was a PyTorch profiler trace: the account of its import.
+    pub import: Option<ImportReport>,
 }
 
 /// The file a command should read: `input` itself, or `input/trace.jsonl` for a directory.
@@ -60,20 +65,51 @@ pub fn resolve(input: &Path) -> Result<PathBuf> {
     )
 }
 
-/// Resolves `input` and loads the trace. A truncated trace loads (its document says so).
+/// Resolves `input` and loads the trace. A truncated trace loads (its document says so); a
+/// PyTorch profiler trace is imported (a cut-short one too, truncated).
 ///
 /// # Errors
-/// See [`resolve`]; unreadable files; bytes that are not UTF-8 before the last line (a last line
-/// cut inside a character is truncation, not an error); and every [`trace_schema::LoadError`]
-/// (not JSON, not a trace, unsupported schema), prefixed with the path.
+/// See [`resolve`]; unreadable files; a gzip stream that yields nothing; bytes that are not
+/// UTF-8 before the last line (a last line cut inside a character is truncation, not an error);
+/// every [`trace_schema::LoadError`] (not JSON, not a trace, unsupported schema) and
+/// [`trace_import::ImportError`], prefixed with the path.
 pub fn load(input: &Path) -> Result<LoadedTrace> {
     let path = resolve(input)?;
-    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    check_utf8(&bytes).with_context(|| format!("cannot load {}", path.display()))?;
-    let doc = trace_schema::load_reader(bytes.as_slice())
+    let raw = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let decoded =
+        trace_import::decode(&raw).with_context(|| format!("cannot load {}", path.display()))?;
+    if trace_import::content_kind(&decoded.bytes) == ContentKind::ChromeTrace {
+        let imported = trace_import::import_decoded(&decoded)
+            .with_context(|| format!("cannot import {}", path.display()))?;
+        let doc = imported.document();
+        return Ok(LoadedTrace {
+            path,
+            doc,
+            import: Some(imported.report),
+        });
+    }
+    let bytes = decoded.bytes.as_ref();
+    check_utf8(bytes).with_context(|| format!("cannot load {}", path.display()))?;
+    let doc = trace_schema::load_reader(bytes)
         .map_err(|e| anyhow::anyhow!(not_a_trace_hint(&e)).context(e.to_string()))
         .with_context(|| format!("cannot load {}", path.display()))?;
-    Ok(LoadedTrace { path, doc })
+    Ok(LoadedTrace {
+        path,
+        doc,
+        import: None,
+    })
+}
+
+/// Prints an imported trace's warnings to stderr, one line each.
+pub fn warn_import(trace: &LoadedTrace) {
+    if let Some(report) = &trace.import {
+        for w in &report.warnings {
+            eprintln!(
+                "candle-graph: warning: {} (PyTorch profiler trace): {w}",
+                trace.path.display()
+            );
+        }
+    }
 }
 
 /// A short hint for errors that usually mean "this is not a candle-graph trace".
@@ -83,7 +119,7 @@ fn not_a_trace_hint(e: &trace_schema::LoadError) -> String {
         LoadError::MissingMeta { .. }
         | LoadError::UnknownKind { line: 1, .. }
         | LoadError::Field { line: 1, .. } => {
-            "not a candle-graph trace (the first line must be a `meta` event)".to_string()
+            "not a candle-graph trace (the first line must be a `meta` event) nor a PyTorch profiler trace (no `traceEvents`)".to_string()
         }
         LoadError::UnsupportedSchema { .. } => {
             "written by another candle-graph version; upgrade candle-graph or re-capture"

@@ -84,6 +84,9 @@ fn main() -> ExitCode {
 }
 
 fn warn_truncated(trace: &input::LoadedTrace) {
+    if trace.import.as_ref().is_some_and(|r| r.cut_short.is_some()) {
+        return; // the import's own warning says what was cut
+    }
     if let Some(t) = &trace.doc.truncation {
         let what = match t.partial_line {
             Some(line) => format!("its last line ({line}) is cut short"),
@@ -98,6 +101,7 @@ fn warn_truncated(trace: &input::LoadedTrace) {
 
 fn load(path: &std::path::Path) -> Result<(input::LoadedTrace, trace_graph::Analysis)> {
     let trace = input::load(path)?;
+    input::warn_import(&trace);
     warn_truncated(&trace);
     let analysis = trace_graph::analyze(&trace.doc);
     Ok((trace, analysis))
@@ -119,6 +123,9 @@ fn run(cli: Cli) -> Result<Output> {
                     &trace.path.display().to_string(),
                 ))
             }))
+        }
+        Command::Import(args) => {
+            commands::import::run(&args).map(|(stdout, code)| Output { stdout, code })
         }
         Command::Summary(args) => {
             let (trace, analysis) = load(&args.trace)?;

@@ -256,10 +256,8 @@ fn passes(c: &mut Collected, report: &mut ImportReport) {
                 let k = boundaries.partition_point(|&x| x <= a);
                 boundaries.get(k).is_some_and(|&x| x <= b)
             });
-            if !candidates[i as usize] || split {
-                if !run.is_empty() {
-                    runs.push((parent, std::mem::take(&mut run)));
-                }
+            if (!candidates[i as usize] || split) && !run.is_empty() {
+                runs.push((parent, std::mem::take(&mut run)));
             }
             if candidates[i as usize] {
                 run.push(i);

@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod demo;
+pub mod import;
 pub mod memory;
 pub mod peak;
 pub mod query;
