@@ -55,7 +55,11 @@ pub(crate) fn assemble(
     let rel = |t: i128| u64::try_from(t - origin).unwrap_or(u64::MAX);
     let memory = crate::memory::convert(&c, &tree, &mut report);
     if memory.is_none() {
-        report.warn("no [memory] events: the memory plane is absent, not empty (profile the step with profile_memory=True)");
+        report.warn(if cut_short.is_some() {
+            "no [memory] events before the cut (Kineto writes them after the ops): the memory plane is absent, not empty"
+        } else {
+            "no [memory] events: the memory plane is absent, not empty (profile the step with profile_memory=True)"
+        });
     }
     let intervals = device_intervals(&c, &tree, &mut report, &rel);
     flows(&c, &mut report);

@@ -4,5 +4,6 @@
 mod bad_input;
 mod demo;
 mod exact;
+mod import;
 mod snapshots;
 mod util;
