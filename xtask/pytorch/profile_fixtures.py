@@ -12,7 +12,7 @@ optimizer step are left as PyTorch records them (autograd ops, `Optimizer.step#A
 
 Each step runs forward, backward, optimizer step, then zero_grad(set_to_none=True), so the
 gradients of the recorded step are freed inside the window, as Candle drops its gradient store
-at the end of a step.
+at the end of a step. Torch runs on one intra-op thread.
 """
 
 import gzip
@@ -90,6 +90,9 @@ def main():
         sys.exit("usage: profile_fixtures.py OUT_DIR")
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
+    # One intra-op thread: steadier times on a shared machine; compare with a Candle run under
+    # RAYON_NUM_THREADS=1.
+    torch.set_num_threads(1)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
     profile_model("mlp", mlp, out_dir)
     profile_model("transformer", transformer, out_dir)

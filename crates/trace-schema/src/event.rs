@@ -413,7 +413,8 @@ pub enum MemoryAction {
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum MemorySource {
-    /// The probe's tracking global allocator (exact times).
+    /// An allocator's own report, at exact times: the probe's tracking global allocator, or
+    /// an imported one (PyTorch's `[memory]` profiler events, see `trace-import`).
     Allocator,
     /// The probe's storage registry (registration time).
     Registry,
