@@ -349,7 +349,7 @@ fn flows(c: &Collected, report: &mut ImportReport) {
     if !unpaired.is_empty() {
         let cats: Vec<String> = unpaired
             .iter()
-            .map(|(cat, n)| format!("{n} `{}`", cat.escape_debug()))
+            .map(|(cat, n)| format!("{n} `{}`", crate::text::printable(cat)))
             .collect();
         report.warn(format!(
             "{} flow ids have a start without a finish or a finish without a start ({}); flows only link events and nothing else depends on them",

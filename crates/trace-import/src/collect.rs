@@ -203,7 +203,10 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
     let mut bad = |i: usize, what: String| {
         invalid.count += 1;
         if invalid.first.is_none() {
-            invalid.first = Some(format!("traceEvents[{i}]: {what}"));
+            invalid.first = Some(format!(
+                "traceEvents[{i}]: {}",
+                crate::text::printable(&what)
+            ));
         }
     };
     for (i, raw) in events.iter().enumerate() {
@@ -362,7 +365,10 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
             "" => bad(i, "no `ph` (phase)".to_string()),
             other => match OTHER_KNOWN_PHASES.iter().find(|(p, _)| *p == other) {
                 Some((p, what)) => report.skip(format!("phase `{p}` ({what}) events")),
-                None => report.skip(format!("unknown phase `{}` events", other.escape_debug())),
+                None => report.skip(format!(
+                    "unknown phase `{}` events",
+                    crate::text::printable(other)
+                )),
             },
         }
     }

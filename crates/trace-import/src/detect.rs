@@ -63,7 +63,8 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded<'_>, DecodeError> {
         });
     }
     let mut decoder = flate2::read::MultiGzDecoder::new(bytes);
-    let mut out = Vec::with_capacity(bytes.len().saturating_mul(8));
+    // Traces compress about tenfold; the reservation is capped, the vector grows past it.
+    let mut out = Vec::with_capacity(bytes.len().saturating_mul(8).min(1 << 28));
     let mut chunk = vec![0u8; 1 << 16];
     let damage = loop {
         match decoder.read(&mut chunk) {

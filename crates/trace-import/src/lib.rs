@@ -48,6 +48,7 @@ pub mod detect;
 mod memory;
 mod meta;
 pub mod report;
+mod text;
 mod time;
 pub mod tree;
 
@@ -166,6 +167,7 @@ pub fn import_decoded(decoded: &Decoded<'_>) -> Result<Imported, ImportError> {
             message,
             wrong_shape,
         } => {
+            let message = text::printable(&message);
             return Err(if wrong_shape {
                 ImportError::NotATrace { found: message }
             } else {
@@ -188,7 +190,7 @@ pub fn import_decoded(decoded: &Decoded<'_>) -> Result<Imported, ImportError> {
         } else {
             format!(
                 "a JSON object without `traceEvents` (keys: {})",
-                raw.keys.join(", ")
+                text::printable(&raw.keys.join(", "))
             )
         };
         return Err(ImportError::NotATrace { found });

@@ -155,3 +155,18 @@ fn host_names_are_not_copied() {
     imported.write_jsonl(&mut out).unwrap();
     assert!(!String::from_utf8(out).unwrap().contains("secret-box"));
 }
+
+#[test]
+fn trace_text_in_messages_is_escaped() {
+    let e = error(br#"{"\u001b[2Jname": 1}"#);
+    assert!(e.contains("keys: \\x1b[2Jname"), "{e}");
+    let mut evil = op("aten::x", 0.0, 1.0);
+    evil["name"] = "\u{202e}evil".into();
+    evil["ts"] = "x".into();
+    let (imported, _) = import(vec![op("aten::ok", 0.0, 1.0), evil]);
+    assert!(
+        imported.report.warnings[0].contains("`X` event `\\u{202e}evil` has no valid `ts`"),
+        "{:?}",
+        imported.report.warnings
+    );
+}
