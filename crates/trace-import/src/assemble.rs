@@ -9,9 +9,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use trace_schema::{
-    DeviceIntervalEvent, DeviceMemoryEvent, ExecutionStep, MemoryAction, MemoryEvent, MemorySource,
-    MetaEvent, SpanEndEvent, SpanStartEvent, TerminalEvent, TerminalOutcome, TraceEvent,
-    WRITE_VERSION,
+    DeviceIntervalEvent, DeviceMemoryEvent, MemoryAction, MemoryEvent, MemorySource, MetaEvent,
+    Pass, SpanEndEvent, SpanStartEvent, TerminalEvent, TerminalOutcome, TraceEvent, WRITE_VERSION,
 };
 
 use crate::chrome::RawTrace;
@@ -237,11 +236,11 @@ pub(crate) fn assemble(
     Ok(Imported { events, report })
 }
 
-fn step_name(step: ExecutionStep) -> &'static str {
+fn step_name(step: Pass) -> &'static str {
     match step {
-        ExecutionStep::Forward => "forward",
-        ExecutionStep::Backward => "backward",
-        ExecutionStep::Optimizer => "optimizer",
+        Pass::Forward => "forward",
+        Pass::Backward => "backward",
+        Pass::Optimizer => "optimizer",
     }
 }
 
@@ -349,7 +348,7 @@ fn flows(c: &Collected, report: &mut ImportReport) {
     if !unpaired.is_empty() {
         let cats: Vec<String> = unpaired
             .iter()
-            .map(|(cat, n)| format!("{n} `{}`", crate::text::printable(cat)))
+            .map(|(cat, n)| format!("{n} `{}`", trace_format::escape(cat)))
             .collect();
         report.warn(format!(
             "{} flow ids have a start without a finish or a finish without a start ({}); flows only link events and nothing else depends on them",

@@ -52,7 +52,7 @@ pub(crate) struct Node {
     pub external_id: Option<i128>,
     pub correlation: Option<i128>,
     pub parent: Option<u32>,
-    pub step: Option<trace_schema::ExecutionStep>,
+    pub step: Option<trace_schema::Pass>,
     pub module_path: Option<String>,
 }
 
@@ -203,10 +203,7 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
     let mut bad = |i: usize, what: String| {
         invalid.count += 1;
         if invalid.first.is_none() {
-            invalid.first = Some(format!(
-                "traceEvents[{i}]: {}",
-                crate::text::printable(&what)
-            ));
+            invalid.first = Some(format!("traceEvents[{i}]: {}", trace_format::escape(&what)));
         }
     };
     for (i, raw) in events.iter().enumerate() {
@@ -367,7 +364,7 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
                 Some((p, what)) => report.skip(format!("phase `{p}` ({what}) events")),
                 None => report.skip(format!(
                     "unknown phase `{}` events",
-                    crate::text::printable(other)
+                    trace_format::escape(other)
                 )),
             },
         }

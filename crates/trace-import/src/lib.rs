@@ -48,7 +48,6 @@ pub mod detect;
 mod memory;
 mod meta;
 pub mod report;
-mod text;
 mod time;
 pub mod tree;
 
@@ -167,7 +166,7 @@ pub fn import_decoded(decoded: &Decoded<'_>) -> Result<Imported, ImportError> {
             message,
             wrong_shape,
         } => {
-            let message = text::printable(&message);
+            let message = trace_format::escape(&message).into_owned();
             return Err(if wrong_shape {
                 ImportError::NotATrace { found: message }
             } else {
@@ -190,7 +189,7 @@ pub fn import_decoded(decoded: &Decoded<'_>) -> Result<Imported, ImportError> {
         } else {
             format!(
                 "a JSON object without `traceEvents` (keys: {})",
-                text::printable(&raw.keys.join(", "))
+                trace_format::escape(&raw.keys.join(", "))
             )
         };
         return Err(ImportError::NotATrace { found });

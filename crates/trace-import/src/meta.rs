@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, UNIX_EPOCH};
 
 use trace_schema::{
-    CaptureContract, CoverageLevel, ExecutionPhase, MeasurementScope, RunMeta, TimingMode,
+    CaptureContract, ContractField, CoverageLevel, ExecutionPhase, MeasurementScope, ReasonKey,
+    RunMeta, TimingMode,
 };
 
 use crate::chrome::Header;
@@ -28,10 +29,10 @@ pub(crate) struct Observed {
     pub tags: BTreeMap<String, String>,
 }
 
-fn reasons(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+fn reasons(pairs: &[(ContractField, &str)]) -> BTreeMap<ReasonKey, String> {
     pairs
         .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| ((*k).into(), v.to_string()))
         .collect()
 }
 
@@ -73,13 +74,13 @@ pub(crate) fn contract(header: &Header, seen: &Observed) -> CaptureContract {
         gradient_contract: None,
         required_semantic_labels: Vec::new(),
         reasons: reasons(&[
-            ("operations", "Kineto cpu_op events are imported as spans of kind `op`; their outputs are not recorded, so there are no op events"),
-            ("tensors", "the PyTorch profiler records no tensor identities (record_shapes gives input shapes only)"),
-            ("gradients", "the PyTorch profiler records no gradient facts"),
-            ("logical_memory", memory_reason),
-            ("physical_memory", physical_reason),
-            ("device_timing", device_reason),
-            ("tensor_stats", "the PyTorch profiler records no tensor statistics"),
+            (ContractField::Operations, "Kineto cpu_op events are imported as spans of kind `op`; their outputs are not recorded, so there are no op events"),
+            (ContractField::Tensors, "the PyTorch profiler records no tensor identities (record_shapes gives input shapes only)"),
+            (ContractField::Gradients, "the PyTorch profiler records no gradient facts"),
+            (ContractField::LogicalMemory, memory_reason),
+            (ContractField::PhysicalMemory, physical_reason),
+            (ContractField::DeviceTiming, device_reason),
+            (ContractField::TensorStats, "the PyTorch profiler records no tensor statistics"),
         ]),
     }
 }

@@ -18,7 +18,7 @@
 //! - anything else has no pass (a forward pass needs a `forward` annotation: PyTorch records
 //!   none of its own).
 
-use trace_schema::{ExecutionStep, SpanKind};
+use trace_schema::{Pass, SpanKind};
 
 use crate::collect::{Collected, HostCat, Node, NodeClass};
 use crate::report::ImportReport;
@@ -38,23 +38,23 @@ pub(crate) struct Tree {
     pub thread_home: Vec<u32>,
 }
 
-fn declared_step(node: &Node) -> Option<ExecutionStep> {
+fn declared_step(node: &Node) -> Option<Pass> {
     let NodeClass::Host(cat) = node.class else {
         return None;
     };
     if node.name.starts_with("Optimizer.step#") {
-        return Some(ExecutionStep::Optimizer);
+        return Some(Pass::Optimizer);
     }
     if cat != HostCat::UserAnnotation {
         return None;
     }
     let n = node.name.as_str();
     if n.eq_ignore_ascii_case("forward") {
-        Some(ExecutionStep::Forward)
+        Some(Pass::Forward)
     } else if n.eq_ignore_ascii_case("backward") {
-        Some(ExecutionStep::Backward)
+        Some(Pass::Backward)
     } else if n.eq_ignore_ascii_case("optimizer") {
-        Some(ExecutionStep::Optimizer)
+        Some(Pass::Optimizer)
     } else {
         None
     }
@@ -200,7 +200,7 @@ fn passes(c: &mut Collected, report: &mut ImportReport) {
     let mut backward_in_other_pass = 0u64;
     let mut candidates = vec![false; c.nodes.len()];
     // Depth-first over each thread with the inherited pass.
-    let mut stack: Vec<(u32, Option<ExecutionStep>, bool)> = Vec::new();
+    let mut stack: Vec<(u32, Option<Pass>, bool)> = Vec::new();
     for (t, top) in tops.iter().enumerate() {
         let autograd_thread = c.threads[t].is_autograd();
         for &i in top.iter().rev() {
@@ -218,9 +218,9 @@ fn passes(c: &mut Collected, report: &mut ImportReport) {
                 (Some(_), Some(_)) => nested_declared += 1,
                 (None, None) if top_of_autograd || named => {
                     candidates[i as usize] = true;
-                    pass = Some(ExecutionStep::Backward);
+                    pass = Some(Pass::Backward);
                 }
-                (None, Some(p)) if p != ExecutionStep::Backward && named => {
+                (None, Some(p)) if p != Pass::Backward && named => {
                     backward_in_other_pass += 1;
                 }
                 _ => {}
@@ -287,7 +287,7 @@ fn passes(c: &mut Collected, report: &mut ImportReport) {
             external_id: None,
             correlation: None,
             parent,
-            step: Some(ExecutionStep::Backward),
+            step: Some(Pass::Backward),
             module_path: None,
         });
         for i in run {

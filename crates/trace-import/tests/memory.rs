@@ -219,12 +219,9 @@ fn replayed_peak_equals_total_allocated_when_the_capture_starts_from_zero() {
     assert_eq!(logical.peak.unwrap().live_bytes, 1500);
 }
 
-/// Needs issue 13 §1 (the per-event peak rule) in trace-memory: today trace-memory reads live
-/// bytes after each batch of equal timestamps, so a block allocated and freed within one tick
-/// never counts and this peak reads 1300 B. Run with `--ignored`; remove the `ignore` when the
-/// rule lands. Do not weaken it.
+/// Issue 13 §1 (the per-event peak rule in trace-memory): a block allocated and freed within
+/// one tick counts.
 #[test]
-#[ignore = "needs the per-event peak rule of issue 13 §1 in trace-memory"]
 fn replayed_peak_counts_what_lives_inside_one_tick() {
     let (_, doc) = import(from_zero(true));
     let logical = trace_memory::analyze_memory(&doc).logical.unwrap();

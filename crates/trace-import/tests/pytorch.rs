@@ -4,7 +4,7 @@
 use std::io::Read;
 use std::path::PathBuf;
 
-use trace_schema::ExecutionStep;
+use trace_schema::Pass;
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -73,15 +73,8 @@ fn check(name: &str, expected_peak: u64) {
         counter_max,
         "{name}: PyTorch's counter as the physical plane"
     );
-    let steps: Vec<ExecutionStep> = logical.step_peaks.iter().map(|s| s.step).collect();
-    assert_eq!(
-        steps,
-        [
-            ExecutionStep::Forward,
-            ExecutionStep::Backward,
-            ExecutionStep::Optimizer
-        ]
-    );
+    let steps: Vec<Pass> = logical.pass_peaks.iter().map(|s| s.pass).collect();
+    assert_eq!(steps, [Pass::Forward, Pass::Backward, Pass::Optimizer]);
     let analysis = trace_graph::analyze(&doc);
     assert!(
         analysis.health.structurally_valid,

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use trace_schema::{ExecutionPhase, ExecutionStep, SpanKind};
+use trace_schema::{ExecutionPhase, Pass, SpanKind};
 
 #[test]
 fn root_is_the_measured_profiler_window() {
@@ -135,10 +135,10 @@ fn backward_named_ops_form_one_backward_span_per_run() {
         op("aten::add_", 101.0, 1.0),
         ann("Optimizer.zero_grad#AdamW.zero_grad", 160.0, 5.0),
     ]);
-    assert_eq!(with_step(&doc, ExecutionStep::Forward), ["forward"]);
-    assert_eq!(with_step(&doc, ExecutionStep::Backward), ["backward"]);
+    assert_eq!(with_step(&doc, Pass::Forward), ["forward"]);
+    assert_eq!(with_step(&doc, Pass::Backward), ["backward"]);
     assert_eq!(
-        with_step(&doc, ExecutionStep::Optimizer),
+        with_step(&doc, Pass::Optimizer),
         ["Optimizer.step#AdamW.step"]
     );
     let bwd = span(&doc, "backward");
@@ -161,7 +161,7 @@ fn backward_named_ops_form_one_backward_span_per_run() {
     assert_eq!(doc.meta.phase, Some(ExecutionPhase::Train));
     assert!(doc.meta.tags["import.derived_spans"].contains("1 `backward`"));
     // zero_grad is not the optimizer step
-    assert_eq!(span(&doc, "Optimizer.zero_grad#AdamW.zero_grad").step, None);
+    assert_eq!(span(&doc, "Optimizer.zero_grad#AdamW.zero_grad").pass, None);
 }
 
 #[test]
@@ -228,7 +228,7 @@ fn autograd_thread_ops_stay_on_their_thread() {
             doc.str(doc.span(b.parent.unwrap()).unwrap().name),
             "thread 200 (pt_autograd_0)"
         );
-        assert_eq!(b.step, Some(ExecutionStep::Backward));
+        assert_eq!(b.pass, Some(Pass::Backward));
     }
     assert_eq!(parent_name(&doc, "aten::mul"), "backward");
     // the allocation on the autograd thread belongs to its op there
@@ -247,7 +247,7 @@ fn no_pass_without_evidence() {
         op("aten::linear", 1.0, 5.0),
         op("aten::relu", 10.0, 5.0),
     ]);
-    assert!(doc.spans.iter().all(|s| s.step.is_none()));
+    assert!(doc.spans.iter().all(|s| s.pass.is_none()));
     assert!(imported.report.passes.is_empty());
     assert_eq!(doc.meta.phase, None, "inference is not guessed either");
 }
@@ -264,9 +264,9 @@ fn backward_inside_a_forward_annotation_is_ambiguous() {
         ),
         ann("optimizer", 20.0, 5.0),
     ]);
-    assert_eq!(with_step(&doc, ExecutionStep::Forward), ["forward"]);
-    assert!(with_step(&doc, ExecutionStep::Backward).is_empty());
-    assert!(with_step(&doc, ExecutionStep::Optimizer).is_empty());
+    assert_eq!(with_step(&doc, Pass::Forward), ["forward"]);
+    assert!(with_step(&doc, Pass::Backward).is_empty());
+    assert!(with_step(&doc, Pass::Optimizer).is_empty());
     let w = imported.report.warnings.join("\n");
     assert!(
         w.contains("1 autograd ops lie inside a forward or optimizer range"),

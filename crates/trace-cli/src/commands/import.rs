@@ -13,7 +13,7 @@ use trace_import::{ImportReport, Imported};
 
 use crate::cli::ImportArgs;
 use crate::envelope::to_json;
-use crate::units::bytes;
+use trace_format::bytes;
 
 /// The JSON payload of `import --json`.
 #[derive(Debug, Serialize)]

@@ -97,7 +97,7 @@ fn analysis_commands_read_a_kineto_file_directly() {
     assert_eq!(memory.code, 0, "{}", memory.stderr);
     let v: serde_json::Value = serde_json::from_str(&memory.stdout).unwrap();
     assert_eq!(v["input"]["imported_from"], "pytorch-profiler");
-    assert_eq!(v["peak"]["live_bytes"], MLP_PEAK_BYTES);
+    assert_eq!(v["memory_peak"]["live_bytes"], MLP_PEAK_BYTES);
     let check = run(&["check", MLP, "--json"]);
     assert_eq!(check.code, 0, "{}", check.stderr);
     let v: serde_json::Value = serde_json::from_str(&check.stdout).unwrap();

@@ -95,10 +95,10 @@ pub fn parent_name<'a>(doc: &'a TraceDocument, name: &str) -> &'a str {
 }
 
 /// Names of the spans of `step`, in file order.
-pub fn with_step(doc: &TraceDocument, step: trace_schema::ExecutionStep) -> Vec<&str> {
+pub fn with_step(doc: &TraceDocument, step: trace_schema::Pass) -> Vec<&str> {
     doc.spans
         .iter()
-        .filter(|s| s.step == Some(step))
+        .filter(|s| s.pass == Some(step))
         .map(|s| doc.str(s.name))
         .collect()
 }
