@@ -13,6 +13,8 @@
 use candle_core::{Device, Storage};
 use trace_schema::DeviceMemoryEvent;
 
+use crate::device::DeviceLabel;
+
 #[cfg(feature = "cuda")]
 #[path = "device_mem_cuda.rs"]
 mod cuda;
@@ -22,7 +24,7 @@ mod metal;
 
 /// One sample of `device` at session time `timestamp_ns` (`device_label` as in the trace).
 /// Fields that could not be observed stay `None`; the event may be empty (then don't write it).
-pub fn sample(device: &Device, device_label: &str, timestamp_ns: u64) -> DeviceMemoryEvent {
+pub fn sample(device: &Device, device_label: DeviceLabel, timestamp_ns: u64) -> DeviceMemoryEvent {
     let mut ev = DeviceMemoryEvent {
         timestamp_ns,
         device: device_label.to_string(),
@@ -86,7 +88,7 @@ fn page_size() -> Option<u64> {
 #[allow(unused_variables)]
 pub(crate) fn backend_storage_bytes(storage: &Storage) -> Option<u64> {
     match storage {
-        Storage::Cpu(cpu) => Some(crate::alloc::cpu_data(cpu).1 as u64),
+        Storage::Cpu(cpu) => Some(crate::storage::bytes::cpu_data(cpu).1),
         #[cfg(feature = "cuda")]
         Storage::Cuda(s) => Some(cuda::storage_bytes(s)),
         #[cfg(feature = "metal")]
@@ -102,7 +104,7 @@ mod tests {
 
     #[test]
     fn cpu_sample_has_rss_and_no_device_fields() {
-        let ev = sample(&Device::Cpu, "cpu", 5);
+        let ev = sample(&Device::Cpu, DeviceLabel::Cpu, 5);
         assert_eq!(ev.timestamp_ns, 5);
         if cfg!(target_os = "linux") {
             let rss = ev.resident_bytes.expect("statm readable on linux");

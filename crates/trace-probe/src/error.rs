@@ -51,6 +51,10 @@ pub enum ProbeError {
         #[source]
         source: candle_core::Error,
     },
+    /// A capture plug-in did not run the inner optimizer's construction (a bug in the probe,
+    /// reported rather than propagated).
+    #[error("a capture plug-in did not run the optimizer construction")]
+    PluginSkippedConstruction,
     /// Tensor statistics are not defined for this dtype.
     #[error("tensor statistics are not supported for dtype {dtype} ({reason})")]
     UnsupportedDtype {
@@ -59,6 +63,11 @@ pub enum ProbeError {
         /// Why (integer, sub-byte).
         reason: &'static str,
     },
+    /// The profiler could not install its `tracing` layer as the global default (another global
+    /// subscriber is set): use [`crate::TracingMode::Manual`] and add
+    /// [`crate::Profiler::layer`] to your own subscriber.
+    #[error("cannot install the probe's tracing layer as the global default: {0}")]
+    TracingInstall(String),
     /// A gradient contract passed by the caller is invalid.
     #[error("invalid gradient contract: {}", .problems.join("; "))]
     InvalidGradientContract {
@@ -70,5 +79,42 @@ pub enum ProbeError {
 impl ProbeError {
     pub(crate) fn candle(context: &'static str) -> impl FnOnce(candle_core::Error) -> ProbeError {
         move |source| ProbeError::Candle { context, source }
+    }
+}
+
+/// So that `?` works in a `candle_core::Result` function: the probe's error becomes a wrapped
+/// Candle error whose message is the probe error's (its cause chain is not kept; use
+/// [`ProbeError`] directly to match on causes).
+impl From<ProbeError> for candle_core::Error {
+    fn from(err: ProbeError) -> Self {
+        let mut message = err.to_string();
+        let mut source = std::error::Error::source(&err);
+        while let Some(s) = source {
+            message.push_str(": ");
+            message.push_str(&s.to_string());
+            source = s.source();
+        }
+        candle_core::Error::wrap(message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn converts_into_a_candle_error_with_its_causes() {
+        fn run() -> candle_core::Result<()> {
+            Err(ProbeError::CreateFile {
+                path: "x/trace.jsonl".into(),
+                source: std::io::Error::other("read-only"),
+            })?;
+            Ok(())
+        }
+        let text = run().unwrap_err().to_string();
+        assert!(
+            text.contains("x/trace.jsonl") && text.contains("read-only"),
+            "{text}"
+        );
     }
 }

@@ -2,56 +2,13 @@
 
 use std::time::Instant;
 
-use candle_core::{CpuStorage, Storage, Tensor, TensorId};
-use trace_schema::{
-    dense_bytes, EdgeEvent, ExecutionStep, MemoryCategory, OpEvent, TensorEvent, TraceEvent,
-};
+use candle_core::Tensor;
+use trace_schema::{dense_bytes, EdgeEvent, MemoryCategory, OpEvent, TensorEvent, TraceEvent};
 
-use crate::capture::span_wire_id;
+use crate::category::inferred_category;
+use crate::plugin::span_wire_id;
 use crate::session::TraceSession;
-
-/// `t<n>` from Candle's `TensorId(n)` (the id has no public accessor; its `Debug` form is used).
-pub(crate) fn tensor_id_string(id: TensorId) -> String {
-    let debug = format!("{id:?}");
-    let digits: String = debug.chars().filter(char::is_ascii_digit).collect();
-    format!("t{digits}")
-}
-
-/// Bytes of the storage behind `tensor`, read from the storage itself (not from the view's
-/// shape, which misstates broadcast and narrowed views). Exact on CPU (the backing `Vec`'s
-/// length × element size; raw bytes for the sub-byte dtypes); `None` on CUDA and Metal, where
-/// this build does not read device buffer sizes.
-///
-/// Takes the storage's read lock: do not call it while the same thread holds the write lock.
-pub fn storage_bytes(tensor: &Tensor) -> Option<u64> {
-    let (storage, _layout) = tensor.storage_and_layout();
-    match &*storage {
-        Storage::Cpu(cpu) => Some(cpu_storage_bytes(cpu)),
-        _ => None,
-    }
-}
-
-fn cpu_storage_bytes(cpu: &CpuStorage) -> u64 {
-    fn bytes<T>(v: &[T]) -> u64 {
-        std::mem::size_of_val(v) as u64
-    }
-    match cpu {
-        CpuStorage::U8(v) => bytes(v),
-        CpuStorage::U32(v) => bytes(v),
-        CpuStorage::I16(v) => bytes(v),
-        CpuStorage::I32(v) => bytes(v),
-        CpuStorage::I64(v) => bytes(v),
-        CpuStorage::BF16(v) => bytes(v),
-        CpuStorage::F16(v) => bytes(v),
-        CpuStorage::F32(v) => bytes(v),
-        CpuStorage::F64(v) => bytes(v),
-        CpuStorage::F8E4M3(v) => bytes(v),
-        CpuStorage::F6E2M3(v)
-        | CpuStorage::F6E3M2(v)
-        | CpuStorage::F4(v)
-        | CpuStorage::F8E8M0(v) => bytes(v),
-    }
-}
+use crate::storage::bytes::storage_bytes;
 
 pub(crate) fn shape_u64(t: &Tensor) -> Vec<u64> {
     t.dims().iter().map(|&d| d as u64).collect()
@@ -61,33 +18,19 @@ pub(crate) fn view_dense_bytes(t: &Tensor) -> Option<u64> {
     dense_bytes(&shape_u64(t), t.dtype().as_str())
 }
 
-/// The category a tensor fact gets by default: a `Var` is a parameter; otherwise the step of
-/// the innermost open span decides (forward → activation, backward → gradient, optimizer →
-/// optimizer, none → other).
-pub(crate) fn inferred_category(t: &Tensor, step: Option<ExecutionStep>) -> MemoryCategory {
-    if t.is_variable() {
-        return MemoryCategory::Parameter;
-    }
-    match step {
-        Some(ExecutionStep::Forward) => MemoryCategory::Activation,
-        Some(ExecutionStep::Backward) => MemoryCategory::Gradient,
-        Some(ExecutionStep::Optimizer) => MemoryCategory::Optimizer,
-        None => MemoryCategory::Other,
-    }
-}
-
 impl TraceSession {
     /// Records a tensor fact labelled `label` in the innermost open span: shape, dtype, device,
     /// whether it is a `Var`, dense bytes of the view and bytes of the backing storage (from the
     /// storage itself). The category is inferred (see [`TraceSession::tensor_as`] to declare
-    /// it): a `Var` is a parameter, otherwise forward → activation, backward → gradient,
-    /// optimizer → optimizer, elsewhere other. Outside the captured step: one atomic load.
+    /// it): a `Var` is a parameter, a tensor recorded in the forward pass an activation,
+    /// anything else `other`; its storage's memory events say `category_source: inferred`.
+    /// Outside the captured step: one atomic load.
     pub fn tensor(&self, label: &str, tensor: &Tensor) {
         if !self.is_capturing() {
             return;
         }
-        let category = inferred_category(tensor, self.inner.current_step());
-        self.record_tensor(label, tensor, category);
+        let category = inferred_category(tensor.is_variable(), self.inner.current_pass());
+        self.record_tensor(label, tensor, category, true);
     }
 
     /// Like [`TraceSession::tensor`] with a declared category.
@@ -95,24 +38,30 @@ impl TraceSession {
         if !self.is_capturing() {
             return;
         }
-        self.record_tensor(label, tensor, category);
+        self.record_tensor(label, tensor, category, false);
     }
 
-    fn record_tensor(&self, label: &str, tensor: &Tensor, category: MemoryCategory) {
+    fn record_tensor(
+        &self,
+        label: &str,
+        tensor: &Tensor,
+        category: MemoryCategory,
+        inferred: bool,
+    ) {
         let inner = &self.inner;
-        let tensor_id = inner.tensor_wire_id(tensor.id());
-        inner.remember_label(&tensor_id, label);
+        let tensor_id = inner.ids.tensor_wire_id(tensor.id());
+        inner.ids.remember_label(&tensor_id, label);
         let storage_id = self
-            .hooks()
+            .plugins()
             .iter()
-            .find_map(|h| h.storage_id(tensor, label, category));
+            .find_map(|p| p.storage_id(tensor, label, category, inferred));
         inner.emit(TraceEvent::Tensor(TensorEvent {
             span_id: span_wire_id(inner.current_span()),
             tensor_id,
             label: (!label.trim().is_empty()).then(|| label.to_string()),
             shape: shape_u64(tensor),
             dtype: tensor.dtype().as_str().to_string(),
-            device: inner.device_label.clone(),
+            device: inner.device.to_string(),
             requires_grad: tensor.is_variable(),
             dense_bytes: view_dense_bytes(tensor),
             storage_bytes: storage_bytes(tensor),
@@ -161,9 +110,9 @@ impl TraceSession {
         };
         let input_ids: Vec<String> = inputs
             .iter()
-            .map(|t| inner.tensor_wire_id(t.id()))
+            .map(|t| inner.ids.tensor_wire_id(t.id()))
             .collect();
-        let output_id = inner.tensor_wire_id(output.id());
+        let output_id = inner.ids.tensor_wire_id(output.id());
         let input_dense_bytes = inputs
             .iter()
             .filter_map(|t| view_dense_bytes(t))
@@ -181,7 +130,7 @@ impl TraceSession {
             output: Some(output_id),
             shape: shape_u64(&output),
             dtype: output.dtype().as_str().to_string(),
-            device: inner.device_label.clone(),
+            device: inner.device.to_string(),
             duration_ns,
             timestamp_ns: start_ns,
             output_dense_bytes: view_dense_bytes(&output),
@@ -197,7 +146,7 @@ mod tests {
     use candle_core::{DType, Device};
 
     #[test]
-    fn storage_bytes_come_from_the_storage_not_the_view() -> candle_core::Result<()> {
+    fn view_bytes_are_dense_storage_bytes_are_the_storage() -> candle_core::Result<()> {
         let base = Tensor::zeros((8, 64, 1), DType::F32, &Device::Cpu)?;
         let wide = base.broadcast_as((8, 64, 128))?;
         assert_eq!(storage_bytes(&wide), Some(8 * 64 * 4));
@@ -206,14 +155,6 @@ mod tests {
         let narrow = m.narrow(0, 2, 3)?;
         assert_eq!(storage_bytes(&narrow), Some(800));
         assert_eq!(view_dense_bytes(&narrow), Some(240));
-        Ok(())
-    }
-
-    #[test]
-    fn tensor_ids_use_the_candle_number() -> candle_core::Result<()> {
-        let t = Tensor::zeros(3, DType::U8, &Device::Cpu)?;
-        let id = tensor_id_string(t.id());
-        assert!(id.starts_with('t') && id.len() > 1 && id[1..].parse::<u64>().is_ok());
         Ok(())
     }
 }

@@ -20,8 +20,9 @@ use candle_core::{CpuStorage, DType, Storage, Tensor, TensorId, Var};
 use trace_schema::{GradientEvent, GradientState, TraceEvent};
 
 use crate::error::ProbeError;
-use crate::facts::{storage_bytes, tensor_id_string};
 use crate::session::TraceSession;
+use crate::storage::bytes::storage_bytes;
+use crate::tensor_id::tensor_number;
 
 /// Root of non-parameter gradients in `gradient` events.
 pub const NON_PARAMETER_ROOT: &str = "non_parameter";
@@ -159,10 +160,6 @@ pub(crate) fn batched_facts(grads: &[&Tensor]) -> Result<Vec<GradFacts>, ProbeEr
         .collect())
 }
 
-fn candle_id_number(id: TensorId) -> u64 {
-    tensor_id_string(id)[1..].parse().unwrap_or(u64::MAX)
-}
-
 impl TraceSession {
     /// Records gradient facts for the named parameters `params` (sorted by the caller; keys
     /// under `root`) from `grads`, then one fact per gradient in the store that belongs to no
@@ -190,7 +187,7 @@ impl TraceSession {
             .filter_map(|id| grads.get_id(*id).map(|g| (*id, g)))
             .collect();
         // `GradStore` iterates a HashMap: sort by Candle's id (creation order) for determinism.
-        others.sort_by_key(|(id, _)| candle_id_number(*id));
+        others.sort_by_key(|(id, _)| tensor_number(*id));
 
         let present: Vec<&Tensor> = params
             .iter()
@@ -203,13 +200,13 @@ impl TraceSession {
         for (key, var) in params {
             let event = match grads.get(var.as_tensor()) {
                 None => GradientEvent {
-                    event_id: inner.next_gradient_event_id(),
+                    event_id: inner.ids.next_gradient_event_id(),
                     root: root.to_string(),
                     key: key.clone(),
                     state: GradientState::Missing,
                     norm: None,
                     parameter: true,
-                    tensor_id: Some(inner.tensor_wire_id(var.id())),
+                    tensor_id: Some(inner.ids.tensor_wire_id(var.id())),
                     bytes: None,
                     non_finite_elements: None,
                 },
@@ -220,13 +217,13 @@ impl TraceSession {
                     });
                     let (state, norm) = f.state_and_norm();
                     GradientEvent {
-                        event_id: inner.next_gradient_event_id(),
+                        event_id: inner.ids.next_gradient_event_id(),
                         root: root.to_string(),
                         key: key.clone(),
                         state,
                         norm,
                         parameter: true,
-                        tensor_id: Some(inner.tensor_wire_id(var.id())),
+                        tensor_id: Some(inner.ids.tensor_wire_id(var.id())),
                         bytes: None,
                         non_finite_elements: Some(f.non_finite),
                     }
@@ -240,12 +237,13 @@ impl TraceSession {
                 norm: f64::NAN,
             });
             let (state, norm) = f.state_and_norm();
-            let tensor_id = inner.tensor_wire_id(id);
+            let tensor_id = inner.ids.tensor_wire_id(id);
             let key = inner
+                .ids
                 .label_of(&tensor_id)
                 .unwrap_or_else(|| format!("tensor/{tensor_id}"));
             inner.emit(TraceEvent::Gradient(GradientEvent {
-                event_id: inner.next_gradient_event_id(),
+                event_id: inner.ids.next_gradient_event_id(),
                 root: NON_PARAMETER_ROOT.to_string(),
                 key,
                 state,

@@ -34,7 +34,7 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-use crate::capture::thread_key;
+use crate::plugin::thread_key;
 use crate::session::{OpenSpan, TraceSession};
 
 /// The `tracing` layer of a session (see the module docs).

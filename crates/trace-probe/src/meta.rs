@@ -1,9 +1,12 @@
-//! Meta fields the probe fills in by itself: versions, timestamp, host basics (never a
-//! hostname).
+//! Meta fields the probe fills in by itself: run identity, versions, timestamp, host basics
+//! (never a hostname).
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
-use trace_schema::HostInfo;
+use trace_schema::{CaptureContract, HostInfo, RunMeta, TimingMode};
+
+use crate::device::DeviceLabel;
+use crate::run::ProfileRun;
 
 /// This crate's version (the `probe_version` meta field).
 pub const PROBE_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -35,52 +38,79 @@ fn total_memory_bytes() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// The current UTC time as ISO-8601 with milliseconds, e.g. `2026-11-29T08:00:00.000Z`.
-pub fn utc_timestamp_now() -> String {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    format_utc(since.as_secs(), since.subsec_millis())
+/// `at` as RFC 3339 / ISO-8601 UTC with milliseconds, e.g. `2026-11-29T08:00:00.000Z`.
+pub fn utc_timestamp(at: SystemTime) -> String {
+    humantime::format_rfc3339_millis(at).to_string()
 }
 
-/// Formats seconds since the Unix epoch plus milliseconds as ISO-8601 UTC.
-pub(crate) fn format_utc(secs: u64, millis: u32) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
-
-/// Howard Hinnant's `civil_from_days`: days since 1970-01-01 → (year, month, day).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+/// The run meta of `run` on `device` declaring `contract` (plug-ins adjust it before it is
+/// written). Deterministic mode: run id `run-deterministic`, timestamp at the Unix epoch, no
+/// host fields.
+pub(crate) fn run_meta(
+    run: &ProfileRun,
+    device: DeviceLabel,
+    contract: CaptureContract,
+) -> RunMeta {
+    let deterministic = run.deterministic;
+    let now = SystemTime::now();
+    RunMeta {
+        run_id: if deterministic {
+            "run-deterministic".to_string()
+        } else {
+            let ns = now
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default();
+            format!("run-{}-{ns}", std::process::id())
+        },
+        correlation_id: Some(
+            run.correlation_id
+                .clone()
+                .unwrap_or_else(|| run.default_correlation_id()),
+        ),
+        entrypoint: run.entrypoint.clone(),
+        phase: Some(run.phase),
+        timestamp: utc_timestamp(if deterministic {
+            SystemTime::UNIX_EPOCH
+        } else {
+            now
+        }),
+        capture_step: Some(run.capture_step),
+        warmup_steps: Some(run.warmup_steps),
+        device: Some(device.to_string()),
+        measured_region_device_synchronized: !device.is_cpu(),
+        timing_mode: Some(TimingMode::Host),
+        capture_contract: Some(contract),
+        comparison_identity: run.comparison_identity.clone(),
+        tags: run.tags.clone(),
+        candle_version: candle_version().map(str::to_string),
+        probe_version: Some(PROBE_VERSION.to_string()),
+        tracking_allocator_installed: None,
+        host: (!deterministic).then(host_info),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn formats_known_dates() {
-        assert_eq!(format_utc(0, 0), "1970-01-01T00:00:00.000Z");
+        let at = |secs: u64, millis: u64| {
+            SystemTime::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_millis(millis)
+        };
+        assert_eq!(utc_timestamp(at(0, 0)), "1970-01-01T00:00:00.000Z");
         // 2000-02-29T12:34:56Z (a leap day) = 951827696.
-        assert_eq!(format_utc(951_827_696, 7), "2000-02-29T12:34:56.007Z");
+        assert_eq!(
+            utc_timestamp(at(951_827_696, 7)),
+            "2000-02-29T12:34:56.007Z"
+        );
         // 2026-11-29T08:00:00Z = 1795939200.
-        assert_eq!(format_utc(1_795_939_200, 999), "2026-11-29T08:00:00.999Z");
+        assert_eq!(
+            utc_timestamp(at(1_795_939_200, 999)),
+            "2026-11-29T08:00:00.999Z"
+        );
     }
 
     #[test]

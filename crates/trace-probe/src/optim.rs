@@ -1,164 +1,91 @@
-//! [`ProbedOptimizer`]: any `candle_nn::Optimizer`, plus backward and optimizer spans and
-//! gradient facts, with no user markers.
+//! [`ProbedOptimizer`]: any `candle_nn::Optimizer`, plus backward and optimizer passes and
+//! gradient facts, with no user markers. A drop-in: it implements `Optimizer` itself.
 
-use candle_core::{Tensor, Var};
+use std::collections::HashMap;
+
+use candle_core::backprop::GradStore;
+use candle_core::{Tensor, TensorId, Var};
 use candle_nn::{Optimizer, VarMap};
-use trace_schema::{ExecutionStep, GradientContract};
+use trace_schema::{ExecutionStep as Pass, GradientContract};
 
 use crate::error::ProbeError;
 use crate::session::TraceSession;
-
-/// The root under which VarMap parameters are named in gradient facts by default.
-pub const DEFAULT_PARAMETER_ROOT: &str = "model";
+use crate::tensor_id::tensor_number;
 
 /// `(root, key)` of every VarMap parameter, sorted by key: the manifest order of
 /// [`GradientContract::all_active`]. Use it to build a contract for frozen parameters.
 pub fn varmap_manifest(root: &str, varmap: &VarMap) -> Vec<(String, String)> {
-    sorted_vars(varmap)
-        .into_iter()
-        .map(|(key, _)| (root.to_string(), key))
+    let data = varmap.data().lock().unwrap_or_else(|e| e.into_inner());
+    let mut keys: Vec<String> = data.keys().cloned().collect();
+    keys.sort();
+    keys.into_iter()
+        .map(|key| (root.to_string(), key))
         .collect()
 }
 
-fn sorted_vars(varmap: &VarMap) -> Vec<(String, Var)> {
-    let data = varmap
-        .data()
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let mut vars: Vec<(String, Var)> = data.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    vars.sort_by(|a, b| a.0.cmp(&b.0));
-    vars
-}
-
-/// Wraps an optimizer `O`, built from the session, the `VarMap` and `O`'s config
-/// (`Optimizer::new` receives no names, so a pure drop-in could not name parameters).
+/// An optimizer `O` that reports to the running [`crate::Profiler`]: `O` with
+/// `type Config = O::Config`, so `fn train<O: Optimizer>(..)` code and
+/// `ProbedOptimizer::<AdamW>::new(varmap.all_vars(), config)` work unchanged.
 ///
-/// - [`ProbedOptimizer::backward_step`] runs `loss.backward()` in a `backward` span, records a
-///   gradient fact for every VarMap parameter and every non-parameter gradient, then runs
-///   `O::step` in an `optimizer` span. Outside the captured step it is `O::backward_step` plus
-///   one atomic load.
-/// - Construction declares gradient coverage `complete` with
-///   [`GradientContract::all_active`] over the sorted VarMap keys (one `active` family per
-///   root, `min_present` = its member count), unless the run's contract carries a user gradient
-///   contract (frozen parameters: build one from [`varmap_manifest`]).
-/// - The inner optimizer is constructed inside the wrapper (`O::new(vars, config)`, vars in
-///   sorted key order), so capture plug-ins can observe the state it allocates (AdamW's
-///   moments).
+/// - `new` (through `Optimizer::new`) finds the session of the live profiler (the latest one
+///   started on this thread, else anywhere) and names each variable after its key in the
+///   `VarMap` given to [`crate::ProfileRun::varmap`] (`unnamed/t<n>` otherwise); it declares
+///   gradient coverage `complete` over those names ([`GradientContract::all_active`]) unless
+///   the run carries a user gradient contract; it builds `O` itself, variables sorted by name,
+///   so the storage capture sees the state `O` allocates (AdamW's moments). With no live
+///   profiler it is plain `O`.
+/// - [`Optimizer::backward_step`] closes the forward pass the step guard opened, runs
+///   `loss.backward()` in a `backward` pass, records a gradient fact for every parameter and
+///   every non-parameter gradient, then runs `O::step` in an `optimizer` pass.
+///   [`Optimizer::step`] (for loops that call `backward` themselves) records the facts and runs
+///   `O::step` in an `optimizer` pass. Outside the captured step each is `O`'s plus one atomic
+///   load.
 ///
-/// ```
-/// use candle_core::{DType, Device, Module, Tensor};
-/// use candle_nn::{AdamW, ParamsAdamW, VarBuilder, VarMap};
-/// use trace_probe::{ProbedOptimizer, ProfileRun, TraceSession};
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let session = TraceSession::new(ProfileRun::training("demo", 1), std::io::sink())?;
-/// let varmap = VarMap::new();
-/// let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
-/// let fc = candle_nn::linear(4, 2, vb.pp("fc"))?;
-/// let mut opt = ProbedOptimizer::<AdamW>::new(&session, &varmap, ParamsAdamW::default())?;
-/// let _step = session.step(1);
-/// let loss = fc.forward(&Tensor::ones((3, 4), DType::F32, &Device::Cpu)?)?.sqr()?.mean_all()?;
-/// opt.backward_step(&loss)?;
-/// # Ok(()) }
-/// ```
+/// A failure to compute gradient facts does not fail the step: it is kept and returned by
+/// [`TraceSession::finish`].
 #[derive(Debug)]
 pub struct ProbedOptimizer<O: Optimizer> {
     inner: O,
+    probe: Option<Probe>,
+}
+
+#[derive(Debug)]
+struct Probe {
     session: TraceSession,
     root: String,
     params: Vec<(String, Var)>,
 }
 
 impl<O: Optimizer> ProbedOptimizer<O> {
-    /// Builds `O` over every VarMap parameter, named under [`DEFAULT_PARAMETER_ROOT`].
+    /// Builds `O` over `vars` reporting to `session` (what `Optimizer::new` does with the
+    /// live profiler's session).
     ///
     /// # Errors
-    /// [`ProbeError::Candle`] when `O::new` fails; [`ProbeError::InvalidGradientContract`]
-    /// (e.g. an empty VarMap).
-    pub fn new(
+    /// [`ProbeError::Candle`] when `O::new` fails.
+    pub fn for_session(
         session: &TraceSession,
-        varmap: &VarMap,
+        vars: Vec<Var>,
         config: O::Config,
     ) -> Result<Self, ProbeError> {
-        Self::with_root(session, DEFAULT_PARAMETER_ROOT, varmap, config)
-    }
-
-    /// Like [`ProbedOptimizer::new`] with parameters named under `root`.
-    ///
-    /// # Errors
-    /// As [`ProbedOptimizer::new`].
-    pub fn with_root(
-        session: &TraceSession,
-        root: &str,
-        varmap: &VarMap,
-        config: O::Config,
-    ) -> Result<Self, ProbeError> {
-        let params = sorted_vars(varmap);
-        let vars: Vec<Var> = params.iter().map(|(_, v)| v.clone()).collect();
-        for hook in session.hooks() {
-            hook.on_parameters(&params);
+        let (root, params) = named(session, vars);
+        for plugin in session.plugins() {
+            plugin.on_parameters(&params);
         }
+        let vars: Vec<Var> = params.iter().map(|(_, v)| v.clone()).collect();
         let inner = construct::<O>(session, vars, config)?;
-        session.declare_gradient_contract(GradientContract::all_active(
-            params.iter().map(|(k, _)| (root.to_string(), k.clone())),
-        ))?;
+        if !params.is_empty() {
+            session.declare_gradient_contract(GradientContract::all_active(
+                params.iter().map(|(k, _)| (root.clone(), k.clone())),
+            ))?;
+        }
         Ok(Self {
             inner,
-            session: session.clone(),
-            root: root.to_string(),
-            params,
+            probe: Some(Probe {
+                session: session.clone(),
+                root,
+                params,
+            }),
         })
-    }
-
-    /// `loss.backward()` then `O::step`, with `backward` and `optimizer` spans and gradient
-    /// facts inside the captured step.
-    ///
-    /// A failure to compute gradient facts does not fail the step: it is kept and returned by
-    /// [`TraceSession::finish`].
-    ///
-    /// # Errors
-    /// Candle errors of `backward` or `step`.
-    pub fn backward_step(&mut self, loss: &Tensor) -> candle_core::Result<()> {
-        if !self.session.is_capturing() {
-            return self.inner.backward_step(loss);
-        }
-        for hook in self.session.hooks() {
-            hook.on_loss(&self.session.inner.hook_context(), loss);
-        }
-        let grads = {
-            let _backward = self.session.step_span("backward", ExecutionStep::Backward);
-            loss.backward()?
-        };
-        for hook in self.session.hooks() {
-            hook.on_gradients(&self.session.inner.hook_context(), &grads);
-        }
-        if let Err(err) = self
-            .session
-            .gradient_facts(&self.root, &self.params, &grads)
-        {
-            self.session.inner.record_error(err);
-        }
-        let _optimizer = self
-            .session
-            .step_span("optimizer", ExecutionStep::Optimizer);
-        self.inner.step(&grads)
-    }
-
-    /// `O::step` in an `optimizer` span, with gradient facts first (for loops that call
-    /// `backward` themselves).
-    ///
-    /// # Errors
-    /// Candle errors of `step`.
-    pub fn step(&mut self, grads: &candle_core::backprop::GradStore) -> candle_core::Result<()> {
-        if !self.session.is_capturing() {
-            return self.inner.step(grads);
-        }
-        if let Err(err) = self.session.gradient_facts(&self.root, &self.params, grads) {
-            self.session.inner.record_error(err);
-        }
-        let _optimizer = self
-            .session
-            .step_span("optimizer", ExecutionStep::Optimizer);
-        self.inner.step(grads)
     }
 
     /// The inner optimizer.
@@ -171,24 +98,114 @@ impl<O: Optimizer> ProbedOptimizer<O> {
         &mut self.inner
     }
 
-    /// `O::learning_rate`.
-    pub fn learning_rate(&self) -> f64 {
-        self.inner.learning_rate()
+    /// The inner optimizer, consuming the wrapper.
+    pub fn into_inner(self) -> O {
+        self.inner
     }
 
-    /// `O::set_learning_rate`.
-    pub fn set_learning_rate(&mut self, lr: f64) {
-        self.inner.set_learning_rate(lr)
-    }
-
-    /// The parameters, sorted by key.
+    /// The parameters as named in gradient facts, sorted by name (empty without a profiler).
     pub fn parameters(&self) -> &[(String, Var)] {
-        &self.params
+        self.probe.as_ref().map_or(&[], |p| p.params.as_slice())
+    }
+
+    fn facts_and_step(probe: &Probe, inner: &mut O, grads: &GradStore) -> candle_core::Result<()> {
+        if let Err(err) = probe
+            .session
+            .gradient_facts(&probe.root, &probe.params, grads)
+        {
+            probe.session.inner.record_error(err);
+        }
+        let _optimizer = probe.session.pass(Pass::Optimizer);
+        inner.step(grads)
     }
 }
 
+impl<O: Optimizer> Optimizer for ProbedOptimizer<O> {
+    type Config = O::Config;
+
+    fn new(vars: Vec<Var>, config: O::Config) -> candle_core::Result<Self> {
+        match crate::profiler::active::current() {
+            Some(session) => Ok(Self::for_session(&session, vars, config)?),
+            None => Ok(Self {
+                inner: O::new(vars, config)?,
+                probe: None,
+            }),
+        }
+    }
+
+    fn step(&mut self, grads: &GradStore) -> candle_core::Result<()> {
+        match &self.probe {
+            Some(probe) if probe.session.is_capturing() => {
+                for plugin in probe.session.plugins() {
+                    plugin.on_gradients(&probe.session.inner.plugin_context(), grads);
+                }
+                Self::facts_and_step(probe, &mut self.inner, grads)
+            }
+            _ => self.inner.step(grads),
+        }
+    }
+
+    fn backward_step(&mut self, loss: &Tensor) -> candle_core::Result<()> {
+        let probe = match &self.probe {
+            Some(probe) if probe.session.is_capturing() => probe,
+            _ => return self.inner.backward_step(loss),
+        };
+        let session = &probe.session;
+        for plugin in session.plugins() {
+            plugin.on_loss(&session.inner.plugin_context(), loss);
+        }
+        let grads = {
+            let _backward = session.pass(Pass::Backward);
+            loss.backward()?
+        };
+        for plugin in session.plugins() {
+            plugin.on_gradients(&session.inner.plugin_context(), &grads);
+        }
+        Self::facts_and_step(probe, &mut self.inner, &grads)
+    }
+
+    fn learning_rate(&self) -> f64 {
+        self.inner.learning_rate()
+    }
+
+    fn set_learning_rate(&mut self, lr: f64) {
+        self.inner.set_learning_rate(lr)
+    }
+}
+
+/// The parameter root and every variable named (VarMap key, else `unnamed/t<n>`), sorted:
+/// named ones by name, then unnamed ones in creation order.
+fn named(session: &TraceSession, vars: Vec<Var>) -> (String, Vec<(String, Var)>) {
+    let (root, keys): (String, HashMap<TensorId, String>) = match &session.run().parameters {
+        Some(p) => {
+            let data = p.varmap.data().lock().unwrap_or_else(|e| e.into_inner());
+            let keys = data.iter().map(|(k, v)| (v.id(), k.clone())).collect();
+            (p.root.clone(), keys)
+        }
+        None => (
+            crate::run::DEFAULT_PARAMETER_ROOT.to_string(),
+            HashMap::new(),
+        ),
+    };
+    let mut named: Vec<(String, Var)> = Vec::new();
+    let mut unnamed: Vec<Var> = Vec::new();
+    for var in vars {
+        match keys.get(&var.id()) {
+            Some(key) => named.push((key.clone(), var)),
+            None => unnamed.push(var),
+        }
+    }
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    unnamed.sort_by_key(|v| tensor_number(v.id()));
+    for var in unnamed {
+        let id = session.inner.ids.tensor_wire_id(var.id());
+        named.push((format!("unnamed/{id}"), var));
+    }
+    (root, named)
+}
+
 /// Builds the inner optimizer, letting every capture plug-in wrap the construction (the
-/// allocator plug-in arms itself around it to see the optimizer state allocated in `new`).
+/// storage plug-in arms the allocator around it to see the optimizer state allocated in `new`).
 fn construct<O: Optimizer>(
     session: &TraceSession,
     vars: Vec<Var>,
@@ -201,26 +218,20 @@ fn construct<O: Optimizer>(
             built = Some(O::new(vars, config));
         }
     };
-    let hooks = session.hooks();
-    match hooks {
+    match session.plugins() {
         [] => build(),
         // Nest the plug-ins: the first wraps the second, and so on.
         [first, rest @ ..] => nest(first, rest, &mut build),
     }
     match built {
         Some(result) => result.map_err(ProbeError::candle("constructing the inner optimizer")),
-        None => Err(ProbeError::Candle {
-            context: "constructing the inner optimizer",
-            source: candle_core::Error::Msg(
-                "a capture plug-in did not run the optimizer construction".to_string(),
-            ),
-        }),
+        None => Err(ProbeError::PluginSkippedConstruction),
     }
 }
 
 fn nest(
-    first: &std::sync::Arc<dyn crate::capture::CaptureHook>,
-    rest: &[std::sync::Arc<dyn crate::capture::CaptureHook>],
+    first: &std::sync::Arc<dyn crate::plugin::CapturePlugin>,
+    rest: &[std::sync::Arc<dyn crate::plugin::CapturePlugin>],
     build: &mut dyn FnMut(),
 ) {
     match rest {

@@ -15,7 +15,8 @@
 use std::panic::PanicHookInfo;
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::session::{sessions_open_on_this_thread, Inner};
+use crate::session::stack::sessions_open_on_this_thread;
+use crate::session::Inner;
 use crate::writer::lock;
 
 type Hook = Box<dyn Fn(&PanicHookInfo<'_>) + Sync + Send + 'static>;

@@ -2,10 +2,36 @@
 
 use std::collections::BTreeMap;
 
-use candle_core::{Device, DeviceLocation};
+use std::path::Path;
+
+use candle_core::Device;
+use candle_nn::VarMap;
 use trace_schema::{CaptureContract, ComparisonIdentity, ExecutionPhase, MeasurementScope};
 
-/// Configuration of one profiled run (builder). Nothing here does I/O.
+use crate::error::ProbeError;
+use crate::profiler::{Profiler, TracingMode};
+use crate::session::TraceSession;
+
+/// The root under which parameters are named in gradient facts by default.
+pub const DEFAULT_PARAMETER_ROOT: &str = "model";
+
+/// Where parameter names come from: a `VarMap` and the root they are named under.
+#[derive(Clone)]
+pub(crate) struct Parameters {
+    pub(crate) root: String,
+    pub(crate) varmap: VarMap,
+}
+
+impl std::fmt::Debug for Parameters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parameters")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configuration of one profiled run (builder); [`ProfileRun::start`] turns it into the
+/// [`Profiler`] guard. Nothing else here does I/O.
 ///
 /// ```
 /// use trace_probe::ProfileRun;
@@ -28,6 +54,8 @@ pub struct ProfileRun {
     pub(crate) contract: CaptureContract,
     pub(crate) user_gradient_contract: bool,
     pub(crate) deterministic: bool,
+    pub(crate) parameters: Option<Parameters>,
+    pub(crate) tracing: TracingMode,
 }
 
 impl ProfileRun {
@@ -58,7 +86,57 @@ impl ProfileRun {
             },
             user_gradient_contract: false,
             deterministic: false,
+            parameters: None,
+            tracing: TracingMode::default(),
         }
+    }
+
+    /// The model's parameters: a [`crate::ProbedOptimizer`] names each variable it is given
+    /// after its `VarMap` key (under the root `model`), declares complete gradient coverage over
+    /// them, and the storage capture labels them. Variables not in the map are named
+    /// `unnamed/t<n>`. The map is shared, not copied: variables added after this call count.
+    pub fn varmap(self, varmap: &VarMap) -> Self {
+        self.varmap_under(DEFAULT_PARAMETER_ROOT, varmap)
+    }
+
+    /// Like [`ProfileRun::varmap`] with parameters named under `root` in gradient facts.
+    pub fn varmap_under(mut self, root: impl Into<String>, varmap: &VarMap) -> Self {
+        self.parameters = Some(Parameters {
+            root: root.into(),
+            varmap: varmap.clone(),
+        });
+        self
+    }
+
+    /// How the profiler installs its `tracing` layer (module spans); default
+    /// [`TracingMode::ThreadDefault`].
+    pub fn tracing(mut self, mode: TracingMode) -> Self {
+        self.tracing = mode;
+        self
+    }
+
+    /// Starts profiling into the trace file `path` (created or truncated, its parent
+    /// directories created): opens the session, installs the `tracing` layer as
+    /// [`ProfileRun::tracing`] says, and returns the guard that finishes the trace when dropped.
+    ///
+    /// # Errors
+    /// [`ProbeError::InvalidRun`], [`ProbeError::CreateFile`] naming the path,
+    /// [`ProbeError::WriterSpawn`], [`ProbeError::TracingInstall`].
+    pub fn start(self, path: impl AsRef<Path>) -> Result<Profiler, ProbeError> {
+        let tracing = self.tracing;
+        Profiler::new(TraceSession::create(self, path)?, tracing)
+    }
+
+    /// Like [`ProfileRun::start`], writing to any writer (a pipe, `std::io::sink()`).
+    ///
+    /// # Errors
+    /// As [`ProfileRun::start`], without the file errors.
+    pub fn start_with_writer<W: std::io::Write + Send + 'static>(
+        self,
+        out: W,
+    ) -> Result<Profiler, ProbeError> {
+        let tracing = self.tracing;
+        Profiler::new(TraceSession::new(self, out)?, tracing)
     }
 
     /// How many steps finished before the captured one (default `capture_step - 1`); must be
@@ -95,7 +173,7 @@ impl ProfileRun {
     }
 
     /// The capture contract to declare. A gradient contract in it (e.g. for frozen parameters)
-    /// takes precedence over the one a [`crate::ProbedOptimizer`] derives from its `VarMap`.
+    /// takes precedence over the one a [`crate::ProbedOptimizer`] derives from the `VarMap`.
     /// Default: every coverage `none`, measurement scope `profiled_work`.
     pub fn capture_contract(mut self, contract: CaptureContract) -> Self {
         self.user_gradient_contract = contract.gradient_contract.is_some();
@@ -172,15 +250,6 @@ impl ProfileRun {
             ExecutionPhase::Train => format!("{}/update-{}", self.entrypoint, self.capture_step),
             ExecutionPhase::Infer => format!("{}/inference-{}", self.entrypoint, self.capture_step),
         }
-    }
-}
-
-/// `cpu`, `cuda:<n>` or `metal:<n>`.
-pub fn device_label(device: &Device) -> String {
-    match device.location() {
-        DeviceLocation::Cpu => "cpu".to_string(),
-        DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
-        DeviceLocation::Metal { gpu_id } => format!("metal:{gpu_id}"),
     }
 }
 

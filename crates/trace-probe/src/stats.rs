@@ -4,9 +4,9 @@
 use candle_core::{DType, Tensor};
 use trace_schema::{TensorStatsEvent, TraceEvent};
 
-use crate::capture::span_wire_id;
 use crate::error::ProbeError;
 use crate::facts::shape_u64;
+use crate::plugin::span_wire_id;
 use crate::session::TraceSession;
 
 /// A numerical summary of a tensor. The finite-element statistics are `None` when the tensor
@@ -225,7 +225,12 @@ mod tests {
                 TensorStats::compute(&t),
                 Err(ProbeError::UnsupportedDtype { .. })
             ));
-            assert_eq!(crate::storage_bytes(&t), Some(bytes), "{:?}", t.dtype());
+            assert_eq!(
+                crate::storage::bytes::storage_bytes(&t),
+                Some(bytes),
+                "{:?}",
+                t.dtype()
+            );
         }
         Ok(())
     }

@@ -8,9 +8,10 @@ use std::sync::OnceLock;
 
 use candle_core::{DType, Device, Storage, Tensor};
 
-use super::ring::{self, RawEvent, RawKind};
+use super::hook;
+use super::ring::{self, DataBuffer, RawEvent};
 use super::state::{self, BLOCK_SIZE, DATA_PTR_OFFSET};
-use super::{hook, storage_key};
+use crate::storage::bytes::{cpu_data, storage_key};
 
 /// Layout facts found by [`calibrate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,13 +67,13 @@ pub fn calibrate() -> Result<Calibration, CalibrationError> {
 }
 
 /// Words of one probe tensor: (key, data pointer, data bytes).
-fn probe_tensor(dtype: DType) -> Result<(Tensor, usize, usize, usize), CalibrationError> {
+fn probe_tensor(dtype: DType) -> Result<(Tensor, usize, usize, u64), CalibrationError> {
     let t = Tensor::zeros(24, dtype, &Device::Cpu)
         .map_err(|e| CalibrationError::Candle(e.to_string()))?;
     let key = storage_key(&t);
     let (guard, _) = t.storage_and_layout();
     let (ptr, bytes) = match &*guard {
-        Storage::Cpu(cpu) => super::cpu_data(cpu),
+        Storage::Cpu(cpu) => cpu_data(cpu),
         _ => {
             return Err(CalibrationError::UnexpectedLayout(
                 "a CPU tensor has a non-CPU storage".into(),
@@ -111,17 +112,20 @@ fn run_at_full_capacity() -> Result<Calibration, CalibrationError> {
     ring::drain_into(&mut events);
     let mut found = Vec::new();
     for (_, key, data, _) in &tensors {
-        let block = events
+        let (base, size) = events
             .iter()
             .rev()
-            .filter(|e| e.kind == RawKind::Alloc)
-            .find(|e| e.a <= *key && *key < e.a + e.b)
+            .find_map(|e| match *e {
+                RawEvent::Alloc { addr, size, .. } if addr <= *key && *key < addr + size => {
+                    Some((addr, size))
+                }
+                _ => None,
+            })
             .ok_or_else(|| {
                 CalibrationError::UnexpectedLayout(
                     "no logged allocation contains the storage key".into(),
                 )
             })?;
-        let (base, size) = (block.a, block.b);
         if size % word != 0 || key - base + std::mem::size_of::<Storage>() > size {
             return Err(CalibrationError::UnexpectedLayout(format!(
                 "storage key at offset {} of a {size}-byte block",
@@ -159,7 +163,7 @@ fn run_at_full_capacity() -> Result<Calibration, CalibrationError> {
     // 3. Validation: the drop signature must recognise the throw-away storages.
     BLOCK_SIZE.store(block_size, Ordering::Relaxed);
     DATA_PTR_OFFSET.store(data_ptr_offset.unwrap_or(usize::MAX), Ordering::Relaxed);
-    let expected: Vec<(usize, usize, usize)> = tensors
+    let expected: Vec<(usize, usize, u64)> = tensors
         .iter()
         .map(|(_, key, data, bytes)| (key - key_offset, *data, *bytes))
         .collect();
@@ -169,8 +173,12 @@ fn run_at_full_capacity() -> Result<Calibration, CalibrationError> {
     hook::disarm();
     ring::drain_into(&mut events);
     for (block, data, bytes) in expected {
-        let hit = events.iter().any(|e: &RawEvent| {
-            e.kind == RawKind::BlockFree && e.a == block && e.b == data && e.c >= bytes
+        let hit = events.iter().any(|e| {
+            matches!(*e, RawEvent::BlockFree {
+                block: b,
+                data: Some(DataBuffer { ptr, size }),
+                ..
+            } if b == block && ptr == data && size as u64 >= bytes)
         });
         if !hit {
             BLOCK_SIZE.store(0, Ordering::Relaxed);

@@ -3,12 +3,12 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::ring::{self, RawEvent, RawKind};
+use super::ring::{self, DataBuffer, RawEvent};
 use super::state::{
     self, ARMED, ARMED_ALLOC_CALLS, ARMED_NET_BYTES, BLOCK_SIZE, DATA_PTR_OFFSET, HEAP_SHARDS,
-    IGNORE_DEPTH, INSTALLED, LAST_FREE, SHARDS, STATE,
+    HOLD, IGNORE_DEPTH, INSTALLED, LAST_FREE, SHARDS, STATE,
 };
-use super::watch;
+use super::{hold, watch};
 
 /// Set by the first call of a counting-mode allocator.
 pub(crate) static COUNTING_SEEN: AtomicBool = AtomicBool::new(false);
@@ -106,14 +106,11 @@ fn log_alloc(ptr: *mut u8, size: usize) {
     if ptr.is_null() || IGNORE_DEPTH.with(|d| d.get()) != 0 {
         return;
     }
-    ring::push(RawEvent {
-        kind: RawKind::Alloc,
+    ring::push(RawEvent::Alloc {
         ts_ns: state::now_ns(),
         thread: state::thread_id(),
-        tag: 0,
-        a: ptr as usize,
-        b: size,
-        c: 0,
+        addr: ptr as usize,
+        size,
     });
 }
 
@@ -147,14 +144,15 @@ fn on_dealloc(ptr: *mut u8, size: usize) {
     let signature = last_ptr != 0 && unsafe { block_holds(ptr, size, last_ptr) };
     // Every block-sized free is logged, matched or not: the drain needs it to know which
     // logged block allocations are still live at the end of the window.
-    ring::push(RawEvent {
-        kind: RawKind::BlockFree,
+    ring::push(RawEvent::BlockFree {
         ts_ns: state::now_ns(),
         thread: state::thread_id(),
         tag,
-        a: ptr as usize,
-        b: if signature { last_ptr } else { 0 },
-        c: if signature { last_size } else { 0 },
+        block: ptr as usize,
+        data: signature.then_some(DataBuffer {
+            ptr: last_ptr,
+            size: last_size,
+        }),
     });
 }
 
@@ -186,10 +184,17 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         let s = self.flags();
-        self.count(-(layout.size() as i64));
         if s & ARMED != 0 {
             on_dealloc(ptr, layout.size());
         }
+        if s & HOLD != 0
+            && layout.size() == BLOCK_SIZE.load(Ordering::Relaxed)
+            && hold::park(ptr, layout)
+        {
+            // Parked: freed (and counted) later by `hold::release`, through this allocator.
+            return;
+        }
+        self.count(-(layout.size() as i64));
         self.inner.dealloc(ptr, layout)
     }
 
@@ -221,4 +226,11 @@ pub(crate) fn arm() {
 /// Disarms the hook (process-wide).
 pub(crate) fn disarm() {
     STATE.fetch_and(!ARMED, Ordering::SeqCst);
+}
+
+/// Disarms the hook and starts holding storage-sized frees in one atomic step, so no block that
+/// was live while armed (no free logged) can be returned to the inner allocator until
+/// [`hold::release`].
+pub(crate) fn disarm_and_hold() {
+    hold::start_with(|s| (s & !ARMED) | HOLD);
 }

@@ -12,36 +12,62 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 /// Physical capacity in events.
 pub const RING_CAPACITY: usize = 1 << 17;
 
-/// What a raw event records.
+/// One event recorded by the allocator hook, in hook time (ns since the process clock base) on
+/// the thread with [`crate::plugin::thread_key`] `thread`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RawKind {
-    /// An allocation: `a` = address, `b` = size.
-    Alloc,
-    /// A free of the storage-block size: `a` = block address, `b` = data pointer when the drop
-    /// signature matched (else 0), `c` = data buffer size; `tag` = watch tag (0 = unregistered).
-    BlockFree,
+pub(crate) enum RawEvent {
+    /// An allocation (alloc, alloc_zeroed, or the new block of a realloc).
+    Alloc {
+        ts_ns: u64,
+        thread: u32,
+        /// Address returned.
+        addr: usize,
+        /// Size in bytes.
+        size: usize,
+    },
+    /// A free of the calibrated storage-block size.
+    BlockFree {
+        ts_ns: u64,
+        thread: u32,
+        /// Watch-table tag of the block (0: not a registered storage).
+        tag: u32,
+        /// Address of the freed block.
+        block: usize,
+        /// The CPU storage drop signature: the data buffer freed just before on this thread,
+        /// whose pointer the dying block holds. `None` when the signature did not match.
+        data: Option<DataBuffer>,
+    },
 }
 
-/// One decoded event.
+/// A CPU storage's data buffer as seen by the drop signature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RawEvent {
-    pub(crate) kind: RawKind,
-    pub(crate) ts_ns: u64,
-    pub(crate) thread: u32,
-    pub(crate) tag: u32,
-    pub(crate) a: usize,
-    pub(crate) b: usize,
-    pub(crate) c: usize,
+pub(crate) struct DataBuffer {
+    /// Address of the buffer.
+    pub(crate) ptr: usize,
+    /// Its dealloc size in bytes.
+    pub(crate) size: usize,
+}
+
+impl RawEvent {
+    /// Thread of the event.
+    pub(crate) fn thread(&self) -> u32 {
+        match *self {
+            RawEvent::Alloc { thread, .. } | RawEvent::BlockFree { thread, .. } => thread,
+        }
+    }
 }
 
 struct Slot {
     /// `index + 1` once published.
     seq: AtomicU64,
     ts: AtomicU64,
-    /// kind (bit 63) | thread (bits 32..63) | tag (bits 0..32).
+    /// kind (bit 63: block free) | thread (bits 32..63) | tag (bits 0..32).
     meta: AtomicU64,
+    /// Alloc: address; block free: block address.
     a: AtomicUsize,
+    /// Alloc: size; block free: data pointer of the signature (0: no match).
     b: AtomicUsize,
+    /// Block free: data buffer size of the signature.
     c: AtomicUsize,
 }
 
@@ -82,16 +108,30 @@ pub(crate) fn push(ev: RawEvent) -> bool {
         }
     }
     let slot = &SLOTS[(head as usize) & (RING_CAPACITY - 1)];
-    let kind_bit = match ev.kind {
-        RawKind::Alloc => 0u64,
-        RawKind::BlockFree => 1u64 << 63,
+    let (kind_bit, ts, thread, tag, a, b, c) = match ev {
+        RawEvent::Alloc {
+            ts_ns,
+            thread,
+            addr,
+            size,
+        } => (0u64, ts_ns, thread, 0, addr, size, 0),
+        RawEvent::BlockFree {
+            ts_ns,
+            thread,
+            tag,
+            block,
+            data,
+        } => {
+            let (ptr, size) = data.map_or((0, 0), |d| (d.ptr, d.size));
+            (1u64 << 63, ts_ns, thread, tag, block, ptr, size)
+        }
     };
-    let meta = kind_bit | ((ev.thread as u64 & 0x7fff_ffff) << 32) | ev.tag as u64;
-    slot.ts.store(ev.ts_ns, Ordering::Relaxed);
+    let meta = kind_bit | ((thread as u64 & 0x7fff_ffff) << 32) | tag as u64;
+    slot.ts.store(ts, Ordering::Relaxed);
     slot.meta.store(meta, Ordering::Relaxed);
-    slot.a.store(ev.a, Ordering::Relaxed);
-    slot.b.store(ev.b, Ordering::Relaxed);
-    slot.c.store(ev.c, Ordering::Relaxed);
+    slot.a.store(a, Ordering::Relaxed);
+    slot.b.store(b, Ordering::Relaxed);
+    slot.c.store(c, Ordering::Relaxed);
     slot.seq.store(head + 1, Ordering::Release);
     true
 }
@@ -107,18 +147,28 @@ pub(crate) fn drain_into(out: &mut Vec<RawEvent>) {
             break; // claimed but not yet written: read it next time
         }
         let meta = slot.meta.load(Ordering::Relaxed);
-        out.push(RawEvent {
-            kind: if meta >> 63 == 1 {
-                RawKind::BlockFree
-            } else {
-                RawKind::Alloc
-            },
-            ts_ns: slot.ts.load(Ordering::Relaxed),
-            thread: ((meta >> 32) & 0x7fff_ffff) as u32,
-            tag: meta as u32,
-            a: slot.a.load(Ordering::Relaxed),
-            b: slot.b.load(Ordering::Relaxed),
-            c: slot.c.load(Ordering::Relaxed),
+        let ts_ns = slot.ts.load(Ordering::Relaxed);
+        let thread = ((meta >> 32) & 0x7fff_ffff) as u32;
+        let (a, b, c) = (
+            slot.a.load(Ordering::Relaxed),
+            slot.b.load(Ordering::Relaxed),
+            slot.c.load(Ordering::Relaxed),
+        );
+        out.push(if meta >> 63 == 1 {
+            RawEvent::BlockFree {
+                ts_ns,
+                thread,
+                tag: meta as u32,
+                block: a,
+                data: (b != 0).then_some(DataBuffer { ptr: b, size: c }),
+            }
+        } else {
+            RawEvent::Alloc {
+                ts_ns,
+                thread,
+                addr: a,
+                size: b,
+            }
         });
         tail += 1;
         TAIL.store(tail, Ordering::Release);

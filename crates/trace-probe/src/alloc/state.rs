@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 pub(crate) const INSTALLED: u8 = 1;
 /// Bit of [`STATE`]: the hook records events.
 pub(crate) const ARMED: u8 = 2;
+/// Bit of [`STATE`]: storage-sized frees are parked, not freed (see `alloc::hold`).
+pub(crate) const HOLD: u8 = 4;
 
 /// Installation and arming flags; the disarmed hook does exactly one relaxed load of it.
 pub(crate) static STATE: AtomicU8 = AtomicU8::new(0);
@@ -49,12 +51,10 @@ thread_local! {
     pub(crate) static IGNORE_DEPTH: Cell<u32> = const { Cell::new(0) };
 }
 
-/// The session's small id of the calling thread ([`crate::capture::thread_key`]: a const
-/// thread-local and one atomic on first use; never allocates), so span attribution can look the
-/// thread up.
+/// [`thread_key`] as stored in a ring event.
 #[inline]
 pub(crate) fn thread_id() -> u32 {
-    crate::capture::thread_key() as u32
+    thread_key() as u32
 }
 
 /// Fixes the process clock base (outside the hook) before the first arming.
@@ -135,4 +135,25 @@ impl Drop for IgnoreAllocs {
     fn drop(&mut self) {
         IGNORE_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
     }
+}
+
+static NEXT_THREAD_KEY: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    static THREAD_KEY: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A small unique id of the calling thread (1, 2, …). Allocation-free and lock-free (a const
+/// thread-local and one atomic on first use), so the hook records it with every ring event and
+/// the session's span attribution looks threads up by it.
+pub(crate) fn thread_key() -> u64 {
+    THREAD_KEY.with(|key| {
+        let k = key.get();
+        if k != 0 {
+            return k;
+        }
+        let k = NEXT_THREAD_KEY.fetch_add(1, Ordering::Relaxed);
+        key.set(k);
+        k
+    })
 }

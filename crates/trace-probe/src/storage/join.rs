@@ -3,13 +3,13 @@
 
 use std::collections::HashMap;
 
-use super::ring::{RawEvent, RawKind};
+use crate::alloc::ring::{DataBuffer, RawEvent};
 
-/// A fact the join derived, in hook time (ns since the hook epoch).
+/// A storage free the join recognised, in hook time (ns since the process clock base).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Fact {
+pub(crate) enum StorageFreed {
     /// A registered storage's block was freed.
-    RegisteredFree {
+    Registered {
         /// Watch tag (registry id).
         tag: u32,
         /// Free time.
@@ -25,8 +25,8 @@ pub(crate) struct AnonymousStorage {
     /// Address of the `Arc` block.
     pub(crate) block: usize,
     /// Data buffer alloc time (exact), or the block alloc time when the data alloc was not
-    /// logged; `None` when neither was (allocated before arming or lost to a full ring).
-    pub(crate) alloc_ns: Option<u64>,
+    /// logged.
+    pub(crate) alloc_ns: u64,
     /// Bytes of the data buffer (its dealloc size).
     pub(crate) bytes: u64,
     /// Block free time.
@@ -40,12 +40,23 @@ pub(crate) struct AnonymousStorage {
 /// The join state; fed drained events in ring order.
 #[derive(Debug, Default)]
 pub(crate) struct Joiner {
-    /// Latest logged allocation at each address: (time, size, thread).
-    allocs: HashMap<usize, (u64, usize, u32)>,
+    /// Latest logged allocation at each address.
+    allocs: HashMap<usize, LoggedAlloc>,
     /// Logged allocations of the block size not yet seen freed: address → alloc time.
     live_blocks: HashMap<usize, u64>,
     /// Counters for the match-rate report.
     pub(crate) stats: JoinStats,
+}
+
+/// A logged allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LoggedAlloc {
+    /// Hook time.
+    pub(crate) ts_ns: u64,
+    /// Size in bytes.
+    pub(crate) size: usize,
+    /// Thread.
+    pub(crate) thread: u32,
 }
 
 /// Counts of what the join saw.
@@ -69,38 +80,53 @@ pub struct JoinStats {
 }
 
 impl Joiner {
-    /// Processes one drained event, returning a fact when a storage died.
-    pub(crate) fn feed(&mut self, ev: &RawEvent, block_size: usize) -> Option<Fact> {
-        match ev.kind {
-            RawKind::Alloc => {
+    /// Processes one drained event, returning a storage free when one was recognised.
+    pub(crate) fn feed(&mut self, ev: &RawEvent, block_size: usize) -> Option<StorageFreed> {
+        match *ev {
+            RawEvent::Alloc {
+                ts_ns,
+                thread,
+                addr,
+                size,
+            } => {
                 self.stats.allocs += 1;
-                self.allocs.insert(ev.a, (ev.ts_ns, ev.b, ev.thread));
-                if ev.b == block_size {
-                    self.live_blocks.insert(ev.a, ev.ts_ns);
+                self.allocs.insert(
+                    addr,
+                    LoggedAlloc {
+                        ts_ns,
+                        size,
+                        thread,
+                    },
+                );
+                if size == block_size {
+                    self.live_blocks.insert(addr, ts_ns);
                 }
                 None
             }
-            RawKind::BlockFree => {
+            RawEvent::BlockFree {
+                ts_ns,
+                thread,
+                tag,
+                block,
+                data,
+            } => {
                 self.stats.block_frees += 1;
-                let block_alloc = self.live_blocks.remove(&ev.a);
-                self.allocs.remove(&ev.a);
-                let signature = ev.b != 0;
-                if ev.tag != 0 {
+                let block_alloc = self.live_blocks.remove(&block);
+                self.allocs.remove(&block);
+                if tag != 0 {
                     self.stats.registered_frees += 1;
-                    if signature {
+                    if let Some(d) = data {
                         self.stats.registered_with_signature += 1;
-                        self.allocs.remove(&ev.b);
+                        self.allocs.remove(&d.ptr);
                     }
-                    return Some(Fact::RegisteredFree {
-                        tag: ev.tag,
-                        free_ns: ev.ts_ns,
+                    return Some(StorageFreed::Registered {
+                        tag,
+                        free_ns: ts_ns,
                     });
                 }
-                if !signature {
-                    return None;
-                }
+                let DataBuffer { ptr, size } = data?;
                 self.stats.signature_frees += 1;
-                let data_alloc = self.allocs.remove(&ev.b);
+                let data_alloc = self.allocs.remove(&ptr);
                 if data_alloc.is_some() {
                     self.stats.signature_with_data_alloc += 1;
                 }
@@ -111,23 +137,23 @@ impl Joiner {
                 // its data alloc (if any logged) would be stale. Only in-window blocks count.
                 let block_alloc = block_alloc?;
                 let (alloc_ns, alloc_thread) = match data_alloc {
-                    Some((t, _, th)) if t <= block_alloc => (t, Some(th)),
+                    Some(d) if d.ts_ns <= block_alloc => (d.ts_ns, Some(d.thread)),
                     _ => (block_alloc, None),
                 };
-                Some(Fact::Anonymous(AnonymousStorage {
-                    block: ev.a,
-                    alloc_ns: Some(alloc_ns),
-                    bytes: ev.c as u64,
-                    free_ns: ev.ts_ns,
+                Some(StorageFreed::Anonymous(AnonymousStorage {
+                    block,
+                    alloc_ns,
+                    bytes: size as u64,
+                    free_ns: ts_ns,
                     alloc_thread,
-                    free_thread: ev.thread,
+                    free_thread: thread,
                 }))
             }
         }
     }
 
-    /// The latest logged allocation at `addr`: (time, size, thread).
-    pub(crate) fn alloc_at(&self, addr: usize) -> Option<(u64, usize, u32)> {
+    /// The latest logged allocation at `addr`.
+    pub(crate) fn alloc_at(&self, addr: usize) -> Option<LoggedAlloc> {
         self.allocs.get(&addr).copied()
     }
 
@@ -152,27 +178,22 @@ impl Joiner {
 mod tests {
     use super::*;
 
-    fn alloc(ts: u64, a: usize, size: usize) -> RawEvent {
-        RawEvent {
-            kind: RawKind::Alloc,
+    fn alloc(ts: u64, addr: usize, size: usize) -> RawEvent {
+        RawEvent::Alloc {
             ts_ns: ts,
             thread: 1,
-            tag: 0,
-            a,
-            b: size,
-            c: 0,
+            addr,
+            size,
         }
     }
 
-    fn free(ts: u64, block: usize, tag: u32, data: usize, size: usize) -> RawEvent {
-        RawEvent {
-            kind: RawKind::BlockFree,
+    fn free(ts: u64, block: usize, tag: u32, data: Option<(usize, usize)>) -> RawEvent {
+        RawEvent::BlockFree {
             ts_ns: ts,
             thread: 2,
             tag,
-            a: block,
-            b: data,
-            c: size,
+            block,
+            data: data.map(|(ptr, size)| DataBuffer { ptr, size }),
         }
     }
 
@@ -183,12 +204,12 @@ mod tests {
             let t = round * 100;
             assert_eq!(j.feed(&alloc(t + 1, 0x1000, 4096), 56), None);
             assert_eq!(j.feed(&alloc(t + 2, 0x2000, 56), 56), None);
-            let fact = j.feed(&free(t + 50, 0x2000, 0, 0x1000, 4096), 56);
+            let freed = j.feed(&free(t + 50, 0x2000, 0, Some((0x1000, 4096))), 56);
             assert_eq!(
-                fact,
-                Some(Fact::Anonymous(AnonymousStorage {
+                freed,
+                Some(StorageFreed::Anonymous(AnonymousStorage {
                     block: 0x2000,
-                    alloc_ns: Some(t + 1),
+                    alloc_ns: t + 1,
                     bytes: 4096,
                     free_ns: t + 50,
                     alloc_thread: Some(1),
@@ -204,16 +225,16 @@ mod tests {
     fn registered_free_wins_and_pre_window_blocks_are_not_anonymous() {
         let mut j = Joiner::default();
         assert_eq!(
-            j.feed(&free(5, 0x3000, 9, 0x4000, 64), 56),
-            Some(Fact::RegisteredFree { tag: 9, free_ns: 5 })
+            j.feed(&free(5, 0x3000, 9, Some((0x4000, 64))), 56),
+            Some(StorageFreed::Registered { tag: 9, free_ns: 5 })
         );
         // Unregistered, signature matches, but the block predates the window.
-        assert_eq!(j.feed(&free(6, 0x5000, 0, 0x6000, 64), 56), None);
+        assert_eq!(j.feed(&free(6, 0x5000, 0, Some((0x6000, 64))), 56), None);
         assert_eq!(j.stats.signature_frees, 1);
         // A block-sized non-storage object freed without signature.
         j.feed(&alloc(7, 0x7000, 56), 56);
         assert_eq!(j.unidentified_live_blocks(|_| false), 1);
-        assert_eq!(j.feed(&free(8, 0x7000, 0, 0, 0), 56), None);
+        assert_eq!(j.feed(&free(8, 0x7000, 0, None), 56), None);
         assert_eq!(j.unidentified_live_blocks(|_| false), 0);
     }
 }

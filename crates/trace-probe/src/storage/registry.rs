@@ -14,10 +14,12 @@
 
 use std::collections::HashMap;
 
-use candle_core::{Storage, Tensor, TensorId};
+use candle_core::{Tensor, TensorId};
 use trace_schema::{CategorySource, MemoryCategory};
 
-use crate::alloc;
+use super::bytes::{storage_facts, StorageFacts};
+use crate::alloc::watch;
+use crate::device::DeviceLabel;
 
 /// One registered storage lifetime.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,14 +27,14 @@ use crate::alloc;
 pub struct StorageEntry {
     /// Registry id, also the watch-table tag (non-zero).
     pub tag: u32,
-    /// Storage key (see [`alloc::storage_key`]).
+    /// Storage key (see [`super::bytes::storage_key`]).
     pub key: usize,
     /// Lifetimes seen at this key before this one (0 for the first).
     pub generation: u32,
     /// Wire identity: `<key hex>.<generation>`.
     pub storage_id: String,
-    /// Device label (`cpu`, `cuda:0`, `metal:0`).
-    pub device: String,
+    /// Device.
+    pub device: DeviceLabel,
     /// Bytes of the storage; `None` when the backend's size is not readable in this build.
     pub bytes: Option<u64>,
     /// CPU data pointer (for joining to the allocator log).
@@ -101,49 +103,6 @@ impl RegisterAs {
     }
 }
 
-/// Storage facts read through `storage_and_layout()` (read lock held only inside).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StorageFacts {
-    /// Storage key.
-    pub key: usize,
-    /// Bytes of the storage (`None`: backend size not readable in this build).
-    pub bytes: Option<u64>,
-    /// CPU data pointer.
-    pub data_ptr: Option<usize>,
-    /// Device label.
-    pub device: String,
-}
-
-/// Reads a tensor's storage facts. Takes a read lock on the storage.
-pub fn storage_facts(t: &Tensor) -> StorageFacts {
-    let (guard, _) = t.storage_and_layout();
-    let key = &*guard as *const Storage as usize;
-    let (bytes, data_ptr) = match &*guard {
-        Storage::Cpu(cpu) => {
-            let (ptr, bytes) = alloc::cpu_data(cpu);
-            (Some(bytes as u64), Some(ptr))
-        }
-        #[allow(unreachable_patterns)]
-        other => (crate::device_mem::backend_storage_bytes(other), None),
-    };
-    drop(guard);
-    StorageFacts {
-        key,
-        bytes,
-        data_ptr,
-        device: device_label(t.device()),
-    }
-}
-
-/// `cpu`, `cuda:<n>` or `metal:<n>`.
-pub fn device_label(device: &candle_core::Device) -> String {
-    match device.location() {
-        candle_core::DeviceLocation::Cpu => "cpu".to_string(),
-        candle_core::DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
-        candle_core::DeviceLocation::Metal { gpu_id } => format!("metal:{gpu_id}"),
-    }
-}
-
 /// The registry. Not thread-safe by itself; the capture keeps it behind its mutex.
 #[derive(Debug, Default)]
 pub struct Registry {
@@ -151,7 +110,7 @@ pub struct Registry {
     by_key: HashMap<usize, u32>,
     generations: HashMap<usize, u32>,
     next_tag: u32,
-    /// `(key offset, watching)`: set once calibration succeeded.
+    /// The calibrated key offset, once liveness comes from the watch table.
     watch: Option<usize>,
 }
 
@@ -181,7 +140,7 @@ impl Registry {
 
     fn is_live(&self, entry: &StorageEntry, facts: &StorageFacts) -> bool {
         match self.watch {
-            Some(off) if entry.watched => alloc::watch_get(entry.key - off) == entry.tag,
+            Some(off) if entry.watched => watch::get(entry.key - off) == entry.tag,
             _ => entry.data_ptr == facts.data_ptr && entry.bytes == facts.bytes,
         }
     }
@@ -209,7 +168,7 @@ impl Registry {
         let tag = self.next_tag;
         let generation = self.next_generation(facts.key);
         let watched = match self.watch {
-            Some(off) => alloc::watch_insert(facts.key - off, tag),
+            Some(off) => watch::insert(facts.key - off, tag),
             None => false,
         };
         let entry = StorageEntry {
@@ -249,7 +208,7 @@ impl Registry {
         let tag = self.next_tag;
         let generation = self.next_generation(key);
         let watched = match self.watch {
-            Some(off) => alloc::watch_insert(key - off, tag),
+            Some(off) => watch::insert(key - off, tag),
             None => false,
         };
         self.by_key.insert(key, tag);
@@ -260,7 +219,7 @@ impl Registry {
                 key,
                 generation,
                 storage_id: storage_id(key, generation),
-                device: "cpu".into(),
+                device: DeviceLabel::Cpu,
                 bytes: Some(bytes),
                 data_ptr: Some(data_ptr),
                 shape: Vec::new(),
@@ -300,7 +259,7 @@ impl Registry {
             self.by_key.remove(&entry.key);
         }
         if let (Some(off), true) = (self.watch, entry.watched) {
-            alloc::watch_clear_if(entry.key - off, tag);
+            watch::clear_if(entry.key - off, tag);
         }
         Some(entry)
     }

@@ -1,5 +1,5 @@
-//! The session plug-in: joins the storage capture and device samples to a
-//! [`crate::TraceSession`] through its capture hooks.
+//! The storage plug-in: joins the storage capture and device samples to a
+//! [`crate::TraceSession`] through the plug-in interface ([`crate::plugin`]).
 //!
 //! In deterministic mode the capture runs as in host-clock mode, but its events are queued
 //! until the capture ends and then written in hook-time order with storage ids `st<n>`
@@ -15,13 +15,15 @@ use std::sync::Mutex;
 use candle_core::backprop::GradStore;
 use candle_core::{Device, Tensor, TensorId, Var};
 use trace_schema::{
-    CategorySource, CoverageLevel, DroppedEventsEvent, ExecutionStep, MemoryCategory, RunMeta,
-    TraceEvent,
+    CategorySource, CoverageLevel, DroppedEventsEvent, ExecutionStep as Pass, MemoryCategory,
+    RunMeta, TraceEvent,
 };
 
-use super::capture::{self, Attribution, CaptureSummary, Located};
-use crate::capture::{CaptureContext, CaptureHook, SpanInfo};
-use crate::registry::RegisterAs;
+use super::events::{Attribution, Located};
+use super::registry::RegisterAs;
+use super::window::{self as capture, CaptureSummary};
+use crate::device::DeviceLabel;
+use crate::plugin::{CaptureContext, CapturePlugin, SpanInfo};
 
 /// Reason written for physical memory in deterministic mode.
 const DETERMINISTIC_PHYSICAL_REASON: &str =
@@ -39,13 +41,13 @@ struct Sequences {
 /// The allocator and device-sample plug-in of one session.
 pub(crate) struct StoragePlugin {
     device: Device,
-    device_label: String,
+    device_label: DeviceLabel,
     deterministic: bool,
     /// The window was opened by this session.
     active: AtomicBool,
     /// Ring drops before the window opened.
     dropped_at_start: AtomicU64,
-    /// Parameter names and tensor ids (from `ProbedOptimizer`), for gradient labels.
+    /// Parameter names and tensor ids (from a `ProbedOptimizer`), for gradient labels.
     params: Mutex<Vec<(String, TensorId)>>,
     /// The last window's figures.
     summary: Mutex<Option<CaptureSummary>>,
@@ -54,10 +56,10 @@ pub(crate) struct StoragePlugin {
 }
 
 impl StoragePlugin {
-    pub(crate) fn new(device: &Device, device_label: &str, deterministic: bool) -> Self {
+    pub(crate) fn new(device: &Device, deterministic: bool) -> Self {
         Self {
             device: device.clone(),
-            device_label: device_label.to_string(),
+            device_label: DeviceLabel::of(device),
             deterministic,
             active: AtomicBool::new(false),
             dropped_at_start: AtomicU64::new(0),
@@ -73,14 +75,14 @@ impl StoragePlugin {
         if self.deterministic {
             return;
         }
-        let ev = crate::device_mem::sample(&self.device, &self.device_label, ctx.clock().now_ns());
+        let ev = crate::device_mem::sample(&self.device, self.device_label, ctx.clock().now_ns());
         if !ev.is_empty() {
             ctx.emit(TraceEvent::DeviceMemory(ev));
         }
     }
 
-    fn attribution<'a, 'b>(&'a self, ctx: &'a CaptureContext<'b>) -> Ctx<'a, 'b> {
-        Ctx {
+    fn attribution<'a, 'b>(&'a self, ctx: &'a CaptureContext<'b>) -> SessionAttribution<'a, 'b> {
+        SessionAttribution {
             ctx,
             sequences: self.deterministic.then_some(&self.sequences),
         }
@@ -104,15 +106,15 @@ impl StoragePlugin {
 
 /// [`Attribution`] through a session's capture context (with the sequences in deterministic
 /// mode).
-struct Ctx<'a, 'b> {
+struct SessionAttribution<'a, 'b> {
     ctx: &'a CaptureContext<'b>,
     sequences: Option<&'a Mutex<Sequences>>,
 }
 
-impl Ctx<'_, '_> {
-    fn span_and_step(&self, span: u64) -> (Option<String>, Option<ExecutionStep>) {
-        let step = self.ctx.span_info(span).and_then(|i| i.step);
-        (Some(self.ctx.span_id(span)), step)
+impl SessionAttribution<'_, '_> {
+    fn span_and_pass(&self, span: u64) -> (Option<String>, Option<Pass>) {
+        let pass = self.ctx.span_info(span).and_then(|i| i.pass);
+        (Some(self.ctx.span_id(span)), pass)
     }
 }
 
@@ -124,17 +126,17 @@ fn sequence_id(sequences: &Mutex<Sequences>, raw: &str) -> String {
     format!("st{n}")
 }
 
-impl Attribution for Ctx<'_, '_> {
+impl Attribution for SessionAttribution<'_, '_> {
     fn session_ns(&self, hook_ns: u64) -> u64 {
         self.ctx.clock().process_ns_to_session_ns(hook_ns)
     }
 
-    fn span_at(&self, thread: u64, ts_ns: u64) -> (Option<String>, Option<ExecutionStep>) {
+    fn span_at(&self, thread: u64, ts_ns: u64) -> (Option<String>, Option<Pass>) {
         let span = self
             .ctx
             .span_at(thread, ts_ns)
             .unwrap_or(self.ctx.root_span());
-        self.span_and_step(span)
+        self.span_and_pass(span)
     }
 
     fn deterministic(&self) -> bool {
@@ -157,7 +159,7 @@ impl Attribution for Ctx<'_, '_> {
                 )
             }
         };
-        let (span, step) = self.span_and_step(span);
+        let (span, pass) = self.span_and_pass(span);
         let (index, base_ns) = match change {
             Some(c) => (c.index as u64, c.session_ns),
             // Before the root span opened: at its start (the first change of its thread).
@@ -170,7 +172,7 @@ impl Attribution for Ctx<'_, '_> {
             slot: (slot_thread, index),
             base_ns,
             span,
-            step,
+            pass,
         }
     }
 
@@ -193,11 +195,11 @@ impl Attribution for Ctx<'_, '_> {
     }
 }
 
-impl CaptureHook for StoragePlugin {
+impl CapturePlugin for StoragePlugin {
     fn on_meta(&self, meta: &mut RunMeta) {
-        meta.tracking_allocator_installed = Some(super::is_installed());
+        meta.tracking_allocator_installed = Some(crate::alloc::is_installed());
         let contract = meta.capture_contract.get_or_insert_with(Default::default);
-        let (level, reason) = capture::logical_memory_contract(&self.device_label);
+        let (level, reason) = capture::logical_memory_contract(self.device_label);
         contract.logical_memory = level;
         match reason {
             Some(r) => {
@@ -236,7 +238,7 @@ impl CaptureHook for StoragePlugin {
         let mut st = capture::lock();
         let ((), found) =
             st.capture_construction("optimizer state", MemoryCategory::Optimizer, construct);
-        if found.is_none() && super::is_installed() && super::calibrate().is_ok() {
+        if found.is_none() && crate::alloc::is_installed() && crate::alloc::calibrate().is_ok() {
             st.declare_unknown_pre_existing(
                 "the optimizer state allocated during construction could not be observed",
             );
@@ -259,8 +261,8 @@ impl CaptureHook for StoragePlugin {
     fn on_capture_start(&self, ctx: &CaptureContext<'_>) {
         self.sample(ctx);
         self.dropped_at_start
-            .store(super::dropped_events(), Ordering::Relaxed);
-        let opened = capture::lock().begin(&self.device_label, ctx.clock().now_ns());
+            .store(crate::alloc::dropped_events(), Ordering::Relaxed);
+        let opened = capture::lock().begin(self.device_label, ctx.clock().now_ns());
         // Without a window (registration-only mode) the pre-existing storages are still written.
         self.active.store(true, Ordering::Relaxed);
         self.drain(ctx);
@@ -314,12 +316,22 @@ impl CaptureHook for StoragePlugin {
         })
     }
 
-    fn storage_id(&self, tensor: &Tensor, label: &str, category: MemoryCategory) -> Option<String> {
+    fn storage_id(
+        &self,
+        tensor: &Tensor,
+        label: &str,
+        category: MemoryCategory,
+        inferred: bool,
+    ) -> Option<String> {
         let mut st = capture::lock();
         let what = RegisterAs {
             label: (!label.trim().is_empty()).then(|| label.to_string()),
             category,
-            category_source: CategorySource::Declared,
+            category_source: if inferred {
+                CategorySource::Inferred
+            } else {
+                CategorySource::Declared
+            },
         };
         let tag = st.register(tensor, what).tag();
         let raw = st.registry().get(tag).map(|e| e.storage_id.clone())?;

@@ -1,0 +1,165 @@
+//! Internal extension points for capture plug-ins (the storage capture with its registry and
+//! device memory samples). Nothing here is public API.
+//!
+//! # How a plug-in joins a session
+//! Implement [`CapturePlugin`] and return it from [`builtin_plugins`] (the one place a plug-in is
+//! listed; it receives the run config and may return nothing, e.g. when the allocator is not
+//! installed). Every [`crate::TraceSession`] calls its plug-ins at these moments, always on the
+//! thread that caused them:
+//!
+//! | method | when | typical use |
+//! |---|---|---|
+//! | [`CapturePlugin::on_meta`] | capture start, before `meta` is written | declare coverage (`logical_memory`), reasons, `tracking_allocator_installed` |
+//! | [`CapturePlugin::on_parameters`] | `ProbedOptimizer` construction, before the inner optimizer is built | the named parameters (sorted by name) |
+//! | [`CapturePlugin::around_optimizer_construction`] | `ProbedOptimizer` builds the inner optimizer (`O::new(vars, config)`) | arm the allocator briefly so AdamW's private moments become known pre-existing storages |
+//! | [`CapturePlugin::on_capture_start`] | right after the root span (`s1`, the measured region) opened | arm; write pre-existing storages as `pre_existing` allocs |
+//! | [`CapturePlugin::on_loss`] / [`CapturePlugin::on_gradients`] | `ProbedOptimizer::backward_step`, before and after `loss.backward()` | register graph nodes (`loss.sorted_nodes()`) and gradients |
+//! | [`CapturePlugin::on_span_end`] | a span is about to close (before its `span_end` is written) | device memory sample, drain the event ring |
+//! | [`CapturePlugin::on_capture_end`] | the root span is about to close, or the step panicked | disarm, final drain |
+//! | [`CapturePlugin::on_finish`] | `finish()` or a panic, before the terminal | late frees, return the dropped-event count |
+//! | [`CapturePlugin::storage_id`] | a tensor fact is recorded (with its label and category) | register it; the storage identity for `tensor.storage_id` |
+//!
+//! # What a plug-in can use ([`CaptureContext`])
+//! - [`CaptureContext::emit`]: queue any event to the writer thread, from any thread (never
+//!   blocks, never does I/O on the caller's thread).
+//! - The session clock: [`CaptureContext::clock`] (`now_ns`, and conversion of a timestamp taken
+//!   by the allocator hook with [`crate::clock::process_ns`] via
+//!   [`crate::clock::SessionClock::process_ns_to_session_ns`]).
+//! - Span attribution: [`CaptureContext::span_at`]`(thread, ts_ns)` answers which span was the
+//!   innermost open one on a thread at a session time (binary search in a per-thread span-change
+//!   log), and [`CaptureContext::span_info`] gives its step (inherited from ancestors), kind and
+//!   module path. Threads are identified by [`thread_key`], which is allocation-free and
+//!   lock-free, so the allocator hook records it with each ring event.
+//! - [`CaptureContext::span_id`] formats a span number as the wire id `s<n>`.
+//!
+//! In deterministic mode the clock is logical; timestamps the allocator hook took have no logical
+//! value: [`CaptureContext::span_change_at_real`] finds the span change that preceded one in real
+//! time (each change keeps its real time too), and the storage plug-in places its memory events
+//! 1 ns apart after that change's logical reading.
+
+use std::sync::Arc;
+
+use candle_core::backprop::GradStore;
+use candle_core::{Tensor, Var};
+use trace_schema::{ExecutionStep, MemoryCategory, RunMeta, SpanKind, TraceEvent};
+
+pub(crate) use crate::alloc::thread_key;
+use crate::clock::SessionClock;
+use crate::run::ProfileRun;
+use crate::session::{Inner, SpanChange};
+
+/// A capture plug-in. Every method has a no-op default.
+pub(crate) trait CapturePlugin: Send + Sync {
+    /// Adjusts the run meta (contract coverage, reasons, allocator flag) before it is written.
+    fn on_meta(&self, _meta: &mut RunMeta) {}
+    /// Wraps the construction of the inner optimizer of a `ProbedOptimizer`; must call
+    /// `construct` exactly once.
+    fn around_optimizer_construction(&self, construct: &mut dyn FnMut()) {
+        construct()
+    }
+    /// A `ProbedOptimizer` is being built: its named parameters, sorted by name.
+    fn on_parameters(&self, _params: &[(String, Var)]) {}
+    /// Right after the root span opened.
+    fn on_capture_start(&self, _ctx: &CaptureContext<'_>) {}
+    /// `ProbedOptimizer::backward_step`, before `loss.backward()` (e.g. walk
+    /// `loss.sorted_nodes()` to register graph nodes).
+    fn on_loss(&self, _ctx: &CaptureContext<'_>, _loss: &Tensor) {}
+    /// Right after the gradients were computed (register gradients).
+    fn on_gradients(&self, _ctx: &CaptureContext<'_>, _grads: &GradStore) {}
+    /// Before a span's `span_end` is written.
+    fn on_span_end(&self, _ctx: &CaptureContext<'_>, _span: &SpanInfo) {}
+    /// Before the root span closes, or after a panic in the captured step.
+    fn on_capture_end(&self, _ctx: &CaptureContext<'_>) {}
+    /// Before the terminal is written; returns the total dropped-event count, if counted.
+    fn on_finish(&self, _ctx: &CaptureContext<'_>) -> Option<u64> {
+        None
+    }
+    /// The storage identity of `tensor`, if the plug-in knows it; `label`, `category` and
+    /// `inferred` (whether the category was inferred rather than declared) are the tensor
+    /// fact's: the storage registry registers labelled tensors with them.
+    fn storage_id(
+        &self,
+        _tensor: &Tensor,
+        _label: &str,
+        _category: MemoryCategory,
+        _inferred: bool,
+    ) -> Option<String> {
+        None
+    }
+}
+
+/// The plug-ins every session gets: the storage capture (allocator, registry, device samples).
+pub(crate) fn builtin_plugins(run: &ProfileRun) -> Vec<Arc<dyn CapturePlugin>> {
+    vec![Arc::new(crate::storage::StoragePlugin::new(
+        &run.device,
+        run.deterministic,
+    ))]
+}
+
+/// What the probe knows about a span, for attribution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SpanInfo {
+    /// Span number (`s<n>` on the wire).
+    pub id: u64,
+    /// Parent span number.
+    pub parent: Option<u64>,
+    /// Name.
+    pub name: String,
+    /// Kind.
+    pub kind: SpanKind,
+    /// Pass, inherited from the nearest ancestor that has one.
+    pub pass: Option<ExecutionStep>,
+    /// Module path (modules only).
+    pub module_path: Option<String>,
+    /// Start, session ns.
+    pub start_ns: u64,
+    /// [`thread_key`] of the thread that opened it.
+    pub thread: u64,
+}
+
+/// A session as seen by a plug-in.
+pub(crate) struct CaptureContext<'a> {
+    pub(crate) inner: &'a Inner,
+}
+
+impl CaptureContext<'_> {
+    /// Queues an event to the writer thread.
+    pub fn emit(&self, event: TraceEvent) {
+        self.inner.emit(event);
+    }
+    /// The session clock.
+    pub fn clock(&self) -> &SessionClock {
+        &self.inner.clock
+    }
+    /// The wire id of a span number.
+    pub fn span_id(&self, span: u64) -> String {
+        span_wire_id(span)
+    }
+    /// The root span number (the measured region).
+    pub fn root_span(&self) -> u64 {
+        ROOT_SPAN
+    }
+    /// Innermost open span of `thread` at session time `ts_ns` (`None`: none open there, e.g.
+    /// a thread that never opened a span: attribute to the root).
+    pub fn span_at(&self, thread: u64, ts_ns: u64) -> Option<u64> {
+        self.inner.spans.span_at(thread, ts_ns)
+    }
+    /// The last span change of `thread` at or before real time `real_ns` (ns since the process
+    /// clock base, as an allocator-hook timestamp): deterministic mode maps hook times onto the
+    /// logical clock with it.
+    pub fn span_change_at_real(&self, thread: u64, real_ns: u64) -> Option<SpanChange> {
+        self.inner.spans.span_change_at_real(thread, real_ns)
+    }
+    /// Facts about a span.
+    pub fn span_info(&self, span: u64) -> Option<SpanInfo> {
+        self.inner.spans.span_info(span)
+    }
+}
+
+/// The root span's number: the step guard's measured region.
+pub(crate) const ROOT_SPAN: u64 = 1;
+
+/// `s<n>`.
+pub(crate) fn span_wire_id(span: u64) -> String {
+    format!("s{span}")
+}

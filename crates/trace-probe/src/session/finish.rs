@@ -1,0 +1,153 @@
+//! How a session ends: the meta written once, capture-end plug-ins run once, the terminal
+//! (`complete`, or `failed` with the reason: a panic in the captured step, a capture step never
+//! reached, `finish` inside the step), and the writer stopped.
+
+use std::time::Duration;
+
+use trace_schema::{MetaEvent, TerminalEvent, TerminalOutcome, TraceEvent, WRITE_VERSION};
+
+use super::{Inner, Phase, State, TraceSummary};
+use crate::error::ProbeError;
+use crate::writer::lock;
+
+impl Inner {
+    /// Writes the `meta` event once (at capture start, or at `finish` when the step never ran).
+    pub(super) fn write_meta(&self, state: &mut State) {
+        if state.meta_written {
+            return;
+        }
+        let mut meta = crate::meta::run_meta(&self.run, self.device, state.contract.clone());
+        for plugin in &self.plugins {
+            plugin.on_meta(&mut meta);
+        }
+        self.emit(TraceEvent::Meta(MetaEvent {
+            schema: WRITE_VERSION.as_str().to_string(),
+            run: meta,
+        }));
+        state.meta_written = true;
+    }
+
+    /// Runs every plug-in's capture end, once.
+    pub(super) fn run_capture_end_plugins(&self) {
+        {
+            let mut state = lock(&self.state);
+            if state.capture_end_plugins_ran {
+                return;
+            }
+            state.capture_end_plugins_ran = true;
+        }
+        for plugin in &self.plugins {
+            plugin.on_capture_end(&self.plugin_context());
+        }
+    }
+
+    fn finish_plugins(&self) -> Option<u64> {
+        let mut dropped: Option<u64> = None;
+        for plugin in &self.plugins {
+            if let Some(n) = plugin.on_finish(&self.plugin_context()) {
+                dropped = Some(dropped.unwrap_or(0).saturating_add(n));
+            }
+        }
+        dropped
+    }
+
+    fn terminal(&self, outcome: TerminalOutcome, reason: Option<String>, dropped: Option<u64>) {
+        self.emit(TraceEvent::Terminal(TerminalEvent {
+            outcome,
+            timestamp_ns: self.clock.now_ns(),
+            reason,
+            dropped_events: dropped,
+        }));
+    }
+
+    /// Called by the panic hook on a thread with one of this session's spans open.
+    pub(crate) fn fail_from_panic(&self, reason: &str) {
+        let Ok(mut state) = self.state.try_lock() else {
+            return;
+        };
+        if state.phase != Phase::Capturing {
+            return;
+        }
+        state.phase = Phase::Failed;
+        self.capturing
+            .store(false, std::sync::atomic::Ordering::Release);
+        drop(state);
+        self.run_capture_end_plugins();
+        let dropped = self.finish_plugins();
+        self.terminal(TerminalOutcome::Failed, Some(reason.to_string()), dropped);
+        // The process may abort right after the hook (`panic = "abort"`): wait for the writer.
+        self.writer.flush_sync(Duration::from_secs(1));
+    }
+
+    pub(super) fn finish(&self) -> Result<TraceSummary, ProbeError> {
+        let mut state = lock(&self.state);
+        let mut result_err = None;
+        let (outcome, dropped) = match state.phase {
+            Phase::Finished => return Err(ProbeError::AlreadyFinished),
+            Phase::Failed => (TerminalOutcome::Failed, None),
+            Phase::Waiting => {
+                self.write_meta(&mut state);
+                let reason = format!(
+                    "capture step {} was never reached before finish()",
+                    self.run.capture_step
+                );
+                self.terminal(TerminalOutcome::Failed, Some(reason), None);
+                result_err = Some(ProbeError::CaptureStepNotReached {
+                    step: self.run.capture_step,
+                });
+                (TerminalOutcome::Failed, None)
+            }
+            Phase::Capturing => {
+                // Finished now, so a concurrent `finish` or the step guard's drop writes nothing.
+                state.phase = Phase::Finished;
+                self.capturing
+                    .store(false, std::sync::atomic::Ordering::Release);
+                drop(state);
+                self.run_capture_end_plugins();
+                let dropped = self.finish_plugins();
+                self.terminal(
+                    TerminalOutcome::Failed,
+                    Some("finish() was called inside the captured step".to_string()),
+                    dropped,
+                );
+                state = lock(&self.state);
+                (TerminalOutcome::Failed, dropped)
+            }
+            Phase::Captured => {
+                state.phase = Phase::Finished;
+                drop(state);
+                let dropped = self.finish_plugins();
+                self.terminal(TerminalOutcome::Complete, None, dropped);
+                state = lock(&self.state);
+                (TerminalOutcome::Complete, dropped)
+            }
+        };
+        state.phase = Phase::Finished;
+        let registered = std::mem::replace(&mut state.panic_hook_registered, false);
+        drop(state);
+        if registered {
+            crate::panic_hook::release(self.uid);
+        }
+        let written = self.writer.finish()?;
+        if let Some(err) = result_err {
+            return Err(err);
+        }
+        if let Some(err) = lock(&self.first_error).take() {
+            return Err(err);
+        }
+        Ok(TraceSummary {
+            outcome,
+            events_written: written,
+            dropped_events: dropped,
+        })
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let registered = lock(&self.state).panic_hook_registered;
+        if registered {
+            crate::panic_hook::release(self.uid);
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! The captured step and its passes. The step guard of the captured step opens the root span
+//! (the measured region) and right under it the forward pass; the optimizer wrapper's backward
+//! closes the forward pass and opens `backward`, then `optimizer`. A user writes no pass spans
+//! unless they want them (see [`TraceSession::pass`]).
+
+use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use candle_core::Device;
+use trace_schema::{ExecutionStep as Pass, SpanEndEvent, SpanKind, SpanStartEvent, TraceEvent};
+
+use super::spans::{OpenSpan, SpanGuard};
+use super::{stack, Inner, Phase, TraceSession};
+use crate::error::ProbeError;
+use crate::plugin::{span_wire_id, thread_key, SpanInfo, ROOT_SPAN};
+use crate::writer::lock;
+
+/// Guard of the captured step (the root span); inactive on every other step. Dropping it closes
+/// the forward pass if still open and the root span (synchronizing CUDA/Metal first), and stops
+/// recording. `!Send`.
+#[must_use = "the captured step ends when this guard drops"]
+#[derive(Debug)]
+pub struct StepGuard {
+    inner: Option<Arc<Inner>>,
+    start_ns: u64,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl StepGuard {
+    fn inactive() -> Self {
+        Self {
+            inner: None,
+            start_ns: 0,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Whether this guard is the captured step.
+    pub fn is_active(&self) -> bool {
+        self.inner.is_some()
+    }
+}
+
+impl Drop for StepGuard {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            inner.end_capture(self.start_ns);
+        }
+    }
+}
+
+/// The wire name of a pass span.
+fn pass_name(pass: Pass) -> &'static str {
+    match pass {
+        Pass::Forward => "forward",
+        Pass::Backward => "backward",
+        Pass::Optimizer => "optimizer",
+    }
+}
+
+impl TraceSession {
+    /// Begins training step (or inference call) `step` of the loop, one-based, counted with any
+    /// integer type (a negative or oversized number is never the captured step). On the
+    /// configured capture step this writes `meta`, opens the root span (named after the
+    /// entrypoint, the single measured region, synchronizing CUDA/Metal devices first) and the
+    /// forward pass, and records until the guard drops. On every other step it costs one integer
+    /// comparison and returns an inactive guard.
+    pub fn step<N: TryInto<u64>>(&self, step: N) -> StepGuard {
+        match step.try_into() {
+            Ok(n) if n == self.inner.run.capture_step => self.inner.begin_capture(&self.inner),
+            _ => StepGuard::inactive(),
+        }
+    }
+
+    /// Opens a pass span (`forward`, `backward` or `optimizer`) under the innermost open span
+    /// of this thread. Opening `backward` or `optimizer` first closes the forward pass the step
+    /// guard opened; opening `forward` while that pass is still open does nothing (an inactive
+    /// guard). Only needed without [`crate::ProbedOptimizer`], or for finer passes.
+    pub fn pass(&self, pass: Pass) -> SpanGuard {
+        if !self.is_capturing() {
+            return SpanGuard::inactive();
+        }
+        if lock(&self.inner.auto_forward).is_some() {
+            if pass == Pass::Forward {
+                return SpanGuard::inactive();
+            }
+            self.inner.close_auto_forward();
+        }
+        match self
+            .inner
+            .open_span_raw(pass_name(pass), SpanKind::Function, Some(pass), None)
+        {
+            Some(open) => SpanGuard::active(&self.inner, open),
+            None => SpanGuard::inactive(),
+        }
+    }
+}
+
+impl Inner {
+    fn synchronizes(&self) -> bool {
+        !matches!(self.run.device, Device::Cpu)
+    }
+
+    pub(super) fn sync_device(&self) {
+        if self.synchronizes() {
+            if let Err(err) = self.run.device.synchronize() {
+                self.record_error(ProbeError::Candle {
+                    context: "synchronizing the device at the measured region's boundary",
+                    source: err,
+                });
+            }
+        }
+    }
+
+    fn begin_capture(&self, this: &Arc<Inner>) -> StepGuard {
+        let mut state = lock(&self.state);
+        if state.phase != Phase::Waiting {
+            return StepGuard::inactive();
+        }
+        self.write_meta(&mut state);
+        self.sync_device();
+        let (start_ns, start_real) = self.clock.now_with_process_ns();
+        self.emit(TraceEvent::SpanStart(SpanStartEvent {
+            id: span_wire_id(ROOT_SPAN),
+            parent_id: None,
+            name: self.run.entrypoint.clone(),
+            start_ns,
+            span_kind: SpanKind::Function,
+            measured: true,
+            step: None,
+            module_path: None,
+            instance_key: None,
+        }));
+        self.spans.opened(
+            SpanInfo {
+                id: ROOT_SPAN,
+                parent: None,
+                name: self.run.entrypoint.clone(),
+                kind: SpanKind::Function,
+                pass: None,
+                module_path: None,
+                start_ns,
+                thread: thread_key(),
+            },
+            start_real,
+        );
+        stack::push(self.uid, ROOT_SPAN);
+        state.phase = Phase::Capturing;
+        crate::panic_hook::register(self.uid, Arc::downgrade(this));
+        state.panic_hook_registered = true;
+        self.capturing.store(true, Ordering::Release);
+        drop(state);
+        for plugin in &self.plugins {
+            plugin.on_capture_start(&self.plugin_context());
+        }
+        if let Some(open) = self.open_span_raw(
+            pass_name(Pass::Forward),
+            SpanKind::Function,
+            Some(Pass::Forward),
+            None,
+        ) {
+            *lock(&self.auto_forward) = Some((open, thread_key()));
+        }
+        StepGuard {
+            inner: Some(Arc::clone(this)),
+            start_ns,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Closes the forward pass the step guard opened, when it is still open and this is its
+    /// thread.
+    pub(crate) fn close_auto_forward(&self) {
+        let open: Option<OpenSpan> = {
+            let mut slot = lock(&self.auto_forward);
+            match *slot {
+                Some((open, thread)) if thread == thread_key() => {
+                    *slot = None;
+                    Some(open)
+                }
+                _ => None,
+            }
+        };
+        if let Some(open) = open {
+            self.end_span(open.id, open.start_ns);
+        }
+    }
+
+    fn end_capture(&self, start_ns: u64) {
+        self.close_auto_forward();
+        *lock(&self.auto_forward) = None;
+        if lock(&self.state).phase != Phase::Capturing {
+            stack::pop(self.uid, ROOT_SPAN);
+            return;
+        }
+        self.run_capture_end_plugins();
+        self.sync_device();
+        let (end_ns, end_real) = self.clock.now_with_process_ns();
+        let mut state = lock(&self.state);
+        if state.phase != Phase::Capturing {
+            drop(state);
+            stack::pop(self.uid, ROOT_SPAN);
+            return;
+        }
+        self.capturing.store(false, Ordering::Release);
+        state.phase = Phase::Captured;
+        self.emit(TraceEvent::SpanEnd(SpanEndEvent {
+            id: span_wire_id(ROOT_SPAN),
+            duration_ns: end_ns.saturating_sub(start_ns),
+        }));
+        self.writer.flush_async();
+        drop(state);
+        self.log_close(ROOT_SPAN, end_ns, end_real);
+        stack::pop(self.uid, ROOT_SPAN);
+    }
+}

@@ -1,0 +1,100 @@
+//! What a storage is, read through Candle's public API only: its key (identity while live), its
+//! bytes (from the storage itself, never from a view's shape) and, on CPU, its data pointer.
+//! The one place that reads a CPU storage's size.
+
+use candle_core::{CpuStorage, Storage, Tensor};
+
+use crate::device::DeviceLabel;
+
+/// The storage key of `t`: the address its `storage_and_layout()` guard derefs to (the
+/// `RwLock`'s payload inside the storage's `Arc` block). Equal keys mean a shared storage.
+///
+/// Takes a read lock on the storage: do not call while this thread holds its write lock.
+pub fn storage_key(t: &Tensor) -> usize {
+    let (guard, _) = t.storage_and_layout();
+    &*guard as *const Storage as usize
+}
+
+/// Data pointer and bytes (`len × element size`: the storage's own size, not a view's; raw
+/// bytes for the sub-byte formats) of a CPU storage.
+pub fn cpu_data(cpu: &CpuStorage) -> (usize, u64) {
+    fn of<T>(v: &[T]) -> (usize, u64) {
+        (v.as_ptr() as usize, std::mem::size_of_val(v) as u64)
+    }
+    match cpu {
+        CpuStorage::U8(v) => of(v),
+        CpuStorage::U32(v) => of(v),
+        CpuStorage::I16(v) => of(v),
+        CpuStorage::I32(v) => of(v),
+        CpuStorage::I64(v) => of(v),
+        CpuStorage::BF16(v) => of(v),
+        CpuStorage::F16(v) => of(v),
+        CpuStorage::F32(v) => of(v),
+        CpuStorage::F64(v) => of(v),
+        CpuStorage::F8E4M3(v) => of(v),
+        CpuStorage::F6E2M3(v)
+        | CpuStorage::F6E3M2(v)
+        | CpuStorage::F4(v)
+        | CpuStorage::F8E8M0(v) => of(v),
+    }
+}
+
+/// Storage facts read through `storage_and_layout()` (read lock held only inside).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageFacts {
+    /// Storage key (see [`storage_key`]).
+    pub key: usize,
+    /// Bytes of the storage (`None`: the backend's size is not readable in this build).
+    pub bytes: Option<u64>,
+    /// CPU data pointer.
+    pub data_ptr: Option<usize>,
+    /// Device.
+    pub device: DeviceLabel,
+}
+
+/// Reads a tensor's storage facts. Takes a read lock on the storage.
+pub fn storage_facts(t: &Tensor) -> StorageFacts {
+    let (guard, _) = t.storage_and_layout();
+    let key = &*guard as *const Storage as usize;
+    let (bytes, data_ptr) = match &*guard {
+        Storage::Cpu(cpu) => {
+            let (ptr, bytes) = cpu_data(cpu);
+            (Some(bytes), Some(ptr))
+        }
+        #[allow(unreachable_patterns)]
+        other => (crate::device_mem::backend_storage_bytes(other), None),
+    };
+    drop(guard);
+    StorageFacts {
+        key,
+        bytes,
+        data_ptr,
+        device: DeviceLabel::of(t.device()),
+    }
+}
+
+/// Bytes of the storage behind `tensor`, read from the storage itself (not from the view's
+/// shape, which misstates broadcast and narrowed views). Exact on CPU; on CUDA and Metal the
+/// buffer size when that backend is compiled in, else `None`.
+///
+/// Takes the storage's read lock: do not call it while the same thread holds the write lock.
+pub fn storage_bytes(tensor: &Tensor) -> Option<u64> {
+    storage_facts(tensor).bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device};
+
+    #[test]
+    fn bytes_come_from_the_storage_not_the_view() -> candle_core::Result<()> {
+        let base = Tensor::zeros((8, 64, 1), DType::F32, &Device::Cpu)?;
+        let wide = base.broadcast_as((8, 64, 128))?;
+        assert_eq!(storage_bytes(&wide), Some(8 * 64 * 4));
+        assert_eq!(storage_key(&wide), storage_key(&base));
+        let m = Tensor::zeros((10, 10), DType::F64, &Device::Cpu)?;
+        assert_eq!(storage_bytes(&m.narrow(0, 2, 3)?), Some(800));
+        Ok(())
+    }
+}

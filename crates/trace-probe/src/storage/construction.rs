@@ -1,0 +1,101 @@
+//! Optimizer state found at construction: AdamW allocates its moments in `new` and keeps them
+//! private, so the probe arms the allocator around the inner optimizer's construction and
+//! registers every storage created then and still live after it (persistent: kept across
+//! sessions, written as `pre_existing` at each capture start).
+
+use trace_schema::MemoryCategory;
+
+use super::join::Joiner;
+use super::registry::RegisterAs;
+use super::window::CaptureState;
+use crate::alloc::{self, calibrate, hold, hook, ring, IgnoreAllocs};
+
+impl CaptureState {
+    /// Runs `f` with the hook armed and registers every storage it created that is still live
+    /// after it as `category` with `label`. Returns `f`'s result and the bytes found; `None`
+    /// bytes when the allocator is unavailable, busy, or the ring dropped events (the caller
+    /// then declares unknown pre-existing storage).
+    ///
+    /// A storage is a block-sized allocation of the window with no logged free whose
+    /// data-pointer word (at the calibrated offset) names a buffer allocated in the window
+    /// before it; the buffer's logged size is the storage's bytes.
+    pub fn capture_construction<R>(
+        &mut self,
+        label: &str,
+        category: MemoryCategory,
+        f: impl FnOnce() -> R,
+    ) -> (R, Option<u64>) {
+        let calib = match calibrate() {
+            Ok(c) if self.window_start.is_none() && !alloc::is_armed() => c,
+            _ => return (f(), None),
+        };
+        if !self.registry.watching() {
+            self.registry.enable_watch(calib.key_offset);
+        }
+        self.raw.clear();
+        ring::drain_into(&mut self.raw);
+        self.raw.clear();
+        let dropped_before = ring::dropped_events();
+        hook::arm();
+        let out = f();
+        // From here until `hold::release`, no storage-sized block is returned to the inner
+        // allocator, whichever thread frees it: a block with no free logged while armed stays
+        // readable until the hold ends.
+        hook::disarm_and_hold();
+        let _quiet = IgnoreAllocs::new();
+        ring::drain_into(&mut self.raw);
+        let found = if ring::dropped_events() != dropped_before {
+            None
+        } else {
+            calib.data_ptr_offset.map(|off| {
+                self.register_constructed(
+                    calib.block_size,
+                    calib.key_offset,
+                    off,
+                    RegisterAs::category(category).label(label),
+                )
+            })
+        };
+        hold::release();
+        self.raw.clear();
+        (out, found)
+    }
+
+    /// Registers the storages among the live blocks of the drained window; returns their bytes.
+    fn register_constructed(
+        &mut self,
+        block_size: usize,
+        key_offset: usize,
+        data_ptr_offset: usize,
+        what: RegisterAs,
+    ) -> u64 {
+        let mut joiner = Joiner::default();
+        for ev in &self.raw {
+            joiner.feed(ev, block_size);
+        }
+        let mut blocks: Vec<(usize, u64)> = joiner.live_block_list();
+        blocks.sort_by_key(|b| b.1);
+        let mut found = 0u64;
+        for (block, block_ns) in blocks {
+            // SAFETY: `block` is a `block_size`-byte allocation logged while armed with no free
+            // logged while armed (the ring dropped nothing), so it was live when the hook was
+            // disarmed; since then storage-sized frees are held (`disarm_and_hold`), so its
+            // memory has not been returned to the allocator even if another thread dropped it
+            // meanwhile. The read is of one aligned word inside it (`data_ptr_offset +
+            // size_of::<usize>() <= block_size`, checked by calibration).
+            let word = unsafe { ((block + data_ptr_offset) as *const usize).read_volatile() };
+            if let Some(data) = joiner.alloc_at(word) {
+                if data.ts_ns <= block_ns && data.size > 0 {
+                    self.registry.register_raw(
+                        block + key_offset,
+                        data.size as u64,
+                        word,
+                        what.clone(),
+                    );
+                    found += data.size as u64;
+                }
+            }
+        }
+        found
+    }
+}

@@ -1,0 +1,107 @@
+//! Registering storages the probe can name (graph nodes, gradients, labelled tensors,
+//! parameters) into the capture window: a new storage in an open window gets its `alloc` at the
+//! exact time its data buffer (or block) was logged.
+
+use candle_core::backprop::GradStore;
+use candle_core::{Tensor, TensorId};
+use trace_schema::{MemoryCategory, MemorySource};
+
+use super::bytes::storage_facts;
+use super::events::{alloc_event, PendingEvent};
+use super::registry::{RegisterAs, Registration};
+use super::window::{key_offset, CaptureState};
+use crate::alloc::IgnoreAllocs;
+use crate::tensor_id::tensor_number;
+
+impl CaptureState {
+    /// Registers `t` (see [`super::Registry::register`]) and, for a new storage in an open
+    /// window, queues its alloc. Safe to call with the allocator missing (registration-only
+    /// mode).
+    pub fn register(&mut self, t: &Tensor, what: RegisterAs) -> Registration {
+        let _quiet = IgnoreAllocs::new();
+        self.pump();
+        let facts = storage_facts(t);
+        let reg = self.registry.register(t, what);
+        let (Registration::New(tag), Some(start)) = (reg, self.window_start) else {
+            return reg;
+        };
+        let block = facts.key.wrapping_sub(key_offset());
+        let block_ns = self.joiner.block_alloc_at(block);
+        let data = facts.data_ptr.and_then(|p| self.joiner.alloc_at(p));
+        let Some(entry) = self.registry.get(tag).cloned() else {
+            return reg;
+        };
+        let pending = match block_ns {
+            Some(b) => {
+                let (ns, thread) = match data {
+                    Some(d) if d.ts_ns <= b => (d.ts_ns, d.thread as u64),
+                    _ => (b, crate::alloc::thread_key()),
+                };
+                self.summary.registered_in_window += 1;
+                PendingEvent {
+                    hook_ns: ns,
+                    thread,
+                    session_ns: None,
+                    event: alloc_event(&entry, false, MemorySource::Allocator),
+                    infer_category: false,
+                }
+            }
+            None => {
+                self.summary.pre_existing_storages += 1;
+                PendingEvent {
+                    hook_ns: start,
+                    thread: 0,
+                    session_ns: None,
+                    event: alloc_event(&entry, true, MemorySource::Registry),
+                    infer_category: false,
+                }
+            }
+        };
+        self.pending.push(pending);
+        reg
+    }
+
+    /// Registers the graph nodes of `loss` (`loss.sorted_nodes()`): variables as parameters
+    /// (aliases of the registered ones), everything else as activations.
+    pub fn register_graph(&mut self, loss: &Tensor) {
+        for node in loss.sorted_nodes() {
+            let category = if node.is_variable() {
+                MemoryCategory::Parameter
+            } else {
+                MemoryCategory::Activation
+            };
+            self.register(node, RegisterAs::category(category));
+        }
+    }
+
+    /// Registers the gradients in `grads`: those of the named parameters `params` (name,
+    /// tensor id) labelled `<name>.grad`, the others (non-parameter leaves such as the input
+    /// batch) labelled `tensor-grad`, in Candle's creation order.
+    pub fn register_grads(&mut self, grads: &GradStore, params: &[(String, TensorId)]) {
+        let mut param_ids = std::collections::HashSet::new();
+        for (name, id) in params {
+            param_ids.insert(*id);
+            if let Some(g) = grads.get_id(*id) {
+                self.register(
+                    g,
+                    RegisterAs::category(MemoryCategory::Gradient).label(format!("{name}.grad")),
+                );
+            }
+        }
+        let mut ids: Vec<TensorId> = grads
+            .get_ids()
+            .copied()
+            .filter(|id| !param_ids.contains(id))
+            .collect();
+        // The store iterates in random order; Candle's ids count up in creation order.
+        ids.sort_by_key(|id| tensor_number(*id));
+        for id in ids {
+            if let Some(g) = grads.get_id(id) {
+                self.register(
+                    g,
+                    RegisterAs::category(MemoryCategory::Gradient).label("tensor-grad"),
+                );
+            }
+        }
+    }
+}

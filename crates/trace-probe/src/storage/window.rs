@@ -1,0 +1,375 @@
+//! The capture window: the process-wide state that turns allocator-hook events and
+//! registrations into `memory` events.
+//!
+//! # How storages reach the trace
+//! - **Registered before capture start** (parameters, labelled tensors, optimizer state found at
+//!   construction): one `alloc` at capture start marked `pre_existing`, `source: registry`.
+//! - **Registered during the window** (graph nodes after forward, gradients after backward): one
+//!   `alloc` written at registration, with the exact time of the data buffer's logged
+//!   allocation (`source: allocator`); when its block predates the window, a `pre_existing`
+//!   alloc at capture start instead.
+//! - **Unregistered CPU storages** (backward intermediates, optimizer temporaries, forward
+//!   temporaries): recognised at their free by the drop signature; the `alloc` (exact data
+//!   buffer time and bytes) and the `free` are written together when the free is drained. A
+//!   storage still alive when the window ends (or when the step crashes) cannot be identified:
+//!   the capture counts the block-sized allocations of the window that are still live and
+//!   unidentified and reports them (see [`CaptureSummary::unidentified_live_blocks`]); an upper
+//!   bound of what is missing, never silently zero.
+//! - **Frees** of registered storages are written when drained (`source: allocator`).
+//!
+//! # The capture window
+//! It opens when the session arms (right after the root span opened) and closes when the root
+//! span is about to close (`end`): the hook is disarmed, the ring drained a last time. Frees
+//! after that are **not observed**: a storage registered or allocated in the window and still
+//! live then has no `free` event, which analyzers read as "live at the end of the trace"
+//! (`live_at_end`). Drop the loss and gradients inside the step guard to see their frees.
+
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use trace_schema::{CoverageLevel, MemoryAction, MemoryEvent, MemorySource};
+
+use super::events::{self, alloc_event, anonymous_alloc, Attribution, PendingEvent};
+use super::join::{JoinStats, Joiner, StorageFreed};
+use super::registry::Registry;
+use crate::alloc::ring::{self, RawEvent};
+use crate::alloc::{self, calibrate, hook, Calibration, CalibrationError, IgnoreAllocs};
+use crate::device::DeviceLabel;
+
+/// Figures of one capture window, for the summary and the README.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CaptureSummary {
+    /// What the join saw (signature matches, registered frees, …).
+    pub join: JoinStats,
+    /// Raw hook events drained in the window.
+    pub raw_events: u64,
+    /// Allocation calls seen by the armed hook in the window.
+    pub armed_alloc_calls: u64,
+    /// Events dropped because the ring was full (running count since process start).
+    pub dropped_events: u64,
+    /// Block-sized allocations of the window still live and unidentified at its end: an upper
+    /// bound on unregistered storages missing from the trace.
+    pub unidentified_live_blocks: u64,
+    /// Unregistered storages allocated before the window and freed in it (invisible: the
+    /// capture-start figure missed them).
+    pub unregistered_pre_window_frees: u64,
+    /// Registered storages written as `pre_existing`.
+    pub pre_existing_storages: u64,
+    /// Storages registered in the window.
+    pub registered_in_window: u64,
+    /// Unregistered storages written (alloc + free pairs).
+    pub anonymous_storages: u64,
+    /// Registered CPU storages whose freed data buffer size (what an unregistered storage's
+    /// bytes are taken from) differed from their `len × element size`; 0 means the allocator's
+    /// size is the storage's own size for every storage checked.
+    pub data_size_mismatches: u64,
+    /// Registered CPU storages whose free showed the drop signature (the sample of that check).
+    pub data_size_checked: u64,
+}
+
+/// The process-wide capture state (behind [`lock`]).
+#[derive(Debug, Default)]
+pub struct CaptureState {
+    pub(super) registry: Registry,
+    pub(super) joiner: Joiner,
+    pub(super) raw: Vec<RawEvent>,
+    pub(super) pending: Vec<PendingEvent>,
+    /// Hook ns of capture start while a window is open.
+    pub(super) window_start: Option<u64>,
+    device: Option<DeviceLabel>,
+    /// Reasons logical memory is not complete, found before the meta was written.
+    unknown_pre_existing: Vec<String>,
+    pub(super) summary: CaptureSummary,
+    warned: bool,
+}
+
+static STATE: OnceLock<Mutex<CaptureState>> = OnceLock::new();
+
+/// Locks the process-wide capture state (poisoning is ignored: the state stays usable).
+pub fn lock() -> MutexGuard<'static, CaptureState> {
+    let m = STATE.get_or_init(|| Mutex::new(CaptureState::default()));
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether the logical memory plane can be captured here, and why not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Availability {
+    /// The allocator is installed.
+    pub installed: bool,
+    /// Calibration result.
+    pub calibration: Result<Calibration, CalibrationError>,
+}
+
+/// Checks installation and calibrates (once per process). Prints one warning per process when
+/// the allocator is not installed or calibration failed.
+pub fn availability() -> Availability {
+    let calibration = calibrate();
+    let installed = alloc::is_installed();
+    let mut st = lock();
+    if let Err(e) = &calibration {
+        if !st.warned {
+            st.warned = true;
+            match e {
+                CalibrationError::NotInstalled => eprintln!(
+                    "warning: trace-probe: the tracking allocator is not installed \
+                     (#[global_allocator] static ALLOC: trace_probe::Tracking = \
+                     trace_probe::Tracking::system();): storage frees are unknown, \
+                     logical memory is registration-only and declared partial"
+                ),
+                e => eprintln!(
+                    "warning: trace-probe: automatic storage capture is off: {e}; logical \
+                     memory is declared unavailable"
+                ),
+            }
+        }
+    }
+    if let Ok(c) = &calibration {
+        if !st.registry.watching() {
+            st.registry.enable_watch(c.key_offset);
+        }
+    }
+    Availability {
+        installed,
+        calibration,
+    }
+}
+
+/// The logical-memory coverage to declare for a capture on `device`, with the reason when not
+/// complete (`capture_contract.reasons["logical_memory"]`).
+pub fn logical_memory_contract(device: DeviceLabel) -> (CoverageLevel, Option<String>) {
+    let a = availability();
+    let st = lock();
+    match (&a.calibration, a.installed) {
+        (Err(CalibrationError::NotInstalled), _) | (_, false) => (
+            CoverageLevel::Partial,
+            Some("tracking allocator not installed: frees are unknown, only registered storages at registration time".into()),
+        ),
+        (Err(e), _) => (
+            CoverageLevel::None,
+            Some(format!("automatic storage capture unavailable: {e}")),
+        ),
+        (Ok(_), true) if !device.is_cpu() => (
+            CoverageLevel::Partial,
+            Some(format!(
+                "{device}: storages are captured through registration only (the CPU drop signature does not apply); host-side frees mark the last handle's release into the device pool"
+            )),
+        ),
+        (Ok(_), true) if !st.unknown_pre_existing.is_empty() => (
+            CoverageLevel::Partial,
+            Some(format!(
+                "pre-existing storage of unknown size: {}",
+                st.unknown_pre_existing.join("; ")
+            )),
+        ),
+        (Ok(_), true) => (CoverageLevel::Complete, None),
+    }
+}
+
+impl CaptureState {
+    /// Declares pre-existing storage the capture cannot size (e.g. an optimizer built outside
+    /// the probe's wrapper); logical memory is then `partial` with this reason.
+    pub fn declare_unknown_pre_existing(&mut self, reason: impl Into<String>) {
+        self.unknown_pre_existing.push(reason.into());
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Whether a window is open (armed by this state).
+    pub fn in_window(&self) -> bool {
+        self.window_start.is_some()
+    }
+
+    /// The device of the open window (the run's).
+    pub(super) fn device(&self) -> DeviceLabel {
+        self.device.unwrap_or(DeviceLabel::Cpu)
+    }
+
+    /// Opens the window: arms the hook and queues every registered storage as a
+    /// `pre_existing` alloc at `start_session_ns`. Returns false (nothing armed) when the
+    /// allocator is unavailable or another window is open.
+    pub fn begin(&mut self, device: DeviceLabel, start_session_ns: u64) -> bool {
+        let _quiet = IgnoreAllocs::new();
+        self.device = Some(device);
+        self.summary = CaptureSummary::default();
+        self.joiner = Joiner::default();
+        if self.window_start.is_some() || alloc::is_armed() || alloc::block_size() == 0 {
+            self.queue_pre_existing(start_session_ns);
+            return false;
+        }
+        // Discard events left from a previous window or calibration.
+        self.raw.clear();
+        ring::drain_into(&mut self.raw);
+        self.raw.clear();
+        let start = crate::clock::process_ns();
+        self.window_start = Some(start);
+        self.queue_pre_existing(start_session_ns);
+        hook::arm();
+        true
+    }
+
+    fn queue_pre_existing(&mut self, at: u64) {
+        for e in self.registry.entries() {
+            self.summary.pre_existing_storages += 1;
+            self.pending.push(PendingEvent {
+                hook_ns: 0,
+                thread: 0,
+                session_ns: Some(at),
+                event: alloc_event(e, true, MemorySource::Registry),
+                infer_category: false,
+            });
+        }
+    }
+
+    /// Drains the ring and keeps the resulting events queued (deterministic mode writes them
+    /// all at [`Self::end`], sorted by hook time, so no later registration can land before an
+    /// event already written).
+    pub fn pump_queued(&mut self) {
+        let _quiet = IgnoreAllocs::new();
+        self.pump();
+    }
+
+    /// Drains the ring into the join (no attribution yet).
+    pub(super) fn pump(&mut self) {
+        if self.window_start.is_none() {
+            return;
+        }
+        let block_size = alloc::block_size();
+        self.raw.clear();
+        ring::drain_into(&mut self.raw);
+        self.summary.raw_events += self.raw.len() as u64;
+        let raw = std::mem::take(&mut self.raw);
+        for ev in &raw {
+            match self.joiner.feed(ev, block_size) {
+                Some(freed) => self.on_freed(freed, ev),
+                None => {
+                    if let RawEvent::BlockFree {
+                        tag: 0,
+                        block,
+                        data: Some(_),
+                        ..
+                    } = *ev
+                    {
+                        // Signature match on a block allocated before the window.
+                        if !self.registry.has_block(block) {
+                            self.summary.unregistered_pre_window_frees += 1;
+                        }
+                    }
+                }
+            }
+        }
+        self.raw = raw;
+    }
+
+    fn on_freed(&mut self, freed: StorageFreed, ev: &RawEvent) {
+        match freed {
+            StorageFreed::Registered { tag, free_ns } => self.registered_free(tag, free_ns, ev),
+            StorageFreed::Anonymous(a) => {
+                let key = a.block + key_offset();
+                if let Some(tag) = self.registry.by_key(key).map(|e| e.tag) {
+                    // Registered but not watched (table full): a registered free.
+                    self.registered_free(tag, a.free_ns, ev);
+                    return;
+                }
+                let generation = self.registry.next_generation(key);
+                let storage_id = super::registry::storage_id(key, generation);
+                let mut event = anonymous_alloc(self.device().to_string(), storage_id, a.bytes);
+                self.summary.anonymous_storages += 1;
+                self.pending.push(PendingEvent {
+                    hook_ns: a.alloc_ns,
+                    thread: a.alloc_thread.unwrap_or(a.free_thread) as u64,
+                    session_ns: None,
+                    event: event.clone(),
+                    infer_category: true,
+                });
+                event.action = MemoryAction::Free;
+                self.pending.push(PendingEvent {
+                    hook_ns: a.free_ns,
+                    thread: a.free_thread as u64,
+                    session_ns: None,
+                    event,
+                    infer_category: true,
+                });
+            }
+        }
+    }
+
+    fn registered_free(&mut self, tag: u32, free_ns: u64, ev: &RawEvent) {
+        let Some(entry) = self.registry.forget(tag) else {
+            return;
+        };
+        if let RawEvent::BlockFree { data: Some(d), .. } = *ev {
+            if entry.data_ptr == Some(d.ptr) {
+                self.summary.data_size_checked += 1;
+                if entry.bytes != Some(d.size as u64) {
+                    self.summary.data_size_mismatches += 1;
+                }
+            }
+        }
+        let mut e = alloc_event(&entry, false, MemorySource::Allocator);
+        e.action = MemoryAction::Free;
+        self.pending.push(PendingEvent {
+            hook_ns: free_ns,
+            thread: ev.thread() as u64,
+            session_ns: None,
+            event: e,
+            infer_category: false,
+        });
+    }
+
+    /// Drains the ring and returns every memory event ready to be written, attributed to spans.
+    pub fn drain(&mut self, attr: &dyn Attribution) -> Vec<MemoryEvent> {
+        let _quiet = IgnoreAllocs::new();
+        self.pump();
+        events::attribute(std::mem::take(&mut self.pending), attr)
+    }
+
+    /// Closes the window: disarms, drains a last time and summarises. Returns the final events
+    /// and the summary; non-persistent registry entries are forgotten.
+    pub fn end(&mut self, attr: &dyn Attribution) -> (Vec<MemoryEvent>, CaptureSummary) {
+        let armed_calls = alloc::armed_alloc_calls();
+        let mut events = self.drain(attr);
+        if self.window_start.take().is_some() {
+            hook::disarm();
+        }
+        let _quiet = IgnoreAllocs::new();
+        // Frees that raced with disarming are still in the ring: drain them too.
+        self.window_start = Some(0);
+        events.extend(self.drain(attr));
+        self.window_start = None;
+        let registry = &self.registry;
+        self.summary.unidentified_live_blocks = self
+            .joiner
+            .unidentified_live_blocks(|b| registry.has_block(b));
+        self.summary.join = self.joiner.stats;
+        self.summary.armed_alloc_calls = armed_calls;
+        self.summary.dropped_events = ring::dropped_events();
+        self.registry.clear_session_entries();
+        (events, self.summary.clone())
+    }
+
+    /// The summary so far (of the last window once it ended).
+    pub fn summary(&self) -> &CaptureSummary {
+        &self.summary
+    }
+}
+
+/// The calibrated offset of a storage key inside its block (0 before calibration).
+pub(super) fn key_offset() -> usize {
+    calibrate().map(|c| c.key_offset).unwrap_or(0)
+}
+
+/// The figures of the last capture window in this process (match rate, allocation calls,
+/// drops, unidentified live blocks).
+pub fn last_summary() -> CaptureSummary {
+    lock().summary.clone()
+}
+
+/// Declares pre-existing storage the capture cannot size (e.g. an optimizer built outside a
+/// [`crate::ProbedOptimizer`], whose state the probe never saw): sessions started afterwards
+/// declare logical memory `partial` with `reason`.
+pub fn declare_unknown_pre_existing(reason: impl Into<String>) {
+    lock().declare_unknown_pre_existing(reason);
+}
