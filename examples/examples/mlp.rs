@@ -7,22 +7,17 @@
 
 use std::process::ExitCode;
 
-use candle_graph_examples::cli::parse_example_args;
+use candle_graph_examples::cli::ExampleArgs;
 use candle_graph_examples::train::train;
 use candle_graph_examples::ModelKind;
+use clap::Parser;
 
 // The probe's tracking allocator: sees every Candle storage come and go (memory plane).
 #[global_allocator]
-static ALLOC: trace_probe::alloc::Tracking = trace_probe::alloc::Tracking::system();
+static ALLOC: trace_probe::Tracking = trace_probe::Tracking::system();
 
 fn main() -> ExitCode {
-    let config = match parse_example_args(ModelKind::Mlp, std::env::args().skip(1)) {
-        Ok(c) => c,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return ExitCode::from(2);
-        }
-    };
+    let config = ExampleArgs::parse().config(ModelKind::Mlp);
     match train(&config) {
         Ok(report) => {
             for (i, loss) in report.losses.iter().enumerate() {

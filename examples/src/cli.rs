@@ -1,56 +1,53 @@
-//! The tiny argument parser of the runnable examples (`--out DIR`, `--steps N`, `--seed S`,
-//! `--batch N`, `--deterministic`), so they need no CLI dependency.
+//! The runnable examples' command line (`--out DIR`, `--steps N`, `--seed S`, `--batch N`,
+//! `--deterministic`), parsed with clap.
 
 use std::path::PathBuf;
+
+use clap::Parser;
 
 use crate::model::ModelKind;
 use crate::train::TrainConfig;
 
-/// Parses `args` (without the program name) into a config for `model`; default output
-/// directory `out/<model>`.
-///
-/// # Errors
-/// An unknown flag or a missing/invalid value, as a message.
-pub fn parse_example_args(
-    model: ModelKind,
-    args: impl IntoIterator<Item = String>,
-) -> Result<TrainConfig, String> {
-    let mut config = TrainConfig::new(model, PathBuf::from("out").join(model.as_str()));
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
-        match arg.as_str() {
-            "--out" => config.out_dir = PathBuf::from(value("--out")?),
-            "--steps" => {
-                config.steps = value("--steps")?
-                    .parse()
-                    .map_err(|e| format!("--steps: {e}"))?
+/// Arguments of the runnable examples.
+#[derive(Debug, Clone, Parser)]
+#[command(about = "Trains a built-in model on CPU and writes a candle-graph trace of step 2")]
+pub struct ExampleArgs {
+    /// Directory the trace is written into (as `trace.jsonl`); default `out/<model>`.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Training steps to run (step 2 is captured).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub steps: u64,
+    /// Seed of weights and data.
+    #[arg(long, value_name = "S", default_value_t = 42)]
+    pub seed: u64,
+    /// Examples (MLP) or sequences (llama) per batch; default the model's.
+    #[arg(long, value_name = "N")]
+    pub batch: Option<usize>,
+    /// The probe's deterministic mode (logical clock, sequential ids; golden fixtures).
+    #[arg(long)]
+    pub deterministic: bool,
+}
+
+impl ExampleArgs {
+    /// The training config for `model`.
+    pub fn config(&self, model: ModelKind) -> TrainConfig {
+        let out = self
+            .out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("out").join(model.as_str()));
+        let mut config = TrainConfig::new(model, out);
+        config.steps = self.steps;
+        config.seed = self.seed;
+        config.deterministic = self.deterministic;
+        if let Some(batch) = self.batch {
+            match model {
+                ModelKind::Llama => config.sizes.llama.batch_size = batch,
+                ModelKind::Mlp => config.sizes.mlp.batch_size = batch,
             }
-            "--seed" => {
-                config.seed = value("--seed")?
-                    .parse()
-                    .map_err(|e| format!("--seed: {e}"))?
-            }
-            "--batch" => {
-                let batch: usize = value("--batch")?
-                    .parse()
-                    .map_err(|e| format!("--batch: {e}"))?;
-                match model {
-                    ModelKind::Llama => config.sizes.llama.batch_size = batch,
-                    ModelKind::Mlp => config.sizes.mlp.batch_size = batch,
-                }
-            }
-            "--deterministic" => config.deterministic = true,
-            "-h" | "--help" => {
-                return Err(
-                    "usage: [--out DIR] [--steps N] [--seed S] [--batch N] [--deterministic]"
-                        .to_string(),
-                )
-            }
-            other => return Err(format!("unknown argument `{other}`")),
         }
+        config
     }
-    Ok(config)
 }
 
 #[cfg(test)]
@@ -59,25 +56,28 @@ mod tests {
 
     #[test]
     fn parses_flags() {
-        let c = parse_example_args(
-            ModelKind::Mlp,
-            [
-                "--out",
-                "x",
-                "--steps",
-                "4",
-                "--batch",
-                "8",
-                "--deterministic",
-            ]
-            .map(String::from),
-        )
+        let args = ExampleArgs::try_parse_from([
+            "mlp",
+            "--out",
+            "x",
+            "--steps",
+            "4",
+            "--batch",
+            "8",
+            "--deterministic",
+        ])
         .unwrap();
+        let c = args.config(ModelKind::Mlp);
         assert_eq!(c.out_dir, PathBuf::from("x"));
         assert_eq!(c.steps, 4);
         assert_eq!(c.sizes.mlp.batch_size, 8);
         assert!(c.deterministic);
-        assert!(parse_example_args(ModelKind::Mlp, ["--bogus".to_string()]).is_err());
-        assert!(parse_example_args(ModelKind::Mlp, ["--steps".to_string()]).is_err());
+        let defaults = ExampleArgs::try_parse_from(["llama"]).unwrap();
+        assert_eq!(
+            defaults.config(ModelKind::Llama).out_dir,
+            PathBuf::from("out/llama")
+        );
+        assert!(ExampleArgs::try_parse_from(["mlp", "--bogus"]).is_err());
+        assert!(ExampleArgs::try_parse_from(["mlp", "--steps"]).is_err());
     }
 }

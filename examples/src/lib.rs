@@ -6,13 +6,13 @@
 //! - [`llama`]: a small llama-style causal language model built only from differentiable
 //!   candle-nn operations, loss over every position;
 //! - [`mlp`]: the 784-512-512-10 MLP, batch 64;
-//! - [`traced`]: candle-nn layers with `tracing` spans (candle-transformers' `with_tracing`
-//!   shape), which trace-probe's layer turns into module spans;
 //! - [`init`] and [`data`]: seeded weights and learnable synthetic data (Candle's CPU RNG cannot
 //!   be seeded), so runs are reproducible;
 //! - [`model`]: both models behind one [`Workload`];
-//! - [`train`](mod@train): the instrumented loop (probe session, `tracing` layer, optimizer
-//!   wrapper) that writes `DIR/trace.jsonl`, shared by the examples and `candle-graph demo`.
+//! - [`train`](mod@train): the instrumented loop (the profiler guard, the step guard, a
+//!   generic `fn train_loop<O: Optimizer>` run with trace-probe's optimizer wrapper) that writes
+//!   `DIR/trace.jsonl`, shared by the examples, `cargo xtask fixtures` and `candle-graph demo`;
+//! - [`cli`]: the examples' command line (clap).
 //!
 //! ```
 //! use candle_core::Device;
@@ -31,7 +31,6 @@ pub mod init;
 pub mod llama;
 pub mod mlp;
 pub mod model;
-pub mod traced;
 pub mod train;
 
 pub use model::{ModelKind, ModelSizes, Workload};

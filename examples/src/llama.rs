@@ -10,13 +10,19 @@
 //! a gradient: [`candle_nn::RmsNorm::forward_diff`], [`candle_nn::rotary_emb::rope_slow`] and
 //! [`candle_nn::ops::softmax`] are composed from differentiable primitives.
 //!
-//! Module spans (`model`, `block`, `attn`, `mlp`, `linear`, `rms-norm`, `embedding`) follow
-//! candle-transformers' `with_tracing` naming; see [`crate::traced`].
+//! Module spans: the layers come from trace-probe's probed constructors ([`trace_probe::nn`]:
+//! candle-nn's constructors plus a `tracing` span — `linear`, `rms-norm`, `embedding`), the
+//! blocks hold their own `tracing` spans (`model`, `block`, `attn`, `mlp`), the shape of
+//! candle-transformers' `with_tracing` models.
 
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 use candle_nn::VarBuilder;
 
-use crate::traced::{self, Embedding, Linear, RmsNorm};
+use trace_probe::nn::{self, Traced};
+
+type Linear = Traced<candle_nn::Linear>;
+type Embedding = Traced<candle_nn::Embedding>;
+type RmsNorm = Traced<candle_nn::RmsNorm>;
 
 /// Sizes of the model and of one training batch.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,10 +86,10 @@ impl Attention {
     fn new(cfg: &LlamaConfig, vb: VarBuilder) -> Result<Self> {
         let h = cfg.hidden_size;
         Ok(Self {
-            q_proj: traced::linear_no_bias(h, h, vb.pp("q_proj"))?,
-            k_proj: traced::linear_no_bias(h, h, vb.pp("k_proj"))?,
-            v_proj: traced::linear_no_bias(h, h, vb.pp("v_proj"))?,
-            o_proj: traced::linear_no_bias(h, h, vb.pp("o_proj"))?,
+            q_proj: nn::linear_no_bias(h, h, vb.pp("q_proj"))?,
+            k_proj: nn::linear_no_bias(h, h, vb.pp("k_proj"))?,
+            v_proj: nn::linear_no_bias(h, h, vb.pp("v_proj"))?,
+            o_proj: nn::linear_no_bias(h, h, vb.pp("o_proj"))?,
             num_heads: cfg.num_heads,
             head_dim: cfg.head_dim(),
             span: tracing::trace_span!("attn"),
@@ -129,9 +135,9 @@ impl Mlp {
     fn new(cfg: &LlamaConfig, vb: VarBuilder) -> Result<Self> {
         let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
         Ok(Self {
-            gate_proj: traced::linear_no_bias(h, i, vb.pp("gate_proj"))?,
-            up_proj: traced::linear_no_bias(h, i, vb.pp("up_proj"))?,
-            down_proj: traced::linear_no_bias(i, h, vb.pp("down_proj"))?,
+            gate_proj: nn::linear_no_bias(h, i, vb.pp("gate_proj"))?,
+            up_proj: nn::linear_no_bias(h, i, vb.pp("up_proj"))?,
+            down_proj: nn::linear_no_bias(i, h, vb.pp("down_proj"))?,
             span: tracing::trace_span!("mlp"),
         })
     }
@@ -157,13 +163,13 @@ struct Block {
 impl Block {
     fn new(cfg: &LlamaConfig, vb: VarBuilder) -> Result<Self> {
         Ok(Self {
-            input_layernorm: traced::rms_norm(
+            input_layernorm: nn::rms_norm(
                 cfg.hidden_size,
                 cfg.rms_norm_eps,
                 vb.pp("input_layernorm"),
             )?,
             self_attn: Attention::new(cfg, vb.pp("self_attn"))?,
-            post_attention_layernorm: traced::rms_norm(
+            post_attention_layernorm: nn::rms_norm(
                 cfg.hidden_size,
                 cfg.rms_norm_eps,
                 vb.pp("post_attention_layernorm"),
@@ -175,13 +181,13 @@ impl Block {
 
     fn forward(&self, xs: &Tensor, cos: &Tensor, sin: &Tensor, mask: &Tensor) -> Result<Tensor> {
         let _enter = self.span.enter();
-        let attn = self
-            .self_attn
-            .forward(&self.input_layernorm.forward(xs)?, cos, sin, mask)?;
+        let attn =
+            self.self_attn
+                .forward(&self.input_layernorm.forward_diff(xs)?, cos, sin, mask)?;
         let xs = (xs + attn)?;
         let mlp = self
             .mlp
-            .forward(&self.post_attention_layernorm.forward(&xs)?)?;
+            .forward(&self.post_attention_layernorm.forward_diff(&xs)?)?;
         xs + mlp
     }
 }
@@ -221,14 +227,14 @@ impl Llama {
             .collect::<Result<Vec<_>>>()?;
         let (cos, sin) = rope_tables(cfg, &device)?;
         Ok(Self {
-            embed_tokens: traced::embedding(
+            embed_tokens: nn::embedding(
                 cfg.vocab_size,
                 cfg.hidden_size,
                 vb.pp("model.embed_tokens"),
             )?,
             layers,
-            norm: traced::rms_norm(cfg.hidden_size, cfg.rms_norm_eps, vb.pp("model.norm"))?,
-            lm_head: traced::linear_no_bias(cfg.hidden_size, cfg.vocab_size, vb.pp("lm_head"))?,
+            norm: nn::rms_norm(cfg.hidden_size, cfg.rms_norm_eps, vb.pp("model.norm"))?,
+            lm_head: nn::linear_no_bias(cfg.hidden_size, cfg.vocab_size, vb.pp("lm_head"))?,
             cos,
             sin,
             mask: causal_mask(cfg.seq_len, &device)?,
@@ -247,7 +253,7 @@ impl Llama {
         for layer in &self.layers {
             xs = layer.forward(&xs, &self.cos, &self.sin, &self.mask)?;
         }
-        self.lm_head.forward(&self.norm.forward(&xs)?)
+        self.lm_head.forward(&self.norm.forward_diff(&xs)?)
     }
 
     /// Mean next-token cross-entropy over every position: `ids` and `targets` `(batch, seq)`

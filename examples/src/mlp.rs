@@ -4,7 +4,9 @@
 use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
-use crate::traced::{self, Linear};
+use trace_probe::nn::{self, Traced};
+
+type Linear = Traced<candle_nn::Linear>;
 
 /// Sizes of the MLP and of one batch.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,9 +49,9 @@ impl Mlp {
     /// Candle errors from the var builder.
     pub fn new(cfg: &MlpConfig, vb: VarBuilder) -> Result<Self> {
         Ok(Self {
-            fc1: traced::linear(cfg.input_size, cfg.hidden_size, vb.pp("fc1"))?,
-            fc2: traced::linear(cfg.hidden_size, cfg.hidden_size, vb.pp("fc2"))?,
-            fc3: traced::linear(cfg.hidden_size, cfg.num_classes, vb.pp("fc3"))?,
+            fc1: nn::linear(cfg.input_size, cfg.hidden_size, vb.pp("fc1"))?,
+            fc2: nn::linear(cfg.hidden_size, cfg.hidden_size, vb.pp("fc2"))?,
+            fc3: nn::linear(cfg.hidden_size, cfg.num_classes, vb.pp("fc3"))?,
             span: tracing::trace_span!("mlp"),
         })
     }

@@ -80,7 +80,21 @@ impl Workload {
     /// # Errors
     /// Candle errors (invalid sizes, device errors).
     pub fn new(kind: ModelKind, sizes: ModelSizes, seed: u64, device: &Device) -> Result<Self> {
-        let varmap = VarMap::new();
+        Self::with_varmap(kind, sizes, seed, device, VarMap::new())
+    }
+
+    /// Like [`Workload::new`], with the parameters in `varmap` (e.g. one already given to the
+    /// profiler's run config).
+    ///
+    /// # Errors
+    /// Candle errors (invalid sizes, device errors).
+    pub fn with_varmap(
+        kind: ModelKind,
+        sizes: ModelSizes,
+        seed: u64,
+        device: &Device,
+        varmap: VarMap,
+    ) -> Result<Self> {
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, device);
         let net = match kind {
             ModelKind::Llama => Net::Llama(Llama::new(&sizes.llama, vb)?),

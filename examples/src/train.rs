@@ -1,37 +1,31 @@
 //! The instrumented training loop shared by the runnable examples, `cargo xtask fixtures` and
 //! `candle-graph demo`.
 //!
-//! What a user adds to their own loop is exactly what [`train`] does (the allocator line lives
-//! in the binary, see the examples):
+//! [`train_loop`] is a training loop as a user writes it, generic over the optimizer
+//! (`fn train_loop<O: Optimizer>`); [`train`] runs it with trace-probe's optimizer wrapper
+//! (`ProbedOptimizer<AdamW>`) under a profiler. What a user adds to their own loop is what these
+//! two do (the allocator static lives in the binary, see the examples):
 //! ```ignore
 //! #[global_allocator]
-//! static ALLOC: trace_probe::alloc::Tracking = trace_probe::alloc::Tracking::system();
+//! static ALLOC: trace_probe::Tracking = trace_probe::Tracking::system();
 //!
-//! let run = ProfileRun::training("llama::train_step", 2).device(&device);   // capture step 2
-//! let session = TraceSession::create(run, "out/trace.jsonl")?;
-//! let _tracing = tracing::subscriber::set_default(                          // module spans:
-//!     Registry::default().with(session.layer().with_filter(LevelFilter::TRACE))); // before the model
-//! let model = /* build the model */;
-//! let mut opt = ProbedOptimizer::<AdamW>::new(&session, &varmap, ParamsAdamW::default())?;
+//! let profiler = ProfileRun::training("llama::train_step", 2)   // capture step 2
+//!     .varmap(&varmap)                                          // parameter names
+//!     .start("out/trace.jsonl")?;                               // before the model is built
+//! let model = /* build the model (trace_probe::nn constructors for module spans) */;
+//! let mut opt = ProbedOptimizer::<AdamW>::new(varmap.all_vars(), ParamsAdamW::default())?;
 //! for step in 1..=steps {
-//!     let _step = session.step(step);                     // records only on step 2
-//!     let loss = {
-//!         let _fwd = session.step_span("forward", ExecutionStep::Forward);
-//!         model.loss(&batch)?
-//!     };
-//!     opt.backward_step(&loss)?;                          // backward + optimizer spans, gradients
+//!     let _step = profiler.step(step);                          // records only on step 2
+//!     let loss = model.loss(&batch)?;
+//!     opt.backward_step(&loss)?;                                // backward, optimizer, gradients
 //! }
-//! session.finish()?;
 //! ```
 
 use std::path::{Path, PathBuf};
 
 use candle_core::Device;
-use candle_nn::{AdamW, ParamsAdamW};
-use trace_probe::{ExecutionStep, ProbeError, ProbedOptimizer, ProfileRun, TraceSession};
-use tracing_subscriber::filter::LevelFilter;
-use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::{Layer, Registry};
+use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarMap};
+use trace_probe::{MemoryCategory, ProbeError, ProbedOptimizer, ProfileRun, Profiler};
 
 use crate::model::{ModelKind, ModelSizes, Workload};
 
@@ -45,15 +39,6 @@ pub enum TrainError {
     /// The configuration cannot be run.
     #[error("invalid training configuration: {0}")]
     InvalidConfig(String),
-    /// The output directory could not be created.
-    #[error("cannot create output directory {path}")]
-    CreateDir {
-        /// The directory.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
     /// A Candle operation failed.
     #[error("candle error in {context}")]
     Candle {
@@ -150,13 +135,13 @@ pub fn train(config: &TrainConfig) -> Result<TrainReport, TrainError> {
 
 /// Like [`train`], calling `on_step(step, loss)` after every update.
 ///
-/// The `tracing` layer is installed on this thread (`set_default`) before the model is built,
-/// so the model's module spans appear in the trace. Install the probe's `Tracking` allocator in
-/// the binary to get the memory plane.
+/// The profiler (and so its `tracing` layer) is started before the model is built, so the
+/// model's module spans appear in the trace. Install the probe's `Tracking` allocator in the
+/// binary to get the memory plane.
 ///
 /// # Errors
-/// [`TrainError::InvalidConfig`] (capture step 0 or beyond `steps`), I/O errors creating the
-/// directory, Candle errors naming the step and phase, probe errors.
+/// [`TrainError::InvalidConfig`] (capture step 0 or beyond `steps`), Candle errors naming the
+/// step and phase, probe errors (creating the trace, writing it).
 pub fn train_with_progress(
     config: &TrainConfig,
     mut on_step: impl FnMut(u64, f32),
@@ -167,22 +152,41 @@ pub fn train_with_progress(
             config.capture_step, config.steps
         )));
     }
-    std::fs::create_dir_all(&config.out_dir).map_err(|source| TrainError::CreateDir {
-        path: config.out_dir.clone(),
-        source,
-    })?;
     let trace_path = config.out_dir.join(TRACE_FILE);
     let device = Device::Cpu;
-    let run = ProfileRun::training(config.entrypoint(), config.capture_step)
+    let varmap = VarMap::new();
+    let profiler = ProfileRun::training(config.entrypoint(), config.capture_step)
         .device(&device)
+        .varmap(&varmap)
         .tag("model", config.model.as_str())
         .tag("seed", config.seed.to_string())
         .tag("steps", config.steps.to_string())
-        .deterministic(config.deterministic);
-    let session = TraceSession::create(run, &trace_path)?;
-    let result = run_steps(config, &session, &device, &mut on_step);
+        .deterministic(config.deterministic)
+        .start(&trace_path)?;
+    let result = Workload::with_varmap(
+        config.model,
+        config.sizes.clone(),
+        config.seed,
+        &device,
+        varmap,
+    )
+    .map_err(candle(|| "building the model".to_string()))
+    .and_then(|work| {
+        let params = ParamsAdamW {
+            lr: config.learning_rate(),
+            ..ParamsAdamW::default()
+        };
+        let losses = train_loop::<ProbedOptimizer<AdamW>>(
+            &profiler,
+            &work,
+            params,
+            config.steps,
+            &mut on_step,
+        )?;
+        Ok((losses, work.parameter_count(), work.parameter_names().len()))
+    });
     // finish even when a step failed, so the trace ends with a terminal event
-    let finished = session.finish();
+    let finished = profiler.finish();
     let (losses, parameter_count, parameter_tensors) = result?;
     let summary = finished?;
     Ok(TrainReport {
@@ -194,39 +198,34 @@ pub fn train_with_progress(
     })
 }
 
-fn run_steps(
-    config: &TrainConfig,
-    session: &TraceSession,
-    device: &Device,
+/// `steps` training steps of `work` with any optimizer `O` (built here from the work's
+/// parameters and `config`), as a user's loop is written: the only probe line is the step
+/// guard (plus optional labelled facts). Returns the loss of every step.
+///
+/// # Errors
+/// Candle errors naming the step and phase; probe errors of the statistics.
+pub fn train_loop<O: Optimizer>(
+    profiler: &Profiler,
+    work: &Workload,
+    config: O::Config,
+    steps: u64,
     on_step: &mut dyn FnMut(u64, f32),
-) -> Result<(Vec<f32>, usize, usize), TrainError> {
-    // module spans: the layer must see the spans created when the model is built
-    let subscriber = Registry::default().with(session.layer().with_filter(LevelFilter::TRACE));
-    let _tracing = tracing::subscriber::set_default(subscriber);
-    let work = Workload::new(config.model, config.sizes.clone(), config.seed, device)
-        .map_err(candle(|| "building the model".to_string()))?;
-    let mut opt = ProbedOptimizer::<AdamW>::new(
-        session,
-        work.varmap(),
-        ParamsAdamW {
-            lr: config.learning_rate(),
-            ..ParamsAdamW::default()
-        },
-    )?;
-    let mut losses = Vec::with_capacity(config.steps as usize);
-    for step in 1..=config.steps {
+) -> Result<Vec<f32>, TrainError> {
+    let mut opt = O::new(work.varmap().all_vars(), config)
+        .map_err(candle(|| "building the optimizer".to_string()))?;
+    let mut losses = Vec::with_capacity(steps as usize);
+    for step in 1..=steps {
         let batch = work
             .batch(step)
             .map_err(candle(|| format!("step {step}: building the batch")))?;
-        let _step = session.step(step);
-        session.tensor("batch.inputs", &batch.inputs);
-        session.tensor("batch.targets", &batch.targets);
-        let loss = {
-            let _forward = session.step_span("forward", ExecutionStep::Forward);
-            work.loss(&batch)
-                .map_err(candle(|| format!("step {step}: forward")))?
-        };
-        session.tensor_stats("loss", &loss)?;
+        let _step = profiler.step(step);
+        // optional: labelled facts (inputs are neither activations nor parameters)
+        profiler.tensor_as("batch.inputs", &batch.inputs, MemoryCategory::Other);
+        profiler.tensor_as("batch.targets", &batch.targets, MemoryCategory::Other);
+        let loss = work
+            .loss(&batch)
+            .map_err(candle(|| format!("step {step}: forward")))?;
+        profiler.tensor_stats("loss", &loss)?;
         let value = loss
             .to_scalar::<f32>()
             .map_err(candle(|| format!("step {step}: reading the loss")))?;
@@ -236,7 +235,7 @@ fn run_steps(
         losses.push(value);
         on_step(step, value);
     }
-    Ok((losses, work.parameter_count(), work.parameter_names().len()))
+    Ok(losses)
 }
 
 /// The trace path inside `dir`.

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{loss, AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use trace_probe::{probed, ExecutionStep, Probed, ProbedOptimizer, ProfileRun, TraceSession};
+use trace_probe::{probed, Pass, Probed, ProbedOptimizer, ProfileRun, TraceSession};
 use tracing_subscriber::{filter::LevelFilter, layer::SubscriberExt, Layer, Registry};
 
 fn env(name: &str, default: usize) -> usize {
@@ -109,7 +109,7 @@ impl Wrapped {
     fn step(&mut self, n: u64, x: &Tensor, y: &Tensor) -> candle_core::Result<()> {
         let _step = self.session.step(n);
         let logits = {
-            let _f = self.session.step_span("forward", ExecutionStep::Forward);
+            let _f = self.session.pass(Pass::Forward);
             let h = self.l2.forward(&self.l1.forward(x)?.relu()?)?.relu()?;
             self.l3.forward(&h)?
         };

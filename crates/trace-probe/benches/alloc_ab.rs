@@ -11,9 +11,9 @@ use std::time::Instant;
 
 use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use trace_probe::alloc::capture::{self, Attribution};
 use trace_probe::alloc::Tracking;
-use trace_schema::ExecutionStep;
+use trace_probe::storage::{self as capture, events::Attribution};
+use trace_schema::ExecutionStep as Pass;
 
 #[global_allocator]
 static ALLOC: Tracking = Tracking::system();
@@ -24,7 +24,7 @@ impl Attribution for NoSpans {
     fn session_ns(&self, hook_ns: u64) -> u64 {
         hook_ns
     }
-    fn span_at(&self, _: u64, _: u64) -> (Option<String>, Option<ExecutionStep>) {
+    fn span_at(&self, _: u64, _: u64) -> (Option<String>, Option<Pass>) {
         (None, None)
     }
 }
@@ -97,7 +97,10 @@ impl Model for Tfm {
 fn run_block(model: &dyn Model, opt: &mut AdamW, steps: u64, armed: bool) -> (f64, u64) {
     let start = Instant::now();
     if armed {
-        assert!(capture::lock().begin("cpu", 0), "allocator available");
+        assert!(
+            capture::lock().begin(trace_probe::DeviceLabel::Cpu, 0),
+            "allocator available"
+        );
     }
     for step in 0..steps {
         let loss = model.loss(step).expect("forward");

@@ -9,7 +9,7 @@ use std::hint::black_box;
 
 use candle_core::{DType, Device, Tensor};
 use criterion::{criterion_group, criterion_main, Criterion};
-use trace_probe::{ExecutionStep, ProfileRun, TraceSession};
+use trace_probe::{Pass, ProfileRun, TraceSession};
 
 fn outside(c: &mut Criterion) {
     let session = TraceSession::new(ProfileRun::training("bench", 1_000_000), std::io::sink())
@@ -25,7 +25,7 @@ fn outside(c: &mut Criterion) {
     });
     group.bench_function("step_span", |b| {
         b.iter(|| {
-            let g = session.step_span("forward", ExecutionStep::Forward);
+            let g = session.pass(Pass::Forward);
             black_box(&g);
         })
     });
@@ -46,7 +46,7 @@ fn inside(c: &mut Criterion) {
     group.sample_size(10);
     group.bench_function("span_open_close", |b| {
         b.iter(|| {
-            let g = session.step_span("forward", ExecutionStep::Forward);
+            let g = session.pass(Pass::Forward);
             black_box(&g);
         })
     });

@@ -5,9 +5,10 @@
 use std::sync::Mutex;
 
 use candle_core::{DType, Device, Tensor};
-use trace_probe::alloc::{self, capture, Tracking};
-use trace_probe::registry::RegisterAs;
-use trace_schema::{ExecutionStep, MemoryAction, MemoryCategory, MemoryEvent};
+use trace_probe::alloc::{self, Tracking};
+use trace_probe::storage::RegisterAs;
+use trace_probe::storage::{self as capture, events::Attribution};
+use trace_schema::{ExecutionStep as Pass, MemoryAction, MemoryCategory, MemoryEvent};
 
 #[global_allocator]
 static ALLOC: Tracking = Tracking::system_counting();
@@ -17,12 +18,12 @@ static LOCK: Mutex<()> = Mutex::new(());
 /// Session time = hook time; no spans.
 struct NoSpans;
 
-impl capture::Attribution for NoSpans {
+impl Attribution for NoSpans {
     fn session_ns(&self, hook_ns: u64) -> u64 {
         hook_ns
     }
-    fn span_at(&self, _thread: u64, _ts: u64) -> (Option<String>, Option<ExecutionStep>) {
-        (None, Some(ExecutionStep::Forward))
+    fn span_at(&self, _thread: u64, _ts: u64) -> (Option<String>, Option<Pass>) {
+        (None, Some(Pass::Forward))
     }
 }
 
@@ -32,7 +33,7 @@ fn window<R>(
     let av = capture::availability();
     assert!(av.installed);
     av.calibration.expect("calibration succeeds on this Candle");
-    assert!(capture::lock().begin("cpu", 0));
+    assert!(capture::lock().begin(trace_probe::DeviceLabel::Cpu, 0));
     let r = f(&mut |t, c| {
         capture::lock().register(t, RegisterAs::category(c));
     });
@@ -99,7 +100,7 @@ fn same_size_rounds_give_distinct_lifetimes() {
         let mut keys = std::collections::HashSet::new();
         for _ in 0..100 {
             let t = Tensor::zeros((32, 32), DType::F32, &Device::Cpu).unwrap();
-            keys.insert(alloc::storage_key(&t));
+            keys.insert(trace_probe::storage::bytes::storage_key(&t));
             drop(t);
         }
         keys

@@ -10,10 +10,11 @@ mod alloc_common;
 use std::collections::HashSet;
 
 use candle_core::{DType, Device, Module, Tensor};
-use candle_nn::{loss, AdamW, Linear, ParamsAdamW, VarBuilder, VarMap};
-use trace_probe::alloc::{self, capture, Tracking};
-use trace_probe::registry::storage_facts;
-use trace_probe::{CoverageLevel, ExecutionStep, ProbedOptimizer, ProfileRun, TraceSession};
+use candle_nn::{loss, AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
+use trace_probe::alloc::Tracking;
+use trace_probe::storage as capture;
+use trace_probe::storage::bytes::storage_facts;
+use trace_probe::{CoverageLevel, Pass, ProbedOptimizer, ProfileRun, TraceSession};
 use trace_schema::{MemoryAction, MemoryCategory};
 
 #[global_allocator]
@@ -54,20 +55,21 @@ fn storage_bytes(t: &Tensor) -> u64 {
 fn mlp_step_logical_memory_is_exact() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("mlp.jsonl");
-    let session = TraceSession::create(ProfileRun::training("mlp", 2), &path)?;
     let varmap = VarMap::new();
+    let session = TraceSession::create(ProfileRun::training("mlp", 2).varmap(&varmap), &path)?;
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
     let mlp = Mlp {
         l1: candle_nn::linear(784, 512, vb.pp("l1"))?,
         l2: candle_nn::linear(512, 512, vb.pp("l2"))?,
         l3: candle_nn::linear(512, 10, vb.pp("l3"))?,
     };
-    let mut opt = ProbedOptimizer::<AdamW>::new(&session, &varmap, ParamsAdamW::default())?;
+    let mut opt =
+        ProbedOptimizer::<AdamW>::for_session(&session, varmap.all_vars(), ParamsAdamW::default())?;
 
     let param_keys: HashSet<usize> = varmap
         .all_vars()
         .iter()
-        .map(|v| alloc::storage_key(v.as_tensor()))
+        .map(|v| trace_probe::storage::bytes::storage_key(v.as_tensor()))
         .collect();
     let param_bytes: u64 = varmap
         .all_vars()
@@ -81,11 +83,11 @@ fn mlp_step_logical_memory_is_exact() -> Result<(), Box<dyn std::error::Error>> 
     for step in 1..=2u64 {
         let (x, y) = batch(step)?;
         let _step = session.step(step);
-        session.tensor("batch.x", &x);
-        session.tensor("batch.y", &y);
+        session.tensor_as("batch.x", &x, MemoryCategory::Other);
+        session.tensor_as("batch.y", &y, MemoryCategory::Other);
         let t_start = session.now_ns();
         let logits = {
-            let _fwd = session.step_span("forward", ExecutionStep::Forward);
+            let _fwd = session.pass(Pass::Forward);
             mlp.forward(&x)?
         };
         let l = loss::cross_entropy(&logits, &y)?;
@@ -97,7 +99,7 @@ fn mlp_step_logical_memory_is_exact() -> Result<(), Box<dyn std::error::Error>> 
             // (w.t(), broadcast biases share the parameter's key) excluded.
             let mut seen = HashSet::new();
             for node in l.sorted_nodes() {
-                let key = alloc::storage_key(node);
+                let key = trace_probe::storage::bytes::storage_key(node);
                 if !param_keys.contains(&key) && seen.insert(key) {
                     expected_forward += storage_bytes(node);
                 }

@@ -3,7 +3,7 @@
 
 use candle_core::{DType, Device, Tensor};
 use trace_probe::alloc::{self, Tracking};
-use trace_probe::{ExecutionStep, ProfileRun, TraceSession};
+use trace_probe::{Pass, ProfileRun, TraceSession};
 
 #[global_allocator]
 static ALLOC: Tracking = Tracking::system();
@@ -16,7 +16,7 @@ fn a_capped_ring_reports_drops_in_the_trace() -> Result<(), Box<dyn std::error::
     alloc::set_ring_capacity(16);
     {
         let _step = session.step(1);
-        let _fwd = session.step_span("forward", ExecutionStep::Forward);
+        let _fwd = session.pass(Pass::Forward);
         for _ in 0..200 {
             drop(Tensor::zeros(256, DType::F32, &Device::Cpu)?);
         }

@@ -6,7 +6,7 @@ mod alloc_common;
 
 use candle_core::{DType, Device, Tensor};
 use trace_probe::alloc::Tracking;
-use trace_probe::{CoverageLevel, ExecutionStep, ProfileRun, TraceSession};
+use trace_probe::{CoverageLevel, Pass, ProfileRun, TraceSession};
 
 #[global_allocator]
 static ALLOC: Tracking = Tracking::system();
@@ -26,7 +26,7 @@ fn scripted_sequence_live_bytes_and_peak_to_the_byte() -> Result<(), Box<dyn std
         session.tensor("w", &w);
         let w_bytes = 128 * 32 * F32;
         points.push((session.now_ns(), w_bytes));
-        let _fwd = session.step_span("forward", ExecutionStep::Forward);
+        let _fwd = session.pass(Pass::Forward);
         let a = Tensor::ones((64, 128), DType::F32, &Device::Cpu)?;
         let a_bytes = 64 * 128 * F32;
         points.push((session.now_ns(), w_bytes + a_bytes));

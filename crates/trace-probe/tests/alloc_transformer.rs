@@ -6,9 +6,10 @@
 mod alloc_common;
 
 use candle_core::{DType, Device, Module, Tensor, D};
-use candle_nn::{AdamW, Linear, ParamsAdamW, VarBuilder, VarMap};
-use trace_probe::alloc::{capture, Tracking};
-use trace_probe::{CoverageLevel, ExecutionStep, ProbedOptimizer, ProfileRun, TraceSession};
+use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
+use trace_probe::alloc::Tracking;
+use trace_probe::storage as capture;
+use trace_probe::{CoverageLevel, MemoryCategory, Pass, ProbedOptimizer, ProfileRun, TraceSession};
 
 #[global_allocator]
 static ALLOC: Tracking = Tracking::system_counting();
@@ -91,20 +92,21 @@ fn data(step: u64) -> candle_core::Result<(Tensor, Tensor)> {
 fn transformer_block_storages_are_all_accounted() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("tfm.jsonl");
-    let session = TraceSession::create(ProfileRun::training("tfm", 2), &path)?;
     let varmap = VarMap::new();
+    let session = TraceSession::create(ProfileRun::training("tfm", 2).varmap(&varmap), &path)?;
     let block = Block::new(VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu))?;
-    let mut opt = ProbedOptimizer::<AdamW>::new(&session, &varmap, ParamsAdamW::default())?;
+    let mut opt =
+        ProbedOptimizer::<AdamW>::for_session(&session, varmap.all_vars(), ParamsAdamW::default())?;
     let mut t_start = 0;
     let mut t_end = 0;
     for step in 1..=2u64 {
         let (x, y) = data(step)?;
         let _step = session.step(step);
-        session.tensor("batch.x", &x);
-        session.tensor("batch.y", &y);
+        session.tensor_as("batch.x", &x, MemoryCategory::Other);
+        session.tensor_as("batch.y", &y, MemoryCategory::Other);
         t_start = session.now_ns();
         let out = {
-            let _fwd = session.step_span("forward", ExecutionStep::Forward);
+            let _fwd = session.pass(Pass::Forward);
             block.forward(&x)?
         };
         let l = candle_nn::loss::mse(&out, &y)?;

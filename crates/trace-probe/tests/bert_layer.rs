@@ -4,9 +4,9 @@
 //! reported `missing`, the trace must stay structurally valid and trace-graph must say so.
 
 use candle_core::{DType, Device, Tensor};
-use candle_nn::{AdamW, ParamsAdamW, VarBuilder, VarMap};
+use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use candle_transformers::models::bert::{BertModel, Config, HiddenAct};
-use trace_probe::{ExecutionStep, ProbedOptimizer, ProfileRun, SpanKind, TraceSession};
+use trace_probe::{Pass, ProbedOptimizer, ProfileRun, SpanKind, TraceSession};
 use trace_schema::GradientState;
 use tracing_subscriber::layer::{Identity, SubscriberExt};
 use tracing_subscriber::{filter::LevelFilter, Layer, Registry};
@@ -33,7 +33,9 @@ fn tiny_config() -> Config {
 fn bert_module_spans_and_missing_gradients() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("trace.jsonl");
-    let session = TraceSession::create(ProfileRun::training("bert::train_step", 2), &path)?;
+    let varmap = VarMap::new();
+    let run = ProfileRun::training("bert::train_step", 2).varmap(&varmap);
+    let session = TraceSession::create(run, &path)?;
     // Installed before the model is built: candle-transformers creates its spans in `load`.
     // Per-layer filters: another layer at INFO does not hide the TRACE spans from the probe.
     let subscriber = Registry::default()
@@ -41,16 +43,16 @@ fn bert_module_spans_and_missing_gradients() -> Result<(), Box<dyn std::error::E
         .with(Identity::new().with_filter(LevelFilter::INFO));
     let _default = tracing::subscriber::set_default(subscriber);
 
-    let varmap = VarMap::new();
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
     let model = BertModel::load(vb, &tiny_config())?;
-    let mut opt = ProbedOptimizer::<AdamW>::new(&session, &varmap, ParamsAdamW::default())?;
+    let mut opt =
+        ProbedOptimizer::<AdamW>::for_session(&session, varmap.all_vars(), ParamsAdamW::default())?;
     let ids = Tensor::new(&[[1u32, 5, 7, 9, 2, 0], [3, 4, 8, 2, 0, 0]], &Device::Cpu)?;
     let types = ids.zeros_like()?;
     for step in 1..=2 {
         let _step = session.step(step);
         let out = {
-            let _fwd = session.step_span("forward", ExecutionStep::Forward);
+            let _fwd = session.pass(Pass::Forward);
             model.forward(&ids, &types, None)?
         };
         let loss = out.sqr()?.mean_all()?;
@@ -80,7 +82,7 @@ fn bert_module_spans_and_missing_gradients() -> Result<(), Box<dyn std::error::E
     let forward = doc
         .spans
         .iter()
-        .find(|s| s.pass == Some(ExecutionStep::Forward))
+        .find(|s| s.pass == Some(Pass::Forward))
         .unwrap();
     let top = modules
         .iter()

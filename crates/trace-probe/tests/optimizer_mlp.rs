@@ -1,26 +1,30 @@
-//! Part 2 on the MLP: the optimizer wrapper marks backward and optimizer spans and records
-//! gradient facts without user markers; probed modules record module spans.
+//! The user-facing API on the MLP: the profiler guard, the optimizer wrapper as a drop-in
+//! `candle_nn::Optimizer` (AdamW and SGD, through a generic `fn train<O: Optimizer>`), probed
+//! constructors with module spans: passes, gradient facts and module spans without user markers.
 
 mod common;
 
-use candle_core::{DType, Device, Module, Tensor};
-use candle_nn::{loss, AdamW, ParamsAdamW, VarBuilder, VarMap};
+use candle_core::{DType, Device, Module, ModuleT, Tensor};
+use candle_nn::{loss, AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap, SGD};
+use trace_probe::nn::{self, Traced};
 use trace_probe::{
-    probed, varmap_manifest, CaptureContract, CoverageLevel, ExecutionStep, GradientContract,
-    ProbedOptimizer, ProfileRun, SpanKind, TraceSession, NON_PARAMETER_ROOT,
+    varmap_manifest, CaptureContract, CoverageLevel, GradientContract, Pass, ProbedOptimizer,
+    ProfileRun, Profiler, SpanKind, TerminalOutcome, NON_PARAMETER_ROOT,
 };
-use trace_schema::{ExpectedGradient, GradientExpectation, GradientFamilyContract, GradientState};
+use trace_schema::{
+    ExpectedGradient, GradientExpectation, GradientFamilyContract, GradientState, TraceDocument,
+};
 
 struct ProbedMlp {
-    fc1: trace_probe::Probed<candle_nn::Linear>,
-    fc2: trace_probe::Probed<candle_nn::Linear>,
+    fc1: Traced<candle_nn::Linear>,
+    fc2: Traced<candle_nn::Linear>,
 }
 
 impl ProbedMlp {
-    fn new(session: &TraceSession, varmap: &VarMap) -> candle_core::Result<Self> {
+    fn new(varmap: &VarMap) -> candle_core::Result<Self> {
         let vb = VarBuilder::from_varmap(varmap, DType::F32, &Device::Cpu);
-        let fc1 = probed::linear(session, common::IN, common::HIDDEN, vb.pp("fc1"))?;
-        let fc2 = probed::linear(session, common::HIDDEN, common::CLASSES, vb.pp("fc2"))?;
+        let fc1 = nn::linear(common::IN, common::HIDDEN, vb.pp("fc1"))?;
+        let fc2 = nn::linear(common::HIDDEN, common::CLASSES, vb.pp("fc2"))?;
         Ok(Self { fc1, fc2 })
     }
 
@@ -33,62 +37,70 @@ impl ProbedMlp {
     }
 }
 
-fn train(
-    session: &TraceSession,
+/// A training loop generic over the optimizer, as user code is: nothing in it knows the probe
+/// except the step guard.
+fn train<O: Optimizer>(
+    profiler: &Profiler,
+    varmap: &VarMap,
+    config: O::Config,
     steps: u64,
     freeze_fc1: bool,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let varmap = VarMap::new();
-    let mlp = ProbedMlp::new(session, &varmap)?;
-    common::reseed(&varmap, 5)?;
-    let mut opt = ProbedOptimizer::<AdamW>::new(session, &varmap, ParamsAdamW::default())?;
+) -> candle_core::Result<()> {
+    let mlp = ProbedMlp::new(varmap)?;
+    common::reseed(varmap, 5)?;
+    let mut opt = O::new(varmap.all_vars(), config)?;
     for step in 1..=steps {
         let (x, y) = common::batch(step)?;
-        let _step = session.step(step);
-        session.tensor("batch.x", &x);
-        let logits = {
-            let _fwd = session.step_span("forward", ExecutionStep::Forward);
-            mlp.forward(&x, freeze_fc1)?
-        };
+        let _step = profiler.step(step);
+        profiler.tensor("batch.x", &x);
+        let logits = mlp.forward(&x, freeze_fc1)?;
         let l = loss::cross_entropy(&logits, &y)?;
         opt.backward_step(&l)?;
     }
     Ok(())
 }
 
-#[test]
-fn optimizer_wrapper_records_phases_and_gradients() -> Result<(), Box<dyn std::error::Error>> {
+fn profile<O: Optimizer>(config: O::Config) -> Result<TraceDocument, Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    let path = dir.path().join("trace.jsonl");
-    let session = TraceSession::create(ProfileRun::training("mlp::train_step", 2), &path)?;
-    train(&session, 3, false)?;
-    session.finish()?;
-    let doc = trace_schema::load_path(&path)?;
-    assert!(doc.semantic_issues.is_empty(), "{:?}", doc.semantic_issues);
+    let path = dir.path().join("nested/dir/trace.jsonl"); // parent directories are created
+    let varmap = VarMap::new();
+    let profiler = ProfileRun::training("mlp::train_step", 2)
+        .varmap(&varmap)
+        .start(&path)?;
+    train::<ProbedOptimizer<O>>(&profiler, &varmap, config, 3, false)?;
+    let summary = profiler.finish()?;
+    assert_eq!(summary.outcome, TerminalOutcome::Complete);
+    Ok(trace_schema::load_path(&path)?)
+}
 
-    for step in [
-        ExecutionStep::Forward,
-        ExecutionStep::Backward,
-        ExecutionStep::Optimizer,
-    ] {
+fn check_passes_gradients_and_modules(doc: &TraceDocument) {
+    assert!(doc.semantic_issues.is_empty(), "{:?}", doc.semantic_issues);
+    for pass in [Pass::Forward, Pass::Backward, Pass::Optimizer] {
         assert_eq!(
-            doc.spans.iter().filter(|s| s.pass == Some(step)).count(),
+            doc.spans.iter().filter(|s| s.pass == Some(pass)).count(),
             1,
-            "{step:?}"
+            "{pass:?}"
         );
     }
+    let forward = doc
+        .spans
+        .iter()
+        .find(|s| s.pass == Some(Pass::Forward))
+        .expect("the step guard opened the forward pass");
     let modules: Vec<_> = doc
         .spans
         .iter()
         .filter(|s| s.kind == SpanKind::Module)
         .collect();
     assert_eq!(modules.len(), 2);
+    assert!(modules.iter().all(|s| s.parent == Some(forward.id)));
     let paths: Vec<&str> = modules
         .iter()
         .map(|s| doc.str(s.module_path.expect("module path")))
         .collect();
-    assert_eq!(paths, ["fc1", "fc2"]);
+    assert_eq!(paths, ["linear", "linear"]);
     assert!(modules.iter().all(|s| s.instance_key.is_some()));
+    assert_ne!(modules[0].instance_key, modules[1].instance_key);
 
     // The contract: complete, sorted VarMap keys under `model`.
     let contract = doc.meta.capture_contract.as_ref().expect("contract");
@@ -120,9 +132,10 @@ fn optimizer_wrapper_records_phases_and_gradients() -> Result<(), Box<dyn std::e
         .iter()
         .find(|t| t.label.is_some())
         .expect("batch fact");
-    let others: Vec<_> = doc.gradients.iter().filter(|g| !g.parameter).collect();
-    let batch_grad = others
+    let batch_grad = doc
+        .gradients
         .iter()
+        .filter(|g| !g.parameter)
         .find(|g| g.tensor_id.as_deref() == Some(doc.str(batch_fact.tensor_id)))
         .expect("the input batch has a non-parameter gradient");
     assert_eq!(batch_grad.root, NON_PARAMETER_ROOT);
@@ -132,7 +145,7 @@ fn optimizer_wrapper_records_phases_and_gradients() -> Result<(), Box<dyn std::e
         Some((common::BATCH * common::IN * 4) as u64)
     );
 
-    let analysis = trace_graph::analyze(&doc);
+    let analysis = trace_graph::analyze(doc);
     assert!(
         analysis.health.structurally_valid,
         "{:#?}",
@@ -141,6 +154,64 @@ fn optimizer_wrapper_records_phases_and_gradients() -> Result<(), Box<dyn std::e
     assert_eq!(analysis.gradients.counts.present, 4);
     assert!(analysis.gradients.without_gradient.is_empty());
     assert!(!analysis.gradients.non_parameter.is_empty());
+}
+
+#[test]
+fn adamw_through_the_optimizer_trait() -> Result<(), Box<dyn std::error::Error>> {
+    check_passes_gradients_and_modules(&profile::<AdamW>(ParamsAdamW::default())?);
+    Ok(())
+}
+
+#[test]
+fn sgd_through_the_optimizer_trait() -> Result<(), Box<dyn std::error::Error>> {
+    check_passes_gradients_and_modules(&profile::<SGD>(0.05)?);
+    Ok(())
+}
+
+#[test]
+fn without_a_profiler_the_wrapper_is_the_inner_optimizer() -> candle_core::Result<()> {
+    let varmap = VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+    let fc = nn::linear(4, 2, vb.pp("fc"))?;
+    let mut opt = ProbedOptimizer::<SGD>::new(varmap.all_vars(), 0.1)?;
+    assert!(opt.parameters().is_empty());
+    let before = fc.weight().sum_all()?.to_scalar::<f32>()?;
+    let loss = fc
+        .forward(&Tensor::ones((3, 4), DType::F32, &Device::Cpu)?)?
+        .sum_all()?;
+    opt.backward_step(&loss)?;
+    assert_ne!(fc.weight().sum_all()?.to_scalar::<f32>()?, before);
+    assert_eq!(opt.learning_rate(), 0.1);
+    Ok(())
+}
+
+#[test]
+fn a_dropped_profiler_finishes_the_trace() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("trace.jsonl");
+    {
+        let varmap = VarMap::new();
+        let profiler = ProfileRun::training("mlp::train_step", 1)
+            .varmap(&varmap)
+            .start(&path)?;
+        train::<ProbedOptimizer<SGD>>(&profiler, &varmap, 0.05, 1, false)?;
+        // no finish(): the guard's drop writes the terminal
+    }
+    let doc = trace_schema::load_path(&path)?;
+    assert!(doc.truncation.is_none(), "{:?}", doc.truncation);
+    assert_eq!(
+        doc.terminal.map(|t| t.outcome),
+        Some(TerminalOutcome::Complete)
+    );
+    Ok(())
+}
+
+#[test]
+fn step_guard_takes_any_integer_type() -> Result<(), Box<dyn std::error::Error>> {
+    let profiler = ProfileRun::inference("e", 2).start_with_writer(std::io::sink())?;
+    assert!(!profiler.step(1i32).is_active());
+    assert!(!profiler.step(-2i64).is_active());
+    assert!(profiler.step(2usize).is_active());
     Ok(())
 }
 
@@ -149,9 +220,7 @@ fn frozen_parameters_with_a_user_contract_raise_no_warning(
 ) -> Result<(), Box<dyn std::error::Error>> {
     // fc1 is frozen (its output is detached): its family is declared inactive.
     let varmap_for_names = VarMap::new();
-    let session_probe = TraceSession::new(ProfileRun::training("names", 1), std::io::sink())?;
-    ProbedMlp::new(&session_probe, &varmap_for_names)?;
-    let _ = session_probe.finish();
+    ProbedMlp::new(&varmap_for_names)?;
     let expected: Vec<ExpectedGradient> = varmap_manifest("model", &varmap_for_names)
         .into_iter()
         .map(|(root, key)| ExpectedGradient {
@@ -180,10 +249,13 @@ fn frozen_parameters_with_a_user_contract_raise_no_warning(
 
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("trace.jsonl");
-    let run = ProfileRun::training("mlp::frozen", 1).capture_contract(contract.clone());
-    let session = TraceSession::create(run, &path)?;
-    train(&session, 1, true)?;
-    session.finish()?;
+    let varmap = VarMap::new();
+    let profiler = ProfileRun::training("mlp::frozen", 1)
+        .capture_contract(contract.clone())
+        .varmap(&varmap)
+        .start(&path)?;
+    train::<ProbedOptimizer<AdamW>>(&profiler, &varmap, ParamsAdamW::default(), 1, true)?;
+    profiler.finish()?;
     let doc = trace_schema::load_path(&path)?;
     assert_eq!(
         doc.meta
@@ -219,30 +291,66 @@ fn frozen_parameters_with_a_user_contract_raise_no_warning(
 }
 
 #[test]
-fn probed_module_t_records_one_span_per_forward() -> Result<(), Box<dyn std::error::Error>> {
-    use candle_core::ModuleT;
+fn probed_constructors_cover_candle_nn_layers() -> Result<(), Box<dyn std::error::Error>> {
+    use candle_nn::rnn::RNN;
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("trace.jsonl");
-    let session = TraceSession::create(ProfileRun::inference("dropout", 1), &path)?;
-    let dropout = trace_probe::ProbedT::new(&session, "dropout", candle_nn::Dropout::new(0.5));
-    let (x, _) = common::batch(9)?;
+    let profiler = ProfileRun::inference("layers", 1).start(&path)?;
+    let varmap = VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+    let dev = Device::Cpu;
+    let conv1 = nn::conv1d(2, 3, 3, Default::default(), vb.pp("c1"))?;
+    let convt1 = nn::conv_transpose1d(3, 2, 3, Default::default(), vb.pp("ct1"))?;
+    let conv2 = nn::conv2d(2, 3, 3, Default::default(), vb.pp("c2"))?;
+    let convt2 = nn::conv_transpose2d(3, 2, 3, Default::default(), vb.pp("ct2"))?;
+    let pool = nn::max_pool2d(2);
+    let avg = nn::avg_pool2d(2);
+    let bn = nn::batch_norm(2, 1e-5, vb.pp("bn"))?;
+    let ln = nn::layer_norm(4, 1e-5, vb.pp("ln"))?;
+    let rms = nn::rms_norm(4, 1e-5, vb.pp("rms"))?;
+    let emb = nn::embedding(10, 4, vb.pp("emb"))?;
+    let lstm = nn::lstm(4, 5, Default::default(), vb.pp("lstm"))?;
+    let gru = nn::gru(4, 5, Default::default(), vb.pp("gru"))?;
+    let drop = nn::dropout(0.5);
     {
-        let _step = session.step(1);
-        let y = dropout.forward_t(&x, false)?;
-        assert_eq!(y.dims(), x.dims());
-        dropout.forward_t(&x, true)?;
+        let _step = profiler.step(1);
+        let x1 = Tensor::ones((1, 2, 8), DType::F32, &dev)?;
+        convt1.forward(&conv1.forward(&x1)?)?;
+        let x2 = Tensor::ones((1, 2, 8, 8), DType::F32, &dev)?;
+        avg.forward(&pool.forward(&convt2.forward(&conv2.forward(&x2)?)?)?)?;
+        bn.forward_t(&x2, false)?;
+        let tokens = emb.forward(&Tensor::new(&[[1u32, 2, 3]], &dev)?)?; // (1, 3, 4)
+        rms.forward_diff(&ln.forward(&tokens)?)?;
+        lstm.seq(&tokens)?;
+        gru.seq(&tokens)?;
+        drop.forward_t(&tokens, true)?;
     }
-    session.finish()?;
+    profiler.finish()?;
     let doc = trace_schema::load_path(&path)?;
-    let spans: Vec<_> = doc
+    let mut names: Vec<&str> = doc
         .spans
         .iter()
         .filter(|s| s.kind == SpanKind::Module)
+        .map(|s| doc.str(s.name))
         .collect();
-    assert_eq!(spans.len(), 2);
-    assert!(spans
-        .iter()
-        .all(|s| s.module_path.map(|p| doc.str(p)) == Some("dropout")));
-    assert_eq!(spans[0].instance_key, spans[1].instance_key);
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "avg-pool2d",
+            "batch-norm",
+            "conv-transpose1d",
+            "conv-transpose2d",
+            "conv1d",
+            "conv2d",
+            "dropout",
+            "embedding",
+            "gru",
+            "layer-norm",
+            "lstm",
+            "max-pool2d",
+            "rms-norm"
+        ]
+    );
     Ok(())
 }

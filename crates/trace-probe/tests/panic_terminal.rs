@@ -7,7 +7,7 @@ mod common;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use trace_probe::{ExecutionStep, ProfileRun, TerminalOutcome, TraceSession};
+use trace_probe::{Pass, ProfileRun, TerminalOutcome, TraceSession};
 
 static USER_HOOK_CALLS: AtomicUsize = AtomicUsize::new(0);
 
@@ -24,7 +24,7 @@ fn panic_in_captured_step_writes_failed_terminal() -> Result<(), Box<dyn std::er
     let in_step = session.clone();
     let result = std::panic::catch_unwind(AssertUnwindSafe(move || {
         let _step = in_step.step(1);
-        let _fwd = in_step.step_span("forward", ExecutionStep::Forward);
+        let _fwd = in_step.pass(Pass::Forward);
         let logits = in_step
             .op("mlp", &[&x], || mlp.forward(&x))
             .expect("forward");

@@ -5,9 +5,7 @@ mod common;
 
 use candle_nn::{loss, AdamW, Optimizer, ParamsAdamW};
 use common::{batch, Mlp};
-use trace_probe::{
-    ExecutionStep, MemoryCategory, ProfileRun, SpanKind, TerminalOutcome, TraceSession,
-};
+use trace_probe::{MemoryCategory, Pass, ProfileRun, SpanKind, TerminalOutcome, TraceSession};
 
 /// One training step with explicit spans, ops, tensor facts and stats; `session.step` decides
 /// whether anything is recorded.
@@ -17,8 +15,8 @@ fn train(session: &TraceSession, steps: u64) -> Result<(), Box<dyn std::error::E
     for step in 1..=steps {
         let (x, y) = batch(100 + step)?;
         let _step = session.step(step);
-        session.tensor("batch.x", &x);
-        let fwd = session.step_span("forward", ExecutionStep::Forward);
+        session.tensor_as("batch.x", &x, MemoryCategory::Other);
+        let fwd = session.pass(Pass::Forward);
         let h = {
             let _m = session.span("fc1", SpanKind::Module);
             session.op("linear", &[&x], || {
@@ -36,10 +34,10 @@ fn train(session: &TraceSession, steps: u64) -> Result<(), Box<dyn std::error::E
         })?;
         drop(fwd);
         let grads = {
-            let _b = session.step_span("backward", ExecutionStep::Backward);
+            let _b = session.pass(Pass::Backward);
             l.backward()?
         };
-        let _o = session.step_span("optimizer", ExecutionStep::Optimizer);
+        let _o = session.pass(Pass::Optimizer);
         opt.step(&grads)?;
     }
     Ok(())
@@ -80,11 +78,7 @@ fn mlp_step_writes_a_valid_trace() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(measured.len(), 1);
     assert!(measured[0].parent.is_none() && measured[0].duration_ns.is_some());
     assert_eq!(doc.spans.iter().filter(|s| s.parent.is_none()).count(), 1);
-    for step in [
-        ExecutionStep::Forward,
-        ExecutionStep::Backward,
-        ExecutionStep::Optimizer,
-    ] {
+    for step in [Pass::Forward, Pass::Backward, Pass::Optimizer] {
         assert_eq!(
             doc.spans.iter().filter(|s| s.pass == Some(step)).count(),
             1,
@@ -100,7 +94,7 @@ fn mlp_step_writes_a_valid_trace() -> Result<(), Box<dyn std::error::Error>> {
     let forward = doc
         .spans
         .iter()
-        .find(|s| s.pass == Some(ExecutionStep::Forward))
+        .find(|s| s.pass == Some(Pass::Forward))
         .unwrap();
     assert_eq!(fc1.parent, Some(forward.id));
 
@@ -114,7 +108,8 @@ fn mlp_step_writes_a_valid_trace() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(doc.ops[0].span, fc1.id);
     assert_eq!(doc.edges.len(), 5);
 
-    // Tensor facts with storage bytes from the storage and inferred categories.
+    // Tensor facts with storage bytes from the storage, declared and inferred categories (the
+    // step guard opened the forward pass: a tensor recorded there is an activation).
     assert_eq!(doc.tensors.len(), 2);
     let x = &doc.tensors[0];
     assert_eq!(x.storage_bytes, Some(16 * 32 * 4));
@@ -195,7 +190,8 @@ fn finish_inside_the_captured_step_ends_the_trace_as_failed(
         .reason
         .unwrap_or_default()
         .contains("inside the captured step"));
-    assert_eq!(doc.spans.len(), 2);
+    // The root, the forward pass the step guard opened, and `early`.
+    assert_eq!(doc.spans.len(), 3);
     Ok(())
 }
 

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use trace_probe::{ExecutionStep, ProfileRun, TraceSession};
+use trace_probe::{Pass, ProfileRun, TraceSession};
 
 const CHILD_ENV: &str = "TRACE_PROBE_SIGKILL_CHILD";
 const READY: &str = "TRACE-PROBE-FLUSHED";
@@ -28,14 +28,14 @@ fn sigkill_child() {
     let (x, _) = common::batch(4).expect("batch");
     let _step = session.step(1);
     {
-        let _fwd = session.step_span("forward", ExecutionStep::Forward);
+        let _fwd = session.pass(Pass::Forward);
         let logits = session
             .op("mlp", &[&x], || mlp.forward(&x))
             .expect("forward");
         session.tensor("logits", &logits);
     }
     session.flush().expect("flush");
-    let _backward = session.step_span("backward", ExecutionStep::Backward);
+    let _backward = session.pass(Pass::Backward);
     let mut out = std::io::stdout();
     writeln!(out, "\n{READY}").expect("stdout");
     out.flush().expect("stdout");
@@ -92,7 +92,7 @@ fn sigkill_leaves_a_loadable_truncated_trace() -> Result<(), Box<dyn std::error:
     let forward = doc
         .spans
         .iter()
-        .find(|s| s.pass == Some(ExecutionStep::Forward))
+        .find(|s| s.pass == Some(Pass::Forward))
         .expect("forward span flushed before the kill");
     assert!(forward.duration_ns.is_some(), "its end was flushed");
     assert_eq!(doc.ops.len(), 1);
