@@ -1,14 +1,15 @@
 //! Same-process paired A/B of the probe's wrappers on an MLP training step (784-512-512-10 by
 //! default, batch 64, AdamW, CPU). Blocks of steps alternate between the plain model and the
-//! probed one (probed `Linear`s, `ProbedOptimizer`, the tracing layer installed), swapping the
+//! probed one (probed `Linear`s from `trace_probe::nn`, `ProbedOptimizer`, the tracing layer installed), swapping the
 //! order every pair; prints the median of the per-pair time ratios and their range. Reported in
 //! the README, never asserted.
 //!
 //! Two probed variants:
 //! - `idle`: wrappers and layer present, not the captured step (the steady-state cost);
 //! - `captured`: every step is a captured step of a fresh session writing to `std::io::sink()`
-//!   (session open, meta, spans, gradient facts with one device read, finish; a fresh AdamW per
-//!   step, since a session captures one step);
+//!   (session open, meta, passes, gradient facts with one device read, finish; a fresh AdamW per
+//!   step, since a session captures one step). The layers' `tracing` spans were created under
+//!   the idle session's subscriber and report there, so this variant records no module spans;
 //! - `fresh`: the same fresh session and AdamW per step without capturing (separates the cost
 //!   of building them from the cost of capturing).
 //!
@@ -18,7 +19,8 @@ use std::time::Instant;
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{loss, AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use trace_probe::{probed, Pass, Probed, ProbedOptimizer, ProfileRun, TraceSession};
+use trace_probe::nn::{self, Traced};
+use trace_probe::{ProbedOptimizer, ProfileRun, TraceSession};
 use tracing_subscriber::{filter::LevelFilter, layer::SubscriberExt, Layer, Registry};
 
 fn env(name: &str, default: usize) -> usize {
@@ -69,9 +71,9 @@ impl Plain {
 
 struct Wrapped {
     varmap: VarMap,
-    l1: Probed<Linear>,
-    l2: Probed<Linear>,
-    l3: Probed<Linear>,
+    l1: Traced<Linear>,
+    l2: Traced<Linear>,
+    l3: Traced<Linear>,
     opt: ProbedOptimizer<AdamW>,
     session: TraceSession,
 }
@@ -80,12 +82,11 @@ impl Wrapped {
     fn new(d: &Dims, session: &TraceSession) -> candle_core::Result<Self> {
         let varmap = VarMap::new();
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
-        let opt_err = |e: trace_probe::ProbeError| candle_core::Error::Msg(e.to_string());
-        let l1 = probed::linear(session, d.input, d.hidden, vb.pp("l1"))?;
-        let l2 = probed::linear(session, d.hidden, d.hidden, vb.pp("l2"))?;
-        let l3 = probed::linear(session, d.hidden, d.classes, vb.pp("l3"))?;
+        let l1 = nn::linear(d.input, d.hidden, vb.pp("l1"))?;
+        let l2 = nn::linear(d.hidden, d.hidden, vb.pp("l2"))?;
+        let l3 = nn::linear(d.hidden, d.classes, vb.pp("l3"))?;
         let opt =
-            ProbedOptimizer::new(session, &varmap, ParamsAdamW::default()).map_err(opt_err)?;
+            ProbedOptimizer::for_session(session, varmap.all_vars(), ParamsAdamW::default())?;
         Ok(Self {
             varmap,
             l1,
@@ -96,12 +97,14 @@ impl Wrapped {
         })
     }
 
-    /// Rebinds the wrappers and the optimizer (a fresh AdamW) to a new session.
+    /// Rebinds the optimizer (a fresh AdamW) to a new session (the layers' spans reach
+    /// whichever session's layer is installed).
     fn rebind(&mut self, session: &TraceSession) -> Result<(), trace_probe::ProbeError> {
-        self.l1 = Probed::new(session, "l1", self.l1.inner().clone());
-        self.l2 = Probed::new(session, "l2", self.l2.inner().clone());
-        self.l3 = Probed::new(session, "l3", self.l3.inner().clone());
-        self.opt = ProbedOptimizer::new(session, &self.varmap, ParamsAdamW::default())?;
+        self.opt = ProbedOptimizer::for_session(
+            session,
+            self.varmap.all_vars(),
+            ParamsAdamW::default(),
+        )?;
         self.session = session.clone();
         Ok(())
     }
@@ -109,7 +112,6 @@ impl Wrapped {
     fn step(&mut self, n: u64, x: &Tensor, y: &Tensor) -> candle_core::Result<()> {
         let _step = self.session.step(n);
         let logits = {
-            let _f = self.session.pass(Pass::Forward);
             let h = self.l2.forward(&self.l1.forward(x)?.relu()?)?.relu()?;
             self.l3.forward(&h)?
         };

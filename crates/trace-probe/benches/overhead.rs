@@ -23,7 +23,7 @@ fn outside(c: &mut Criterion) {
             black_box(&g);
         })
     });
-    group.bench_function("step_span", |b| {
+    group.bench_function("pass", |b| {
         b.iter(|| {
             let g = session.pass(Pass::Forward);
             black_box(&g);
