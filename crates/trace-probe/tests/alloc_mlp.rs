@@ -9,6 +9,9 @@ mod alloc_common;
 
 use std::collections::HashSet;
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{loss, AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use trace_probe::alloc::Tracking;
@@ -35,12 +38,9 @@ impl Mlp {
 }
 
 fn batch(step: u64) -> candle_core::Result<(Tensor, Tensor)> {
-    let x: Vec<f32> = (0..64 * 784)
-        .map(|i| ((i as u64 * 2654435761 + step) % 1000) as f32 / 1000.0 - 0.5)
-        .collect();
-    let y: Vec<u32> = (0..64)
-        .map(|i| ((i as u64 * 7 + step) % 10) as u32)
-        .collect();
+    let mut rng = StdRng::seed_from_u64(step);
+    let x: Vec<f32> = (0..64 * 784).map(|_| rng.gen_range(-0.5..0.5)).collect();
+    let y: Vec<u32> = (0..64).map(|_| rng.gen_range(0..10)).collect();
     Ok((
         Tensor::from_vec(x, (64, 784), &Device::Cpu)?,
         Tensor::from_vec(y, 64, &Device::Cpu)?,

@@ -6,6 +6,8 @@
 mod alloc_common;
 
 use candle_core::{DType, Device, Module, Tensor, D};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use trace_probe::alloc::Tracking;
 use trace_probe::storage as capture;
@@ -76,12 +78,9 @@ impl Block {
 
 fn data(step: u64) -> candle_core::Result<(Tensor, Tensor)> {
     let n = B * T * DM;
-    let x: Vec<f32> = (0..n)
-        .map(|i| ((i as u64 * 31 + step) % 97) as f32 / 97.0 - 0.5)
-        .collect();
-    let y: Vec<f32> = (0..n)
-        .map(|i| ((i as u64 * 17 + step) % 89) as f32 / 89.0 - 0.5)
-        .collect();
+    let mut rng = StdRng::seed_from_u64(step);
+    let x: Vec<f32> = (0..n).map(|_| rng.gen_range(-0.5..0.5)).collect();
+    let y: Vec<f32> = (0..n).map(|_| rng.gen_range(-0.5..0.5)).collect();
     Ok((
         Tensor::from_vec(x, (B, T, DM), &Device::Cpu)?,
         Tensor::from_vec(y, (B, T, DM), &Device::Cpu)?,
