@@ -85,8 +85,7 @@ impl Wrapped {
         let l1 = nn::linear(d.input, d.hidden, vb.pp("l1"))?;
         let l2 = nn::linear(d.hidden, d.hidden, vb.pp("l2"))?;
         let l3 = nn::linear(d.hidden, d.classes, vb.pp("l3"))?;
-        let opt =
-            ProbedOptimizer::for_session(session, varmap.all_vars(), ParamsAdamW::default())?;
+        let opt = ProbedOptimizer::for_session(session, varmap.all_vars(), ParamsAdamW::default())?;
         Ok(Self {
             varmap,
             l1,
@@ -100,11 +99,8 @@ impl Wrapped {
     /// Rebinds the optimizer (a fresh AdamW) to a new session (the layers' spans reach
     /// whichever session's layer is installed).
     fn rebind(&mut self, session: &TraceSession) -> Result<(), trace_probe::ProbeError> {
-        self.opt = ProbedOptimizer::for_session(
-            session,
-            self.varmap.all_vars(),
-            ParamsAdamW::default(),
-        )?;
+        self.opt =
+            ProbedOptimizer::for_session(session, self.varmap.all_vars(), ParamsAdamW::default())?;
         self.session = session.clone();
         Ok(())
     }

@@ -9,7 +9,7 @@ use std::hint::black_box;
 
 use candle_core::{DType, Device, Tensor};
 use criterion::{criterion_group, criterion_main, Criterion};
-use trace_probe::{Pass, ProfileRun, TraceSession};
+use trace_probe::{Pass, ProfileRun, SpanKind, TraceSession};
 
 fn outside(c: &mut Criterion) {
     let session = TraceSession::new(ProfileRun::training("bench", 1_000_000), std::io::sink())
@@ -46,7 +46,7 @@ fn inside(c: &mut Criterion) {
     group.sample_size(10);
     group.bench_function("span_open_close", |b| {
         b.iter(|| {
-            let g = session.pass(Pass::Forward);
+            let g = session.span("block", SpanKind::Function);
             black_box(&g);
         })
     });

@@ -1,8 +1,10 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
+#[doc(hidden)]
 pub mod alloc;
 mod category;
+#[doc(hidden)]
 pub mod clock;
 mod device;
 #[doc(hidden)]
@@ -28,6 +30,7 @@ mod tensor_id;
 mod writer;
 
 pub use alloc::Tracking;
+#[doc(hidden)]
 pub use device::DeviceLabel;
 pub use error::ProbeError;
 pub use gradients::NON_PARAMETER_ROOT;

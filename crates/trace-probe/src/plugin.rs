@@ -27,7 +27,7 @@
 //!   [`crate::clock::SessionClock::process_ns_to_session_ns`]).
 //! - Span attribution: [`CaptureContext::span_at`]`(thread, ts_ns)` answers which span was the
 //!   innermost open one on a thread at a session time (binary search in a per-thread span-change
-//!   log), and [`CaptureContext::span_info`] gives its step (inherited from ancestors), kind and
+//!   log), and [`CaptureContext::span_info`] gives its pass (inherited from ancestors), kind and
 //!   module path. Threads are identified by [`thread_key`], which is allocation-free and
 //!   lock-free, so the allocator hook records it with each ring event.
 //! - [`CaptureContext::span_id`] formats a span number as the wire id `s<n>`.

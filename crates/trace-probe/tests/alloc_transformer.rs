@@ -6,9 +6,9 @@
 mod alloc_common;
 
 use candle_core::{DType, Device, Module, Tensor, D};
+use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use trace_probe::alloc::Tracking;
 use trace_probe::storage as capture;
 use trace_probe::{CoverageLevel, MemoryCategory, Pass, ProbedOptimizer, ProfileRun, TraceSession};

@@ -140,7 +140,8 @@ fn on_dealloc(ptr: *mut u8, size: usize) {
         return;
     }
     let tag = watch::take(ptr as usize);
-    // SAFETY: `ptr` is a live block of `size` bytes until the inner dealloc below.
+    // SAFETY: `ptr` is a block of `size` bytes being freed by our caller and not yet handed to
+    // the inner allocator (that happens after this function, or later for a held block).
     let signature = last_ptr != 0 && unsafe { block_holds(ptr, size, last_ptr) };
     // Every block-sized free is logged, matched or not: the drain needs it to know which
     // logged block allocations are still live at the end of the window.
@@ -156,8 +157,10 @@ fn on_dealloc(ptr: *mut u8, size: usize) {
     });
 }
 
-// SAFETY: every method forwards to `A` with the caller's arguments unchanged; the hook only
-// records metadata, never touches the returned memory except reading a block being freed.
+// SAFETY: every method forwards to `A` with the caller's arguments unchanged — except that a
+// storage-sized block freed while frees are held is parked and forwarded to `A`'s `dealloc`
+// later, unchanged, by `hold::release` through the global allocator (this one). The hook only
+// records metadata and never touches memory except reading a block being freed.
 unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {

@@ -238,7 +238,7 @@ mod tests {
             true
         }
         fn locate(&self, thread: u64, hook_ns: u64) -> Located {
-            let (index, base_ns, span, step) = if hook_ns < 200 {
+            let (index, base_ns, span, pass) = if hook_ns < 200 {
                 (0, 1000, "s2", Some(Pass::Forward))
             } else {
                 (1, 2000, "s1", None)
@@ -247,7 +247,7 @@ mod tests {
                 slot: (thread, index),
                 base_ns,
                 span: Some(span.into()),
-                pass: step,
+                pass,
             }
         }
         fn next_in_slot(&self, slot: (u64, u64)) -> u64 {
@@ -330,7 +330,7 @@ mod tests {
     }
 
     #[test]
-    fn deterministic_drain_infers_categories_from_the_located_step() {
+    fn deterministic_drain_infers_categories_from_the_located_pass() {
         let events = deterministic_events(
             vec![draft(120, "0xc.0", MemoryAction::Alloc)],
             &Logical::default(),
