@@ -27,8 +27,8 @@ pub fn varmap_manifest(root: &str, varmap: &VarMap) -> Vec<(String, String)> {
 /// `type Config = O::Config`, so `fn train<O: Optimizer>(..)` code and
 /// `ProbedOptimizer::<AdamW>::new(varmap.all_vars(), config)` work unchanged.
 ///
-/// - `new` (through `Optimizer::new`) finds the session of the live profiler (the latest one
-///   started on this thread, else anywhere) and names each variable after its key in the
+/// - `new` (through `Optimizer::new`) finds the session of the live profiler started on this
+///   thread (on another thread use [`ProbedOptimizer::for_session`]) and names each variable after its key in the
 ///   `VarMap` given to [`crate::ProfileRun::varmap`] (`unnamed/t<n>` otherwise); it declares
 ///   gradient coverage `complete` over those names ([`GradientContract::all_active`]) unless
 ///   the run carries a user gradient contract; it builds `O` itself, variables sorted by name,

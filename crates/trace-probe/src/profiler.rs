@@ -148,17 +148,16 @@ pub(crate) mod active {
             .retain(|(uid, _, w)| *uid != session.inner.uid && w.strong_count() > 0);
     }
 
-    /// The session of the latest profiler started on this thread, else of the latest one
-    /// started anywhere; `None` when no profiler lives.
+    /// The session of the latest live profiler started on this thread (`None` when there is
+    /// none: a profiler on another thread is not guessed at; bind an optimizer built elsewhere
+    /// with `ProbedOptimizer::for_session`).
     pub(crate) fn current() -> Option<TraceSession> {
         let active = crate::writer::lock(&ACTIVE);
         let here = std::thread::current().id();
-        let alive = |w: &Weak<Inner>| w.upgrade().map(|inner| TraceSession { inner });
         active
             .iter()
             .rev()
             .filter(|(_, t, _)| *t == here)
-            .find_map(|(_, _, w)| alive(w))
-            .or_else(|| active.iter().rev().find_map(|(_, _, w)| alive(w)))
+            .find_map(|(_, _, w)| w.upgrade().map(|inner| TraceSession { inner }))
     }
 }
