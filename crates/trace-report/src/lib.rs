@@ -1,0 +1,33 @@
+//! # trace-report
+//!
+//! The outputs people look at, built on the analysis API (trace-memory, trace-graph) and the
+//! one formatter (trace-format), never on a second reading of the trace:
+//! - [`chrome`]: the Chrome Trace Event Format export for Perfetto UI and chrome://tracing;
+//! - [`layout`]: which host lane each span is drawn on and whether it nests there (shared by
+//!   the export and the report, so both draw the same tracks).
+//!
+//! No Candle dependency: arrows point down to the analysis crates only.
+
+#![deny(missing_docs)]
+
+pub mod chrome;
+pub mod layout;
+
+use serde::Serialize;
+
+/// A finding as a report states it: the analyser's summary and the caller's advice.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FindingText {
+    /// `error`, `warning` or `info`.
+    pub severity: String,
+    /// Finding code (`memory_peak`, …).
+    pub code: String,
+    /// One sentence with the figures.
+    pub summary: String,
+    /// What to do about it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advice: Option<String>,
+    /// When it happened, ns since session start (from its evidence), when it has a time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timestamp_ns: Option<u64>,
+}
