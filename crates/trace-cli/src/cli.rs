@@ -36,6 +36,9 @@ pub enum Command {
     /// Convert a PyTorch profiler trace (Kineto Chrome-trace JSON, `.json` or `.json.gz`) into a
     /// candle-graph trace. The other commands also read such a file directly.
     Import(ImportArgs),
+    /// Write the trace for another viewer: Chrome Trace Event Format (Perfetto UI,
+    /// chrome://tracing).
+    Export(ExportArgs),
 }
 
 /// `import` arguments.
@@ -102,6 +105,39 @@ pub struct MemoryArgs {
     /// Rows of the live-at-peak table.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
+    /// Group what is live at the peak by allocating span path, shape/dtype or category
+    /// (every storage counted; the top N groups shown).
+    #[arg(long, value_enum, value_name = "BY")]
+    pub group_by: Option<crate::live::GroupBy>,
+}
+
+/// Export formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// Chrome Trace Event Format (JSON object form), for Perfetto UI and chrome://tracing.
+    Chrome,
+}
+
+/// `export` arguments.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// A trace file, or a directory holding `trace.jsonl`.
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum)]
+    pub format: ExportFormat,
+    /// Output file; a name ending in `.gz` is gzip-compressed; `-` is stdout.
+    #[arg(short, long, value_name = "FILE", default_value = "trace.json")]
+    pub output: PathBuf,
+    /// Only the spans with this `/`-joined path (e.g. `llama::train_step/backward`) and their
+    /// subtrees, with the counters and instants inside their time range.
+    #[arg(long, value_name = "PATH")]
+    pub span: Option<String>,
+    /// Only what intersects START..END, times relative to the start of the measured region
+    /// with a unit (ns, us, ms, s; e.g. `5ms..12.5ms`, `..2ms`, `30ms..`).
+    #[arg(long, value_name = "START..END")]
+    pub window: Option<trace_report::chrome::Window>,
 }
 
 /// `check` arguments.

@@ -2,6 +2,9 @@
 //! inferred mark, allocating span path and pass (from the analysis' span index), shape/dtype,
 //! label.
 
+use std::collections::HashMap;
+
+use clap::ValueEnum;
 use serde::Serialize;
 use trace_memory::{SpanIndex, StorageLifetime};
 use trace_schema::{CategorySource, MemoryCategory, Pass, TraceDocument};
@@ -74,16 +77,146 @@ impl StorageRow {
 
 /// `[2, 3] f32` style shape/dtype cell.
 fn shape_dtype(row: &StorageRow) -> String {
-    let shape = row.shape.as_ref().map(|s| {
+    shape_dtype_of(row.shape.as_deref(), row.dtype.as_deref())
+}
+
+/// `[2, 3] f32`, `[2, 3]`, `f32` or `-`.
+pub fn shape_dtype_of(shape: Option<&[u64]>, dtype: Option<&str>) -> String {
+    let shape = shape.map(|s| {
         let dims: Vec<String> = s.iter().map(u64::to_string).collect();
         format!("[{}]", dims.join(", "))
     });
-    match (shape, &row.dtype) {
+    match (shape, dtype) {
         (Some(s), Some(d)) => format!("{s} {d}"),
         (Some(s), None) => s,
-        (None, Some(d)) => d.clone(),
+        (None, Some(d)) => d.to_string(),
         (None, None) => "-".to_string(),
     }
+}
+
+/// How storages live at a peak are grouped (`memory --group-by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    /// The allocating span's path (`-` when the alloc named none; `(before capture)` for
+    /// pre-existing storages without one).
+    Span,
+    /// Shape and dtype (`[8, 16, 128] f32`).
+    Shape,
+    /// Category (the `INFERRED` column counts storages whose category was inferred from the
+    /// pass).
+    Category,
+}
+
+impl GroupBy {
+    /// Column title of the group key.
+    pub fn title(self) -> &'static str {
+        match self {
+            GroupBy::Span => "SPAN",
+            GroupBy::Shape => "SHAPE/DTYPE",
+            GroupBy::Category => "CATEGORY",
+        }
+    }
+
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupBy::Span => "span",
+            GroupBy::Shape => "shape",
+            GroupBy::Category => "category",
+        }
+    }
+}
+
+/// Storages sharing one key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HeldGroup {
+    /// The key (span path, shape/dtype or category), as text.
+    pub key: String,
+    /// Storages in the group.
+    pub storages: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Storages of the group whose category the probe inferred from the pass.
+    pub inferred_category: u64,
+}
+
+/// Groups `lives` by `by`: largest bytes first, then key. Every storage is in exactly one
+/// group. O(L × path depth) with one path per distinct span.
+pub fn group(
+    lives: &[&StorageLifetime],
+    doc: &TraceDocument,
+    spans: &SpanIndex,
+    by: GroupBy,
+) -> Vec<HeldGroup> {
+    let mut paths: HashMap<&str, String> = HashMap::new();
+    let mut groups: HashMap<String, (u64, u64, u64)> = HashMap::new();
+    for l in lives {
+        let key = match by {
+            GroupBy::Span => match l.span_id.as_deref() {
+                Some(id) => paths
+                    .entry(id)
+                    .or_insert_with(|| spans.path_of_id(doc, id).unwrap_or_else(|| id.to_string()))
+                    .clone(),
+                None if l.pre_existing => "(before capture)".to_string(),
+                None => "-".to_string(),
+            },
+            GroupBy::Shape => shape_dtype_of(l.shape.as_deref(), l.dtype.as_deref()),
+            GroupBy::Category => l.category.as_str().to_string(),
+        };
+        let g = groups.entry(key).or_insert((0, 0, 0));
+        g.0 += 1;
+        // Distinct live storages: their sum is bounded by the (checked) peak.
+        g.1 += l.bytes;
+        g.2 += u64::from(l.category_source == Some(CategorySource::Inferred));
+    }
+    let mut out: Vec<HeldGroup> = groups
+        .into_iter()
+        .map(|(key, (storages, bytes, inferred))| HeldGroup {
+            key,
+            storages,
+            bytes,
+            inferred_category: inferred,
+        })
+        .collect();
+    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.key.cmp(&b.key)));
+    out
+}
+
+/// A table of groups: bytes, share of `total_bytes`, storages, key.
+pub fn group_table(groups: &[HeldGroup], by: GroupBy, total_bytes: u64) -> Table {
+    let category = by == GroupBy::Category;
+    let mut columns = vec![
+        ("BYTES", Align::Right),
+        ("SHARE", Align::Right),
+        ("STORAGES", Align::Right),
+    ];
+    if category {
+        columns.push(("INFERRED", Align::Right));
+    }
+    columns.push((by.title(), Align::Left));
+    let mut t = Table::new(&columns);
+    for g in groups {
+        let mut row = vec![
+            trace_format::bytes(g.bytes),
+            share(g.bytes, total_bytes),
+            g.storages.to_string(),
+        ];
+        if category {
+            row.push(g.inferred_category.to_string());
+        }
+        row.push(Table::text(&g.key));
+        t.row(row);
+    }
+    t
+}
+
+/// `12.5%` of a total (`-` for a total of 0).
+pub fn share(part: u64, total: u64) -> String {
+    if total == 0 {
+        return "-".to_string();
+    }
+    format!("{:.1}%", part as f64 * 100.0 / total as f64)
 }
 
 /// A table of storage rows; `*` marks an inferred category, `before capture` a pre-existing

@@ -141,8 +141,13 @@ fn run(cli: Cli) -> Result<Output> {
         }
         Command::Memory(args) => {
             let (trace, analysis) = load(&args.input.trace)?;
-            let report =
-                commands::memory::build(&trace.doc, &analysis, args.device.as_deref(), args.top)?;
+            let report = commands::memory::build(
+                &trace.doc,
+                &analysis,
+                args.device.as_deref(),
+                args.top,
+                args.group_by,
+            )?;
             Ok(Output::ok(if args.input.json {
                 to_json("memory", Some(InputRecord::of(&trace)), &report)?
             } else {
@@ -177,6 +182,27 @@ fn run(cli: Cli) -> Result<Output> {
                 Some(InputRecord::of(&trace)),
                 &report,
             )?))
+        }
+        Command::Export(args) => {
+            let (trace, analysis) = load(&args.trace)?;
+            let cli::ExportFormat::Chrome = args.format;
+            let written =
+                commands::export::run(&trace.doc, &analysis, &args.output, args.span, args.window)?;
+            if let Some(path) = &written.path {
+                let s = written.stats;
+                eprintln!(
+                    "candle-graph: wrote {} ({}, {} events: {} nested spans, {} spans apart, {} ops, {} counters, {} instants); open it in Perfetto UI or chrome://tracing",
+                    path.display(),
+                    trace_format::bytes(written.bytes),
+                    s.events,
+                    s.nested_spans,
+                    s.async_spans,
+                    s.ops,
+                    s.counters,
+                    s.instants
+                );
+            }
+            Ok(Output::ok(String::new()))
         }
     }
 }

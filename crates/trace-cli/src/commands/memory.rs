@@ -13,7 +13,7 @@ use trace_schema::{MemoryCategory, TraceDocument};
 
 use crate::commands::peak::{self, Peaks};
 use crate::commands::summary::overflow_line;
-use crate::live::{self, StorageRow};
+use crate::live::{self, GroupBy, StorageRow};
 use crate::sparkline::sparkline;
 use crate::table::{Align, Table};
 
@@ -101,6 +101,7 @@ pub fn build(
     analysis: &Analysis,
     device: Option<&str>,
     top: usize,
+    group_by: Option<GroupBy>,
 ) -> Result<MemoryReport> {
     let spans = &analysis.spans;
     let logical = analysis.memory.logical.as_ref();
@@ -111,7 +112,7 @@ pub fn build(
         anyhow::bail!("device `{d}` has no memory events: this trace has no logical memory events");
     }
     let lower_bound = analysis.health.memory_lower_bound;
-    let peaks = logical.map(|l| Peaks::of(doc, spans, l, device, top, lower_bound));
+    let peaks = logical.map(|l| Peaks::of(doc, spans, l, device, top, lower_bound, group_by));
     let shown_peak = peaks.as_ref().and_then(|p| p.memory_peak.as_ref());
     let by_category = logical
         .map(|l| {
@@ -345,4 +346,130 @@ fn render_physical(out: &mut String, r: &MemoryReport) {
         ]);
     }
     out.push_str(&t.render("  "));
+    for d in devices {
+        if let Some(line) = logical_vs_physical(d, r.time_origin_ns) {
+            let _ = writeln!(out, "  {line}");
+        }
+        if let Some(note) = d
+            .logical_comparison
+            .as_ref()
+            .and_then(|c| c.note.as_deref())
+        {
+            let _ = writeln!(out, "  note: {note}");
+        }
+    }
+}
+
+/// The logical-vs-physical statement of one device: the logical peak against the highest
+/// physical `used` sample and their ratio, and the largest `reserved − logical` gap (the
+/// allocator cache); `None` without logical events on the device.
+pub fn logical_vs_physical(d: &PhysicalDeviceStats, origin_ns: u64) -> Option<String> {
+    let c = d.logical_comparison.as_ref()?;
+    let mut s = format!(
+        "{}: logical peak {}",
+        escape(&d.device),
+        bytes(c.logical_peak_bytes)
+    );
+    let resident = d.peak_resident.map(|o| o.bytes);
+    match (c.physical_peak_used_bytes, c.coverage_ratio, resident) {
+        (Some(used), Some(r), _) => {
+            let _ = write!(
+                s,
+                " vs physical peak used {} (logical ÷ physical {r:.2})",
+                bytes(used)
+            );
+        }
+        (Some(used), None, _) => {
+            let _ = write!(s, " vs physical peak used {}", bytes(used));
+        }
+        (None, _, Some(rss)) if rss > 0 => {
+            let _ = write!(
+                s,
+                " vs peak resident set {} (logical ÷ resident {:.2}; no physical used figure)",
+                bytes(rss),
+                c.logical_peak_bytes as f64 / rss as f64
+            );
+        }
+        (None, _, _) => s.push_str(" (no physical used or resident figure to compare)"),
+    }
+    if let (Some(cache), Some(t)) = (
+        c.max_allocator_cache_bytes,
+        c.max_allocator_cache_timestamp_ns,
+    ) {
+        let gap = if cache < 0 {
+            format!(
+                "-{}",
+                bytes(cache.unsigned_abs().min(u64::MAX as u128) as u64)
+            )
+        } else {
+            bytes(cache.min(u64::MAX as i128) as u64)
+        };
+        let _ = write!(
+            s,
+            "; largest reserved − logical {gap} at {}",
+            at(t, origin_ns)
+        );
+    }
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trace_memory::{LogicalVsPhysical, Observed};
+
+    fn stats(device: &str, used: Option<u64>, resident: Option<u64>) -> PhysicalDeviceStats {
+        let obs = |b: Option<u64>| {
+            b.map(|bytes| Observed {
+                bytes,
+                timestamp_ns: 5,
+            })
+        };
+        PhysicalDeviceStats {
+            device: device.to_string(),
+            sample_count: 1,
+            used_sample_count: u64::from(used.is_some()),
+            free_sample_count: 0,
+            reserved_sample_count: 1,
+            capacity_sample_count: 0,
+            resident_sample_count: u64::from(resident.is_some()),
+            peak_used: obs(used),
+            peak_reserved: obs(Some(4096)),
+            peak_resident: obs(resident),
+            minimum_free: None,
+            maximum_capacity: None,
+            logical_comparison: Some(LogicalVsPhysical {
+                logical_peak_bytes: 1024,
+                physical_peak_used_bytes: used,
+                coverage_ratio: used.map(|u| 1024.0 / u as f64),
+                max_allocator_cache_bytes: Some(3072),
+                max_allocator_cache_timestamp_ns: Some(1_500),
+                note: None,
+            }),
+            samples: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_logical_vs_physical_statement_names_what_it_compares() {
+        assert_eq!(
+            logical_vs_physical(&stats("cuda:0", Some(2048), None), 1_000).unwrap(),
+            "cuda:0: logical peak 1.00 KiB vs physical peak used 2.00 KiB (logical ÷ physical 0.50); largest reserved − logical 3.00 KiB at 500 ns"
+        );
+        assert_eq!(
+            logical_vs_physical(&stats("cpu", None, Some(4096)), 0).unwrap(),
+            "cpu: logical peak 1.00 KiB vs peak resident set 4.00 KiB (logical ÷ resident 0.25; no physical used figure); largest reserved − logical 3.00 KiB at 1.5 µs"
+        );
+        let mut none = stats("cpu", None, None);
+        none.logical_comparison
+            .as_mut()
+            .unwrap()
+            .max_allocator_cache_bytes = None;
+        assert_eq!(
+            logical_vs_physical(&none, 0).unwrap(),
+            "cpu: logical peak 1.00 KiB (no physical used or resident figure to compare)"
+        );
+        none.logical_comparison = None;
+        assert_eq!(logical_vs_physical(&none, 0), None);
+    }
 }

@@ -4,6 +4,7 @@
 pub mod check;
 pub mod demo;
 pub mod import;
+pub mod export;
 pub mod memory;
 pub mod peak;
 pub mod query;

@@ -11,7 +11,7 @@ use trace_format::{at, bytes, checked_bytes, escape};
 use trace_memory::{LogicalMemoryProfile, PassPeak, SpanIndex, StorageLifetime};
 use trace_schema::{MemoryCategory, Pass, TraceDocument};
 
-use crate::live::{self, StorageRow};
+use crate::live::{self, GroupBy, HeldGroup, StorageRow};
 
 /// The peak of one pass.
 #[derive(Debug, Clone, Serialize)]
@@ -75,6 +75,44 @@ pub struct PeakRecord {
     pub held_more_bytes: Option<u64>,
     /// Figures are lower bounds (truncated, failed or lossy capture).
     pub lower_bound: bool,
+    /// Everything live at the peak grouped (`memory --group-by`), when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_groups: Option<HeldGroups>,
+}
+
+/// The storages live at a peak in groups: the largest `top` groups, and the rest counted.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldGroups {
+    /// The grouping.
+    pub by: GroupBy,
+    /// The largest groups, bytes descending.
+    pub groups: Vec<HeldGroup>,
+    /// Groups not listed.
+    pub more_groups: usize,
+    /// Their storages.
+    pub more_storages: u64,
+    /// Their bytes.
+    pub more_bytes: u64,
+}
+
+/// The largest `top` groups of `live` by `by`, the rest counted.
+pub fn held_groups(
+    live: &[&StorageLifetime],
+    doc: &TraceDocument,
+    spans: &SpanIndex,
+    by: GroupBy,
+    top: usize,
+) -> HeldGroups {
+    let mut groups = live::group(live, doc, spans, by);
+    let rest = groups.split_off(top.min(groups.len()));
+    HeldGroups {
+        by,
+        groups,
+        more_groups: rest.len(),
+        more_storages: rest.iter().map(|g| g.storages).sum(),
+        // Distinct live storages: bounded by the peak.
+        more_bytes: rest.iter().map(|g| g.bytes).sum(),
+    }
 }
 
 impl PeakRecord {
@@ -87,6 +125,7 @@ impl PeakRecord {
         device: Option<&str>,
         top: usize,
         lower_bound: bool,
+        group_by: Option<GroupBy>,
     ) -> Option<Self> {
         let (live_bytes, timestamp_ns, by_device, by_category, context, live) = match device {
             None => {
@@ -133,6 +172,7 @@ impl PeakRecord {
             held_more_count: rest.len(),
             held_more_bytes: trace_memory::sum_bytes(rest.iter().map(|l| l.bytes)),
             lower_bound,
+            held_groups: group_by.map(|by| held_groups(&live, doc, spans, by, top)),
         })
     }
 }
@@ -158,21 +198,30 @@ impl Peaks {
         device: Option<&str>,
         top: usize,
         lower_bound: bool,
+        group_by: Option<GroupBy>,
     ) -> Self {
         if device.is_some() || logical.by_device.len() == 1 {
             let d = device.or(logical.by_device.first().map(|d| d.device.as_str()));
             return Self {
-                memory_peak: PeakRecord::of(doc, spans, logical, d, top, lower_bound),
+                memory_peak: PeakRecord::of(doc, spans, logical, d, top, lower_bound, group_by),
                 device_peaks: Vec::new(),
             };
         }
         Self {
-            memory_peak: PeakRecord::of(doc, spans, logical, None, top, lower_bound),
+            memory_peak: PeakRecord::of(doc, spans, logical, None, top, lower_bound, group_by),
             device_peaks: logical
                 .by_device
                 .iter()
                 .filter_map(|d| {
-                    PeakRecord::of(doc, spans, logical, Some(&d.device), top, lower_bound)
+                    PeakRecord::of(
+                        doc,
+                        spans,
+                        logical,
+                        Some(&d.device),
+                        top,
+                        lower_bound,
+                        group_by,
+                    )
                 })
                 .collect(),
         }
@@ -214,6 +263,38 @@ fn headline(p: &PeakRecord, on: &str, origin_ns: u64) -> String {
 fn render_held(out: &mut String, p: &PeakRecord, indent: &str) {
     let total = p.held.len() + p.held_more_count;
     if total == 0 {
+        return;
+    }
+    if let Some(g) = &p.held_groups {
+        let _ = writeln!(
+            out,
+            "{indent}held at the peak by {} ({total} storages in {} groups{}):",
+            g.by.as_str(),
+            g.groups.len() + g.more_groups,
+            if g.more_groups > 0 {
+                format!(", top {}", g.groups.len())
+            } else {
+                String::new()
+            }
+        );
+        out.push_str(
+            &live::group_table(&g.groups, g.by, p.live_bytes).render(&format!("{indent}  ")),
+        );
+        if g.more_groups > 0 {
+            let _ = writeln!(
+                out,
+                "{indent}  {} more groups ({} storages) = {}",
+                g.more_groups,
+                g.more_storages,
+                bytes(g.more_bytes)
+            );
+        }
+        if g.by == GroupBy::Category {
+            let _ = writeln!(
+                out,
+                "{indent}  (INFERRED: storages whose category the probe inferred from the pass)"
+            );
+        }
         return;
     }
     let _ = writeln!(

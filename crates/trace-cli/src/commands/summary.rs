@@ -238,7 +238,7 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis) -> SummaryReport {
         .memory
         .logical
         .as_ref()
-        .map(|l| Peaks::of(doc, spans, l, None, HELD_ROWS, lower_bound));
+        .map(|l| Peaks::of(doc, spans, l, None, HELD_ROWS, lower_bound, None));
     let (outer, slowest, refused, incomplete) = match (&analysis.graph, &analysis.graph_refusal) {
         (Some(g), _) => (
             g.outer_wall_time_ns,

@@ -5,5 +5,6 @@ mod bad_input;
 mod demo;
 mod exact;
 mod import;
+mod export;
 mod snapshots;
 mod util;

@@ -72,6 +72,11 @@ fn memory() {
             format!("memory_{name}"),
             stdout(&["memory", &f, "--top", "6"])
         );
+        // every storage live at the peak, by allocating span (sums checked in export.rs)
+        insta::assert_snapshot!(
+            format!("memory_{name}_by_span"),
+            stdout(&["memory", &f, "--top", "6", "--group-by", "span"])
+        );
     }
 }
 

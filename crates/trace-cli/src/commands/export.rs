@@ -1,0 +1,132 @@
+//! `candle-graph export TRACE --format chrome [-o trace.json[.gz]] [--span PATH] [--window
+//! START..END]`: the trace in Chrome Trace Event Format for Perfetto UI and chrome://tracing
+//! (see `trace_report::chrome` for what goes where). A `.gz` output is gzip-compressed; `-o -`
+//! writes to stdout. The file is written under a temporary name and renamed when complete, so
+//! a failed export never leaves a half-written file behind.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use trace_graph::Analysis;
+use trace_report::chrome::{write_chrome, ChromeOptions, ExportStats, Window};
+use trace_report::FindingText;
+use trace_schema::TraceDocument;
+
+use crate::commands::summary::findings;
+use crate::envelope::TOOL;
+
+/// Findings as `summary` states them (with advice), with the time of their evidence.
+pub fn finding_texts(analysis: &Analysis) -> Vec<FindingText> {
+    findings(analysis)
+        .into_iter()
+        .zip(&analysis.findings)
+        .map(|(r, f)| FindingText {
+            severity: r.severity.as_str().to_string(),
+            code: r.code,
+            summary: r.summary,
+            advice: r.advice.map(str::to_string),
+            timestamp_ns: f.evidence.timestamp_ns,
+        })
+        .collect()
+}
+
+/// What an export wrote.
+pub struct Written {
+    /// Where (`None`: stdout).
+    pub path: Option<PathBuf>,
+    /// Bytes written (compressed size for `.gz`).
+    pub bytes: u64,
+    /// Event counts.
+    pub stats: ExportStats,
+}
+
+/// Writes the Chrome export of `doc` to `output` (`-` for stdout).
+///
+/// # Errors
+/// An unknown `--span` path (naming candidates); I/O errors naming the file.
+pub fn run(
+    doc: &TraceDocument,
+    analysis: &Analysis,
+    output: &Path,
+    span: Option<String>,
+    window: Option<Window>,
+) -> Result<Written> {
+    let opts = ChromeOptions {
+        span_path: span,
+        window,
+        findings: finding_texts(analysis),
+        tool: (TOOL.name.to_string(), TOOL.version.to_string()),
+    };
+    if output == Path::new("-") {
+        let stdout = std::io::stdout().lock();
+        let mut w = BufWriter::with_capacity(1 << 20, stdout);
+        let stats = write_chrome(doc, analysis, &opts, &mut w)?;
+        w.flush().context("cannot write to stdout")?;
+        return Ok(Written {
+            path: None,
+            bytes: 0,
+            stats,
+        });
+    }
+    let tmp = temporary_name(output);
+    let result = write_file(doc, analysis, &opts, &tmp, gzip_by_extension(output));
+    let stats = match result {
+        Ok(stats) => stats,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
+    std::fs::rename(&tmp, output)
+        .with_context(|| format!("cannot rename {} to {}", tmp.display(), output.display()))?;
+    let bytes = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0);
+    Ok(Written {
+        path: Some(output.to_path_buf()),
+        bytes,
+        stats,
+    })
+}
+
+/// True for a `.gz` file name.
+pub fn gzip_by_extension(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+}
+
+/// `dir/.name.tmp`: beside the output, so the rename stays on one file system.
+fn temporary_name(output: &Path) -> PathBuf {
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "export".to_string());
+    output.with_file_name(format!(".{name}.tmp"))
+}
+
+fn write_file(
+    doc: &TraceDocument,
+    analysis: &Analysis,
+    opts: &ChromeOptions,
+    tmp: &Path,
+    gzip: bool,
+) -> Result<ExportStats> {
+    let file = File::create(tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    let buffered = BufWriter::with_capacity(1 << 20, file);
+    let context = || format!("cannot write {}", tmp.display());
+    if gzip {
+        let mut gz = GzEncoder::new(buffered, Compression::default());
+        let stats = write_chrome(doc, analysis, opts, &mut gz)?;
+        gz.finish()
+            .and_then(|mut w| w.flush())
+            .with_context(context)?;
+        Ok(stats)
+    } else {
+        let mut w = buffered;
+        let stats = write_chrome(doc, analysis, opts, &mut w)?;
+        w.flush().with_context(context)?;
+        Ok(stats)
+    }
+}

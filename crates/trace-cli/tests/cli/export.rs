@@ -1,0 +1,142 @@
+//! `export --format chrome` and `memory --group-by` through the binary: files, gzip by
+//! extension, stdout, filters, errors, cut-short traces. The format's rules are checked in
+//! trace-report's own tests; here the command's edges.
+
+use std::io::Read;
+
+use crate::util::{run, s, write};
+
+const LLAMA: &str = "../../examples/fixtures/llama";
+
+fn parse(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes).expect("the export is JSON")
+}
+
+#[test]
+fn writes_json_gzip_and_stdout_with_the_same_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("t.json");
+    let gz = dir.path().join("t.json.gz");
+    for out in [&plain, &gz] {
+        let r = run(&["export", LLAMA, "--format", "chrome", "-o", s(out)]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout.is_empty());
+        assert!(r.stderr.contains("candle-graph: wrote"), "{}", r.stderr);
+    }
+    let a = parse(&std::fs::read(&plain).unwrap());
+    let mut unzipped = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap())
+        .read_to_end(&mut unzipped)
+        .expect("a gzip file");
+    let b = parse(&unzipped);
+    assert_eq!(a, b);
+    assert!(std::fs::metadata(&gz).unwrap().len() < std::fs::metadata(&plain).unwrap().len() / 4);
+    let r = run(&["export", LLAMA, "--format", "chrome", "-o", "-"]);
+    assert_eq!(r.code, 0);
+    assert_eq!(parse(r.stdout.as_bytes()), a);
+    // no temporary file left behind
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    // the llama fixture's 32 spans, memory counters, 31 gradient facts (21 parameters, 10 other tensors)
+    let evs = a["traceEvents"].as_array().unwrap();
+    assert_eq!(evs.iter().filter(|e| e["cat"] == "span").count(), 32);
+    assert_eq!(evs.iter().filter(|e| e["cat"] == "gradient").count(), 31);
+    let peak = evs
+        .iter()
+        .filter(|e| e["name"] == "live bytes")
+        .map(|e| e["args"]["total"].as_u64().unwrap())
+        .max();
+    assert_eq!(peak, Some(5_998_600));
+}
+
+#[test]
+fn bad_filters_fail_clearly_and_leave_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.json");
+    let r = run(&[
+        "export",
+        LLAMA,
+        "--format",
+        "chrome",
+        "--span",
+        "train/nope",
+        "-o",
+        s(&out),
+    ]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("no span has the path `train/nope`"),
+        "{}",
+        r.stderr
+    );
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
+    let r = run(&[
+        "export", LLAMA, "--format", "chrome", "--window", "5ms..2ms",
+    ]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("starts after it ends"), "{}", r.stderr);
+    let r = run(&["export", LLAMA, "--format", "chrome", "--window", "5h.."]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("is not a duration"), "{}", r.stderr);
+    let r = run(&["export", LLAMA, "-o", s(&out)]);
+    assert_eq!(r.code, 2, "--format is required");
+}
+
+#[test]
+fn a_cut_short_trace_exports_and_says_so() {
+    let text = std::fs::read("../../examples/fixtures/llama/trace.jsonl").unwrap();
+    let (dir, path) = write("trace.jsonl", &text[..text.len() / 2]);
+    let out = dir.path().join("t.json");
+    let r = run(&["export", s(&path), "--format", "chrome", "-o", s(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("is truncated"), "{}", r.stderr);
+    let v = parse(&std::fs::read(&out).unwrap());
+    assert_eq!(v["otherData"]["truncated"], true);
+    let evs = v["traceEvents"].as_array().unwrap();
+    assert!(evs
+        .iter()
+        .any(|e| e["ph"] == "B" && e["args"]["open"] == true));
+}
+
+#[test]
+fn memory_group_by_counts_every_storage_live_at_the_peak() {
+    for by in ["span", "shape", "category"] {
+        let r = run(&["memory", LLAMA, "--group-by", by, "--top", "3", "--json"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        let p = &v["memory_peak"];
+        let g = &p["held_groups"];
+        assert_eq!(g["by"], by);
+        let groups = g["groups"].as_array().unwrap();
+        assert!(groups.len() <= 3);
+        let bytes: u64 = groups
+            .iter()
+            .map(|x| x["bytes"].as_u64().unwrap())
+            .sum::<u64>()
+            + g["more_bytes"].as_u64().unwrap();
+        let storages: u64 = groups
+            .iter()
+            .map(|x| x["storages"].as_u64().unwrap())
+            .sum::<u64>()
+            + g["more_storages"].as_u64().unwrap();
+        // 5.72 MiB in 256 storages at the llama fixture's peak
+        assert_eq!(bytes, 5_998_600, "{by}");
+        assert_eq!(storages, 256, "{by}");
+        let text = run(&["memory", LLAMA, "--group-by", by, "--top", "3"]).stdout;
+        assert!(
+            text.contains(&format!("held at the peak by {by} (256 storages in")),
+            "{text}"
+        );
+    }
+    // by category the groups are the categories, largest first
+    let r = run(&["memory", LLAMA, "--group-by", "category", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let first = &v["memory_peak"]["held_groups"]["groups"][0];
+    assert_eq!(first["key"], "activation");
+    // 2.84 MiB, as the by-category line says, 8 of the 122 storages inferred
+    assert_eq!(first["bytes"], 2_977_800);
+    assert_eq!(first["inferred_category"], 8);
+}
