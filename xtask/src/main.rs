@@ -1,4 +1,5 @@
-//! Project tasks: `cargo xtask fixtures [--check]`, `cargo xtask pytorch-fixtures`.
+//! Project tasks: `cargo xtask fixtures [--check]`, `cargo xtask pytorch-fixtures`, `cargo xtask
+//! synth`.
 //!
 //! `fixtures` regenerates the golden traces under `examples/fixtures/` by running the runnable
 //! examples in the probe's deterministic mode (logical clock, sequential ids) with
@@ -41,6 +42,25 @@ enum Task {
         #[arg(long, value_name = "EXE", default_value = "python3")]
         python: String,
     },
+    /// Write a large synthetic trace (trace-synth's generator, deterministic) for measuring the
+    /// report and the export at scale.
+    Synth {
+        /// Memory events (exact).
+        #[arg(long, default_value_t = 1_000_000)]
+        memory_events: u64,
+        /// Spans (exact, at least 4).
+        #[arg(long, default_value_t = 10_000)]
+        spans: u64,
+        /// Op events.
+        #[arg(long, default_value_t = 100_000)]
+        ops: u64,
+        /// Devices.
+        #[arg(long, default_value_t = 2)]
+        devices: u32,
+        /// Output file.
+        #[arg(short, long, default_value = "target/synth/trace.jsonl")]
+        output: PathBuf,
+    },
 }
 
 /// One golden trace: which example, with which arguments, written where.
@@ -79,6 +99,13 @@ fn main() -> ExitCode {
         Task::PytorchFixtures { venv, python } => {
             pytorch::pytorch_fixtures(&workspace_root(), venv, &python)
         }
+        Task::Synth {
+            memory_events,
+            spans,
+            ops,
+            devices,
+            output,
+        } => synth(memory_events, spans, ops, devices, &output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -110,6 +137,25 @@ fn fixtures(check: bool) -> Result<()> {
             eprintln!("xtask: wrote {}", fresh.display());
         }
     }
+    Ok(())
+}
+
+fn synth(memory_events: u64, spans: u64, ops: u64, devices: u32, output: &Path) -> Result<()> {
+    let config = trace_synth::SynthConfig {
+        memory_events,
+        spans,
+        ops,
+        devices,
+        parameters: 256,
+        device_memory_samples: (memory_events / 1000).max(10),
+        ..trace_synth::SynthConfig::default()
+    };
+    if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let n = trace_synth::write_synth_trace(output, &config)
+        .with_context(|| format!("cannot write {}", output.display()))?;
+    eprintln!("xtask: wrote {} ({n} events)", output.display());
     Ok(())
 }
 

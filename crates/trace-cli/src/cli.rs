@@ -36,6 +36,9 @@ pub enum Command {
     /// Convert a PyTorch profiler trace (Kineto Chrome-trace JSON, `.json` or `.json.gz`) into a
     /// candle-graph trace. The other commands also read such a file directly.
     Import(ImportArgs),
+    /// One self-contained HTML report (no network): memory timelines, what held the peak,
+    /// the span tree, gradients, health and findings.
+    Report(ReportArgs),
     /// Write the trace for another viewer: Chrome Trace Event Format (Perfetto UI,
     /// chrome://tracing).
     Export(ExportArgs),
@@ -109,6 +112,17 @@ pub struct MemoryArgs {
     /// (every storage counted; the top N groups shown).
     #[arg(long, value_enum, value_name = "BY")]
     pub group_by: Option<crate::live::GroupBy>,
+}
+
+/// `report` arguments.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A trace file, or a directory holding `trace.jsonl`.
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// Output file.
+    #[arg(short, long, value_name = "FILE", default_value = "report.html")]
+    pub output: PathBuf,
 }
 
 /// Export formats.

@@ -183,6 +183,17 @@ fn run(cli: Cli) -> Result<Output> {
                 &report,
             )?))
         }
+        Command::Report(args) => {
+            let (trace, analysis) = load(&args.trace)?;
+            let path = trace.path.display().to_string();
+            let written = commands::report::write(&trace.doc, &analysis, &path, &args.output)?;
+            eprintln!(
+                "candle-graph: wrote {} ({}); open it in a browser (it loads nothing from the network)",
+                args.output.display(),
+                trace_format::bytes(written.bytes)
+            );
+            Ok(Output::ok(String::new()))
+        }
         Command::Export(args) => {
             let (trace, analysis) = load(&args.trace)?;
             let cli::ExportFormat::Chrome = args.format;

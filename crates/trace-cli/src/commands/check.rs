@@ -44,6 +44,21 @@ pub fn build(analysis: &Analysis) -> CheckReport {
     }
 }
 
+/// Where an issue is: `line N`, a node id, `storage S`, a gradient key, or `-`.
+pub fn location(l: &trace_graph::IssueLocation) -> String {
+    if let Some(line) = l.line {
+        format!("line {line}")
+    } else if let Some(n) = &l.node {
+        n.clone()
+    } else if let Some(s) = &l.storage {
+        format!("storage {s}")
+    } else if let Some(g) = &l.gradient {
+        g.clone()
+    } else {
+        "-".to_string()
+    }
+}
+
 /// Renders the report as text.
 pub fn render(r: &CheckReport) -> String {
     let mut out = String::new();
@@ -59,18 +74,7 @@ pub fn render(r: &CheckReport) -> String {
             ("MESSAGE", Align::Left),
         ]);
         for i in &r.issues {
-            let l = &i.location;
-            let at = if let Some(line) = l.line {
-                format!("line {line}")
-            } else if let Some(n) = &l.node {
-                n.clone()
-            } else if let Some(s) = &l.storage {
-                format!("storage {s}")
-            } else if let Some(g) = &l.gradient {
-                g.clone()
-            } else {
-                "-".to_string()
-            };
+            let at = location(&i.location);
             // The message is the last column: escaped, never elided.
             t.row([
                 i.severity.as_str().to_string(),

@@ -117,7 +117,8 @@ fn write_file(
     let buffered = BufWriter::with_capacity(1 << 20, file);
     let context = || format!("cannot write {}", tmp.display());
     if gzip {
-        let mut gz = GzEncoder::new(buffered, Compression::default());
+        // Level 1: a trace export is large and read once; the default level costs ~10× the time.
+        let mut gz = GzEncoder::new(buffered, Compression::fast());
         let stats = write_chrome(doc, analysis, opts, &mut gz)?;
         gz.finish()
             .and_then(|mut w| w.flush())

@@ -8,4 +8,5 @@ pub mod export;
 pub mod memory;
 pub mod peak;
 pub mod query;
+pub mod report;
 pub mod summary;

@@ -244,7 +244,7 @@ pub fn categories_line(by_category: &BTreeMap<MemoryCategory, u64>) -> String {
 }
 
 /// `X[ on D] at T, in the P pass (path)` of a peak, times relative to `origin_ns`.
-fn headline(p: &PeakRecord, on: &str, origin_ns: u64) -> String {
+pub fn headline(p: &PeakRecord, on: &str, origin_ns: u64) -> String {
     let mut s = format!(
         "{}{}{on} at {}",
         if p.lower_bound { "≥ " } else { "" },

@@ -6,5 +6,6 @@ mod demo;
 mod exact;
 mod import;
 mod export;
+mod report;
 mod snapshots;
 mod util;

@@ -1,0 +1,857 @@
+//! `candle-graph report TRACE [-o report.html]`: one self-contained HTML file (no network:
+//! script, style and data embedded; a strict Content-Security-Policy) that opens on the summary
+//! and shows the memory timeline per device, what held each peak, the span tree, gradients,
+//! tensor statistics, health, capabilities and findings.
+//!
+//! The page is composed from the records `summary`, `memory` and `check` print (their builders
+//! and trace-format's formatter), so it says what they say; the charts draw trace-report's
+//! pre-aggregated, peak-preserving data. Rendering is trace-report's: see `trace_report::html`.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use trace_format::{at, bytes, checked_bytes, duration, opt_bytes, opt_duration};
+use trace_graph::{Analysis, CapabilityLevel, NodeKind};
+use trace_report::data::{chart_data, ChartOptions};
+use trace_report::page::{Block, Cell, Column, Fact, Page, Section, Table, Text};
+use trace_schema::TraceDocument;
+
+use crate::commands::export::finding_texts;
+use crate::commands::peak::{self, categories_line, PeakRecord, Peaks};
+use crate::commands::summary::{self, health_line, overflow_line, SummaryReport};
+use crate::commands::{check, memory};
+use crate::live::{self, GroupBy};
+
+/// Rows of each live-at-peak table (the rest is counted in its footer).
+pub const HELD_ROWS: usize = 200;
+/// Groups of each grouped table.
+pub const GROUP_ROWS: usize = 30;
+/// Rows of the span-cost table.
+pub const SPAN_ROWS: usize = 300;
+
+/// What a report wrote.
+pub struct Written {
+    /// Bytes of the file.
+    pub bytes: u64,
+}
+
+/// Builds the page of a trace. `path` is shown as the trace's name.
+pub fn build(doc: &TraceDocument, analysis: &Analysis, path: &str) -> Page {
+    let summary = summary::build(doc, analysis);
+    let data = chart_data(doc, analysis, ChartOptions::default());
+    let mut sections = vec![summary_section(&summary, path)];
+    sections.push(memory_section(doc, analysis, &summary));
+    sections.push(held_section(doc, analysis));
+    sections.push(time_section(doc, analysis));
+    sections.push(gradients_section(analysis));
+    sections.push(tensor_stats_section(doc));
+    sections.push(health_section(analysis));
+    sections.push(Section {
+        id: "findings".into(),
+        title: "Findings".into(),
+        blocks: vec![Block::Findings(finding_texts(analysis))],
+    });
+    let run = &summary.run;
+    Page {
+        title: Text::trace(&format!("candle-graph report · {}", run.entrypoint)),
+        subtitle: Text::trace(&identity(&summary)),
+        sections,
+        data,
+    }
+}
+
+/// The run line of `summary`: `entrypoint · run id · phase · step N after W warm-up · device ·
+/// candle V`.
+fn identity(r: &SummaryReport) -> String {
+    let run = &r.run;
+    let mut s = format!("{} · {}", run.entrypoint, run.run_id);
+    if let Some(phase) = &run.phase {
+        s.push_str(&format!(" · {phase}"));
+    }
+    if let Some(step) = run.capture_step {
+        s.push_str(&format!(" · step {step}"));
+        if let Some(w) = run.warmup_steps {
+            s.push_str(&format!(" after {w} warm-up"));
+        }
+    }
+    if let Some(d) = &run.device {
+        s.push_str(&format!(" · {d}"));
+    }
+    if let Some(c) = &run.candle_version {
+        s.push_str(&format!(" · candle {c}"));
+    }
+    s
+}
+
+fn peak_fact(label: &str, p: &PeakRecord, on: &str, origin: u64) -> Fact {
+    let mut data = vec![("peak-bytes".to_string(), p.live_bytes.to_string())];
+    if let Some(d) = &p.device {
+        data.push(("device".to_string(), d.clone()));
+    }
+    Fact {
+        label: label.into(),
+        value: Text::from(peak::headline(p, on, origin)),
+        data,
+        items: vec![Text::from(format!(
+            "by category: {}",
+            categories_line(&p.by_category)
+        ))],
+    }
+}
+
+fn summary_section(r: &SummaryReport, path: &str) -> Section {
+    let origin = r.time_origin_ns;
+    let mut facts = vec![
+        Fact {
+            label: "trace".into(),
+            value: Text::trace(path),
+            ..Fact::default()
+        },
+        Fact {
+            label: "run".into(),
+            value: Text::trace(&identity(r)),
+            ..Fact::default()
+        },
+        Fact {
+            label: "health".into(),
+            value: health_line(&r.health).into(),
+            ..Fact::default()
+        },
+        Fact {
+            label: "coverage".into(),
+            value: if r.not_seen.is_empty() {
+                "everything declared was seen".into()
+            } else {
+                "not seen or not complete:".into()
+            },
+            items: r.not_seen.iter().map(|s| Text::trace(s)).collect(),
+            ..Fact::default()
+        },
+        Fact {
+            label: "wall time".into(),
+            value: Text::from(format!(
+                "{}{}",
+                opt_duration(r.outer_wall_time_ns),
+                if r.timing_from_incomplete_capture && r.outer_wall_time_ns.is_some() {
+                    " (from an incomplete capture)"
+                } else {
+                    ""
+                }
+            )),
+            ..Fact::default()
+        },
+    ];
+    match (&r.peaks, &r.memory_overflow) {
+        (_, Some(o)) => facts.push(Fact {
+            label: "memory peak".into(),
+            value: overflow_line(o).into(),
+            ..Fact::default()
+        }),
+        (Some(p), None) if p.memory_peak.is_some() => {
+            if p.device_peaks.is_empty() {
+                let m = p.memory_peak.as_ref().expect("checked");
+                let on = m
+                    .device
+                    .as_deref()
+                    .map(|d| format!(" on {}", trace_format::escape(d)))
+                    .unwrap_or_default();
+                facts.push(peak_fact("memory peak", m, &on, origin));
+            } else {
+                for d in &p.device_peaks {
+                    let label = format!("peak on {}", d.device.as_deref().unwrap_or("?"));
+                    facts.push(peak_fact(&label, d, "", origin));
+                }
+                let m = p.memory_peak.as_ref().expect("checked");
+                let mut f = peak_fact("all devices (a sum)", m, "", origin);
+                f.data.clear();
+                facts.push(f);
+            }
+        }
+        _ => facts.push(Fact {
+            label: "memory peak".into(),
+            value: "no memory events in this trace".into(),
+            ..Fact::default()
+        }),
+    }
+    let g = &r.gradients;
+    facts.push(Fact {
+        label: "gradients".into(),
+        value: if g.parameters == 0 && g.coverage == CapabilityLevel::Unavailable {
+            "not captured".into()
+        } else {
+            Text::from(format!(
+                "{} of {} parameters present · {} missing · {} zero · {} non-finite",
+                g.present, g.parameters, g.missing, g.zero, g.non_finite
+            ))
+        },
+        ..Fact::default()
+    });
+    Section {
+        id: "summary".into(),
+        title: "Summary".into(),
+        blocks: vec![
+            Block::Facts(facts),
+            Block::Pre {
+                summary: "candle-graph summary, as the terminal shows it".into(),
+                text: Text::from(summary::render(r, path)),
+            },
+        ],
+    }
+}
+
+fn memory_section(doc: &TraceDocument, analysis: &Analysis, r: &SummaryReport) -> Section {
+    let mut blocks = Vec::new();
+    let origin = analysis.time_origin_ns;
+    if let Some(o) = &analysis.memory.logical_overflow {
+        blocks.push(Block::Paragraph(overflow_line(o).into()));
+    }
+    let Some(l) = analysis.memory.logical.as_ref() else {
+        if analysis.memory.logical_overflow.is_none() {
+            blocks.push(Block::Paragraph("no memory events in this trace".into()));
+        }
+        return Section {
+            id: "memory".into(),
+            title: "Memory".into(),
+            blocks,
+        };
+    };
+    blocks.push(Block::Paragraph(
+        "Logical live bytes (tensor storages) stacked by category, each device on the measured region's time axis; every point is the highest value of its time slice, so the peak is always drawn. Physical device samples are dots (joined by dashed lines) on the same axis.".into(),
+    ));
+    let memory_report = memory::build(doc, analysis, None, 1, None).ok();
+    for (d, name) in l.timeline.devices.iter().enumerate() {
+        blocks.push(Block::Heading(Text::trace(name)));
+        if let Some(p) = l.device(name).ok().and_then(|s| s.peak.as_ref()) {
+            blocks.push(Block::Paragraph(Text::from(format!(
+                "peak {} at {}",
+                bytes(p.live_bytes),
+                at(p.timestamp_ns, origin)
+            ))));
+        }
+        blocks.push(Block::MemoryChart { device: d });
+        if let Some(ph) = analysis
+            .memory
+            .physical
+            .as_ref()
+            .and_then(|p| p.by_device.iter().find(|x| &x.device == name))
+        {
+            if let Some(line) = memory::logical_vs_physical(ph, origin) {
+                blocks.push(Block::Paragraph(line.into()));
+            }
+            if let Some(note) = ph.logical_comparison.as_ref().and_then(|c| c.note.as_ref()) {
+                blocks.push(Block::Paragraph(Text::from(format!("note: {note}"))));
+            }
+        }
+    }
+    blocks.push(Block::Heading("What was live at a chosen time".into()));
+    blocks.push(Block::LiveSetPanel);
+    if let Some(p) = r.peaks.as_ref().and_then(|p| p.memory_peak.as_ref()) {
+        if !p.pass_peaks.is_empty() {
+            blocks.push(Block::Table(Table {
+                id: "pass-peaks".into(),
+                caption: "peak of each pass (all devices)".into(),
+                columns: vec![
+                    Column::text("PASS"),
+                    Column::number("PEAK"),
+                    Column::number("AT"),
+                    Column::text("MOSTLY"),
+                ],
+                rows: p
+                    .pass_peaks
+                    .iter()
+                    .map(|s| {
+                        vec![
+                            Cell::text(s.pass.as_str()),
+                            Cell::number(bytes(s.live_bytes), Some(s.live_bytes as f64)),
+                            Cell::number(at(s.timestamp_ns, origin), Some(s.timestamp_ns as f64)),
+                            Cell::text(s.dominant_category.map_or("-", |c| c.as_str())),
+                        ]
+                    })
+                    .collect(),
+                footer: None,
+            }));
+        }
+    }
+    if let Some(m) = memory_report {
+        blocks.push(Block::Table(Table {
+            id: "by-category".into(),
+            caption: if m.peaks.as_ref().is_some_and(|p| !p.device_peaks.is_empty()) {
+                "by category (AT PEAK: all devices together)".into()
+            } else {
+                "by category".into()
+            },
+            columns: vec![
+                Column::text("CATEGORY"),
+                Column::number("AT PEAK"),
+                Column::number("ALLOCATED"),
+                Column::number("ALLOCS"),
+                Column::number("BEFORE CAPTURE"),
+                Column::number("LIVE AT END"),
+            ],
+            rows: m
+                .by_category
+                .iter()
+                .map(|c| {
+                    vec![
+                        Cell::text(c.category.as_str()),
+                        num_bytes(c.at_peak_bytes),
+                        num_bytes(c.totals.total_allocated_bytes),
+                        count(c.totals.allocation_count),
+                        num_bytes(c.totals.pre_existing_bytes),
+                        num_bytes(c.totals.live_at_end_bytes),
+                    ]
+                })
+                .collect(),
+            footer: None,
+        }));
+        blocks.push(Block::Table(Table {
+            id: "by-device".into(),
+            caption: "by device".into(),
+            columns: vec![
+                Column::text("DEVICE"),
+                Column::number("PEAK"),
+                Column::number("AT"),
+                Column::number("ALLOCATED"),
+                Column::number("ALLOCS"),
+                Column::number("FREES"),
+                Column::number("LIVE AT END"),
+            ],
+            rows: m
+                .by_device
+                .iter()
+                .map(|d| {
+                    vec![
+                        Cell::trace(&d.device),
+                        Cell::number(
+                            opt_bytes(d.peak.as_ref().map(|p| p.live_bytes)),
+                            d.peak.as_ref().map(|p| p.live_bytes as f64),
+                        ),
+                        Cell::number(
+                            d.peak
+                                .as_ref()
+                                .map_or_else(|| "-".to_string(), |p| at(p.timestamp_ns, origin)),
+                            d.peak.as_ref().map(|p| p.timestamp_ns as f64),
+                        ),
+                        num_bytes(d.total_allocated_bytes),
+                        count(d.allocation_count),
+                        count(d.matched_free_count),
+                        num_bytes(d.live_at_end_bytes),
+                    ]
+                })
+                .collect(),
+            footer: None,
+        }));
+    }
+    Section {
+        id: "memory".into(),
+        title: "Memory".into(),
+        blocks,
+    }
+}
+
+fn num_bytes(b: u64) -> Cell {
+    Cell::number(bytes(b), Some(b as f64))
+}
+
+fn count(n: u64) -> Cell {
+    Cell::number(n.to_string(), Some(n as f64))
+}
+
+fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
+    let mut blocks = Vec::new();
+    let lower_bound = analysis.health.memory_lower_bound;
+    let Some(l) = analysis.memory.logical.as_ref() else {
+        blocks.push(Block::Paragraph("no memory events in this trace".into()));
+        return Section {
+            id: "held".into(),
+            title: "What held the peak".into(),
+            blocks,
+        };
+    };
+    let origin = analysis.time_origin_ns;
+    for (d, name) in l.timeline.devices.iter().enumerate() {
+        let peaks = Peaks::of(
+            doc,
+            &analysis.spans,
+            l,
+            Some(name),
+            HELD_ROWS,
+            lower_bound,
+            None,
+        );
+        let Some(p) = peaks.memory_peak else { continue };
+        let total = p.held.len() + p.held_more_count;
+        blocks.push(Block::Heading(Text::from(format!(
+            "{} · {}",
+            trace_format::escape(name),
+            peak::headline(&p, "", origin)
+        ))));
+        let footer = (p.held_more_count > 0).then(|| {
+            Text::from(format!(
+                "{} more storages, each at most {}, = {} (all {total} are in the icicle and the groups below)",
+                p.held_more_count,
+                p.held.last().map_or_else(|| "-".to_string(), |r| bytes(r.bytes)),
+                checked_bytes(p.held_more_bytes)
+            ))
+        });
+        blocks.push(Block::Table(Table {
+            id: format!("held-{d}"),
+            caption: Text::from(format!(
+                "held at the peak (top {} of {total}; * category inferred from the pass it was allocated in)",
+                p.held.len()
+            )),
+            columns: vec![
+                Column::number("BYTES"),
+                Column::text("CATEGORY"),
+                Column::text("PASS"),
+                Column::text("SPAN"),
+                Column::text("SHAPE/DTYPE"),
+                Column::text("LABEL"),
+            ],
+            rows: p
+                .held
+                .iter()
+                .map(|r| {
+                    vec![
+                        num_bytes(r.bytes),
+                        Cell::text(format!(
+                            "{}{}",
+                            r.category.as_str(),
+                            if r.category_inferred { "*" } else { "" }
+                        )),
+                        Cell::text(match (r.pass, r.pre_existing) {
+                            (Some(p), _) => p.as_str(),
+                            (None, true) => "before capture",
+                            (None, false) => "-",
+                        }),
+                        Cell::trace(r.span_path.as_deref().unwrap_or("-")),
+                        Cell::trace(&live::shape_dtype_of(r.shape.as_deref(), r.dtype.as_deref())),
+                        Cell::trace(&match (&r.label, &r.op_name) {
+                            (Some(x), _) => x.clone(),
+                            (None, Some(op)) => format!("op {op}"),
+                            (None, None) => "-".to_string(),
+                        }),
+                    ]
+                })
+                .collect(),
+            footer,
+        }));
+        blocks.push(Block::Paragraph(
+            "By allocating span path (every storage live at the peak; width is bytes; click a span to zoom into it):".into(),
+        ));
+        blocks.push(Block::HeldIcicle { device: d });
+        let live = l.live_allocations_after(
+            l.device(name)
+                .ok()
+                .and_then(|s| s.peak.as_ref())
+                .map_or(usize::MAX, |p| p.event_index),
+            Some(name),
+        );
+        for by in [GroupBy::Span, GroupBy::Shape, GroupBy::Category] {
+            let g = peak::held_groups(&live, doc, &analysis.spans, by, GROUP_ROWS);
+            let category = by == GroupBy::Category;
+            let mut columns = vec![
+                Column::number("BYTES"),
+                Column::number("SHARE"),
+                Column::number("STORAGES"),
+            ];
+            if category {
+                columns.push(Column::number("INFERRED"));
+            }
+            columns.push(Column::text(by.title()));
+            blocks.push(Block::Table(Table {
+                id: format!("held-{d}-by-{}", by.as_str()),
+                caption: Text::from(format!(
+                    "by {} (memory --group-by {})",
+                    by.as_str(),
+                    by.as_str()
+                )),
+                columns,
+                rows: g
+                    .groups
+                    .iter()
+                    .map(|x| {
+                        let mut row = vec![
+                            num_bytes(x.bytes),
+                            Cell::number(live::share(x.bytes, p.live_bytes), Some(x.bytes as f64)),
+                            count(x.storages),
+                        ];
+                        if category {
+                            row.push(count(x.inferred_category));
+                        }
+                        row.push(Cell::trace(&x.key));
+                        row
+                    })
+                    .collect(),
+                footer: (g.more_groups > 0).then(|| {
+                    Text::from(format!(
+                        "{} more groups ({} storages) = {}",
+                        g.more_groups,
+                        g.more_storages,
+                        bytes(g.more_bytes)
+                    ))
+                }),
+            }));
+        }
+    }
+    Section {
+        id: "held".into(),
+        title: "What held the peak".into(),
+        blocks,
+    }
+}
+
+fn time_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
+    let mut blocks = vec![
+        Block::Paragraph("The span tree over time, one band per host lane (the trace records no thread ids: root spans that overlap in time get separate lanes); spans that do not nest are drawn apart, dashed. Hover for total and self time and the subtree's peak memory.".into()),
+        Block::SpanIcicle,
+    ];
+    match (&analysis.graph, &analysis.graph_refusal) {
+        (Some(g), _) => {
+            let mut spans: Vec<&trace_graph::GraphNode> = g
+                .nodes
+                .iter()
+                .filter(|n| !matches!(n.kind, NodeKind::Operation | NodeKind::Tensor))
+                .collect();
+            spans.sort_by(|a, b| {
+                b.host_self_time_ns
+                    .cmp(&a.host_self_time_ns)
+                    .then_with(|| a.id.cmp(&b.id))
+            });
+            let shown = spans.len().min(SPAN_ROWS);
+            let rest = &spans[shown..];
+            let footer = (!rest.is_empty()).then(|| {
+                let self_ns: Option<u64> = rest
+                    .iter()
+                    .try_fold(0u64, |a, n| a.checked_add(n.host_self_time_ns.unwrap_or(0)));
+                Text::from(format!(
+                    "{} more spans, {} of self time together",
+                    rest.len(),
+                    self_ns.map_or_else(|| trace_format::OVERFLOWED.to_string(), duration)
+                ))
+            });
+            blocks.push(Block::Table(Table {
+                id: "span-cost".into(),
+                caption: Text::from(format!(
+                    "span cost ({} spans{})",
+                    spans.len(),
+                    if g.incomplete_capture {
+                        "; closed spans of an incomplete capture"
+                    } else {
+                        ""
+                    }
+                )),
+                columns: vec![
+                    Column::number("SELF"),
+                    Column::number("TOTAL"),
+                    Column::number("ALLOCATED"),
+                    Column::number("SUBTREE PEAK"),
+                    Column::text("PASS"),
+                    Column::text("SCOPE"),
+                    Column::text("SPAN"),
+                ],
+                rows: spans[..shown]
+                    .iter()
+                    .map(|n| {
+                        let path = analysis
+                            .spans
+                            .path_of_id(doc, &n.id)
+                            .unwrap_or_else(|| n.name.to_string());
+                        let pass = doc
+                            .sym(&n.id)
+                            .and_then(|s| doc.span_index(s))
+                            .and_then(|i| analysis.spans.pass[i]);
+                        vec![
+                            Cell::number(
+                                opt_duration(n.host_self_time_ns),
+                                n.host_self_time_ns.map(|v| v as f64),
+                            ),
+                            Cell::number(
+                                opt_duration(n.host_total_time_ns),
+                                n.host_total_time_ns.map(|v| v as f64),
+                            ),
+                            Cell::number(
+                                opt_bytes(n.memory.direct_allocated_bytes),
+                                n.memory.direct_allocated_bytes.map(|v| v as f64),
+                            ),
+                            Cell::number(
+                                opt_bytes(n.memory.subtree_peak_live_bytes),
+                                n.memory.subtree_peak_live_bytes.map(|v| v as f64),
+                            ),
+                            Cell::text(pass.map_or("-", |p| p.as_str())),
+                            Cell::text(n.scope.map_or("-", <&str>::from)),
+                            Cell::trace(&path),
+                        ]
+                    })
+                    .collect(),
+                footer,
+            }));
+        }
+        (None, Some(r)) => blocks.push(Block::Paragraph(Text::trace(&format!(
+            "span costs unavailable: {}",
+            r.reasons.join("; ")
+        )))),
+        (None, None) => {}
+    }
+    Section {
+        id: "time".into(),
+        title: "Time".into(),
+        blocks,
+    }
+}
+
+/// A float as the report shows it: 4 significant decimals, exponent form outside 1e-3..1e6.
+fn float(v: f64) -> String {
+    if v == 0.0 || (1e-3..1e6).contains(&v.abs()) {
+        format!("{v:.4}")
+    } else {
+        format!("{v:.3e}")
+    }
+}
+
+fn opt_float(v: Option<f64>) -> Cell {
+    Cell::number(v.map_or_else(|| "-".to_string(), float), v)
+}
+
+fn gradients_section(analysis: &Analysis) -> Section {
+    let g = &analysis.gradients;
+    let mut blocks = vec![Block::Paragraph(Text::from(format!(
+        "{} of {} parameters present · {} missing · {} zero · {} non-finite{} (coverage: {})",
+        g.counts.present,
+        g.parameter_count(),
+        g.counts.missing,
+        g.counts.zero,
+        g.counts.non_finite,
+        if g.counts.not_reported > 0 {
+            format!(" · {} not reported", g.counts.not_reported)
+        } else {
+            String::new()
+        },
+        analysis
+            .capabilities
+            .level(trace_graph::CapabilityKind::Gradients)
+            .as_str()
+    )))];
+    blocks.push(Block::Table(Table {
+        id: "gradients".into(),
+        caption: "per parameter".into(),
+        columns: vec![
+            Column::text("PARAMETER"),
+            Column::text("FAMILY"),
+            Column::text("VERDICT"),
+            Column::number("NORM"),
+        ],
+        rows: g
+            .parameters
+            .iter()
+            .map(|p| {
+                vec![
+                    Cell::trace(&format!("{}/{}", p.root, p.key)),
+                    Cell::trace(p.family.as_deref().unwrap_or("-")),
+                    Cell::text(p.state.map_or("not reported", |s| s.as_str())),
+                    opt_float(p.norm),
+                ]
+            })
+            .collect(),
+        footer: None,
+    }));
+    if !g.non_parameter.is_empty() {
+        blocks.push(Block::Table(Table {
+            id: "non-parameter-gradients".into(),
+            caption: Text::from(format!(
+                "{} non-parameter gradients ({}): tensors that are not parameters kept a gradient",
+                g.non_parameter.len(),
+                if g.non_parameter_bytes_overflowed {
+                    trace_format::OVERFLOWED.to_string()
+                } else {
+                    opt_bytes(g.non_parameter_bytes)
+                }
+            )),
+            columns: vec![
+                Column::text("TENSOR"),
+                Column::text("VERDICT"),
+                Column::number("NORM"),
+                Column::number("BYTES"),
+            ],
+            rows: g
+                .non_parameter
+                .iter()
+                .map(|p| {
+                    vec![
+                        Cell::trace(&format!("{}/{}", p.root, p.key)),
+                        Cell::text(p.state.as_str()),
+                        opt_float(p.norm),
+                        Cell::number(opt_bytes(p.bytes), p.bytes.map(|b| b as f64)),
+                    ]
+                })
+                .collect(),
+            footer: None,
+        }));
+    }
+    Section {
+        id: "gradients".into(),
+        title: "Gradients".into(),
+        blocks,
+    }
+}
+
+fn tensor_stats_section(doc: &TraceDocument) -> Section {
+    let blocks = if doc.tensor_stats.is_empty() {
+        vec![Block::Paragraph(
+            "no tensor statistics in this trace".into(),
+        )]
+    } else {
+        vec![Block::Table(Table {
+            id: "tensor-stats".into(),
+            caption: "statistics over the finite elements".into(),
+            columns: vec![
+                Column::text("LABEL"),
+                Column::text("SHAPE/DTYPE"),
+                Column::number("ELEMENTS"),
+                Column::number("NON-FINITE"),
+                Column::number("RMS"),
+                Column::number("ABS MAX"),
+                Column::number("MEAN"),
+                Column::number("MIN"),
+                Column::number("MAX"),
+            ],
+            rows: doc
+                .tensor_stats
+                .iter()
+                .map(|s| {
+                    vec![
+                        Cell::trace(&s.label),
+                        Cell::trace(&live::shape_dtype_of(Some(&s.shape), Some(&s.dtype))),
+                        count(s.elements),
+                        count(s.non_finite),
+                        opt_float(s.rms),
+                        opt_float(s.abs_max),
+                        opt_float(s.mean),
+                        opt_float(s.min),
+                        opt_float(s.max),
+                    ]
+                })
+                .collect(),
+            footer: None,
+        })]
+    };
+    Section {
+        id: "tensors".into(),
+        title: "Tensor statistics".into(),
+        blocks,
+    }
+}
+
+fn health_section(analysis: &Analysis) -> Section {
+    let r = check::build(analysis);
+    let mut blocks = vec![Block::Paragraph(Text::from(format!(
+        "health  {}",
+        health_line(&r.health)
+    )))];
+    if r.issues.is_empty() {
+        blocks.push(Block::Paragraph("issues  none".into()));
+    } else {
+        blocks.push(Block::Table(Table {
+            id: "issues".into(),
+            caption: "issues".into(),
+            columns: vec![
+                Column::text("SEVERITY"),
+                Column::text("CODE"),
+                Column::text("WHERE"),
+                Column::text("MESSAGE"),
+            ],
+            rows: r
+                .issues
+                .iter()
+                .map(|i| {
+                    vec![
+                        Cell::text(i.severity.as_str()),
+                        Cell::text(i.code.as_str()),
+                        Cell::trace(&check::location(&i.location)),
+                        Cell::trace(&i.message),
+                    ]
+                })
+                .collect(),
+            footer: (!r.omitted_issues.is_empty()).then(|| {
+                Text::from(
+                    r.omitted_issues
+                        .iter()
+                        .map(|(code, n)| format!("{n} more {code} issues"))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )
+            }),
+        }));
+    }
+    blocks.push(Block::Table(Table {
+        id: "capabilities".into(),
+        caption: "capabilities".into(),
+        columns: vec![
+            Column::text("CAPABILITY"),
+            Column::text("LEVEL"),
+            Column::text("DECLARED"),
+            Column::number("OBSERVED"),
+            Column::text("REASON"),
+        ],
+        rows: r
+            .capabilities
+            .capabilities
+            .iter()
+            .map(|c| {
+                vec![
+                    Cell::text(c.kind.as_str()),
+                    Cell::text(c.level.as_str()),
+                    Cell::text(c.declared.map_or("-", |d| d.as_str())),
+                    count(c.observed),
+                    Cell::trace(&c.reason),
+                ]
+            })
+            .collect(),
+        footer: None,
+    }));
+    Section {
+        id: "health".into(),
+        title: "Health and capabilities".into(),
+        blocks,
+    }
+}
+
+/// Writes the report of `doc` to `output` (under a temporary name, renamed when complete).
+///
+/// # Errors
+/// I/O errors naming the file.
+pub fn write(
+    doc: &TraceDocument,
+    analysis: &Analysis,
+    trace_path: &str,
+    output: &Path,
+) -> Result<Written> {
+    let html = trace_report::html::render(&build(doc, analysis, trace_path));
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "report.html".to_string());
+    let tmp = output.with_file_name(format!(".{name}.tmp"));
+    std::fs::write(&tmp, html.as_bytes())
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, output).with_context(|| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot rename {} to {}", tmp.display(), output.display())
+    })?;
+    Ok(Written {
+        bytes: html.len() as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_read_well() {
+        assert_eq!(float(0.0), "0.0000");
+        assert_eq!(float(1.5), "1.5000");
+        assert_eq!(float(1e-5), "1.000e-5");
+        assert_eq!(float(-2.5e7), "-2.500e7");
+    }
+}

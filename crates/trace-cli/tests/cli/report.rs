@@ -1,0 +1,86 @@
+//! `report` through the binary: one self-contained file on the golden fixtures, a cut-short
+//! trace and the injection trace; the headline figure is the analyser's. What the page does in
+//! a browser is checked by .ci/browser-test.
+
+use crate::util::{run, s, write};
+
+fn report(trace: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.html");
+    let r = run(&["report", trace, "-o", s(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.is_empty());
+    let html = std::fs::read_to_string(&out).unwrap();
+    (dir, html)
+}
+
+fn peak_of(trace: &str) -> u64 {
+    let v: serde_json::Value =
+        serde_json::from_str(&run(&["summary", trace, "--json"]).stdout).unwrap();
+    v["memory_peak"]["live_bytes"].as_u64().unwrap()
+}
+
+#[test]
+fn fixtures_give_one_offline_file_with_the_analysers_peak() {
+    for name in ["mlp", "llama"] {
+        let f = format!("../../examples/fixtures/{name}");
+        let (_dir, html) = report(&f);
+        let peak = peak_of(&f);
+        assert!(
+            html.contains(&format!("data-peak-bytes=\"{peak}\"")),
+            "{name}: peak {peak}"
+        );
+        assert!(html.contains(r#"<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'sha256-"#));
+        // nothing to fetch: no URL the browser would load
+        for needle in ["http://", "https://", "src=", "@import", "url("] {
+            let hits: Vec<_> = html.match_indices(needle).collect();
+            // the SVG namespace string in the script is not a load
+            let loads = hits
+                .iter()
+                .filter(|(i, _)| !html[*i..].starts_with("http://www.w3.org/2000/svg"))
+                .count();
+            assert_eq!(loads, 0, "{name}: {needle}");
+        }
+        for section in [
+            "summary",
+            "memory",
+            "held",
+            "time",
+            "gradients",
+            "tensors",
+            "health",
+            "findings",
+        ] {
+            assert!(
+                html.contains(&format!("<section id=\"{section}\"")),
+                "{section}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_llama_fixture_report_states_the_summary() {
+    let (_dir, html) = report("../../examples/fixtures/llama");
+    // the CLI's own words for the headline, the health line and a finding
+    assert!(html.contains(
+        "5.72 MiB on cpu at 62.00 ms, in the optimizer pass (llama::train_step/optimizer)"
+    ));
+    assert!(html.contains("valid, complete (0 errors, 3 warnings)"));
+    assert!(html.contains("activations_retained_into_optimizer"));
+    // 256 storages live at the peak: 200 rows and the rest counted
+    assert!(html.contains("held at the peak (top 200 of 256;"));
+    assert!(html.contains("56 more storages, each at most"));
+}
+
+#[test]
+fn a_cut_short_trace_and_a_hostile_one_still_report() {
+    let text = std::fs::read("../../examples/fixtures/llama/trace.jsonl").unwrap();
+    let (_d, path) = write("trace.jsonl", &text[..text.len() * 2 / 3]);
+    let (_dir, html) = report(s(&path));
+    assert!(html.contains("trace truncated at line"));
+    let (_dir, html) = report("../trace-report/tests/browser/injection.jsonl");
+    assert_eq!(html.matches("<script").count(), 2);
+    assert!(!html.contains('\u{1}') && !html.contains('\u{202e}'));
+    assert!(html.contains("&lt;/script&gt;&lt;script&gt;window.__pwned=1"));
+}

@@ -1,0 +1,524 @@
+// candle-graph report: charts, icicles, sortable tables and the live-set panel, drawn from the
+// JSON data block. Trace text only ever reaches the page through textContent.
+(function () {
+  "use strict";
+  var SVG = "http://www.w3.org/2000/svg";
+  var data = JSON.parse(document.getElementById("cg-data").textContent);
+  var tip = document.getElementById("tooltip");
+  var CATS = data.categories;
+
+  // ---- formatting: the same rules as trace-format (binary units, µs/ms/s, half-even ties) ----
+  function fixed(x, digits) {
+    var scale = Math.pow(10, digits);
+    var r = x * scale;
+    var f = Math.floor(r);
+    var h = r - f === 0.5 ? (f % 2 === 0 ? f : f + 1) : Math.round(r);
+    var s = String(h);
+    if (digits === 0) return s;
+    while (s.length <= digits) s = "0" + s;
+    return s.slice(0, s.length - digits) + "." + s.slice(s.length - digits);
+  }
+  var UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+  function fmtBytes(n) {
+    if (n < 1024) return n + " B";
+    var v = n, u = 0;
+    while (v >= 1024 && u < UNITS.length - 1) { v /= 1024; u++; }
+    if (fixed(v, 2) === "1024.00" && u < UNITS.length - 1) { v /= 1024; u++; }
+    return fixed(v, 2) + " " + UNITS[u];
+  }
+  function fmtDur(ns) {
+    if (ns < 1000) return Math.round(ns) + " ns";
+    if (ns < 1e6) return fixed(ns / 1e3, 1) + " µs";
+    if (ns < 1e9) return fixed(ns / 1e6, 2) + " ms";
+    return fixed(ns / 1e9, 2) + " s";
+  }
+  function fmtAt(t) { return t >= 0 ? fmtDur(t) : "-" + fmtDur(-t); }
+  function share(part, total) { return total > 0 ? fixed(part * 100 / total, 1) + "%" : "-"; }
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function svg(tag, attrs, cls) {
+    var e = document.createElementNS(SVG, tag);
+    for (var k in attrs) e.setAttribute(k, attrs[k]);
+    if (cls) e.setAttribute("class", cls);
+    return e;
+  }
+  function showTip(rows, x, y) {
+    tip.textContent = "";
+    var t = el("table");
+    rows.forEach(function (r) {
+      var tr = el("tr");
+      tr.appendChild(el("td", null, r[0]));
+      tr.appendChild(el("td", r[2] || null, r[1]));
+      t.appendChild(tr);
+    });
+    tip.appendChild(t);
+    tip.hidden = false;
+    var w = tip.offsetWidth, h = tip.offsetHeight;
+    var left = Math.min(x + 14, window.innerWidth - w - 8);
+    var top = y + 14 + h > window.innerHeight ? y - h - 10 : y + 14;
+    tip.style.left = Math.max(4, left) + "px";
+    tip.style.top = Math.max(4, top) + "px";
+  }
+  function hideTip() { tip.hidden = true; }
+
+  // ---- spans: which one is active at a time ----
+  var S = data.spans;
+  function spanPath(i) {
+    var parts = [], guard = 0;
+    while (i >= 0 && guard++ < 10000) { parts.push(S.name[i]); i = S.parent[i]; }
+    return parts.reverse().join("/");
+  }
+  function spanAt(t) {
+    var best = -1;
+    for (var i = 0; i < S.name.length; i++) {
+      var s = S.start[i], e = S.end[i];
+      var inside = t >= s && (e === null || t < e || (e === s && t === s));
+      if (!inside) continue;
+      if (best < 0 || S.depth[i] > S.depth[best] ||
+          (S.depth[i] === S.depth[best] && s >= S.start[best])) best = i;
+    }
+    return best;
+  }
+
+  // ---- memory charts ----
+  var charts = [];
+  function bsearch(ts, t) { // last index with ts[i] <= t, or -1
+    var lo = 0, hi = ts.length - 1, r = -1;
+    while (lo <= hi) { var m = (lo + hi) >> 1; if (ts[m] <= t) { r = m; lo = m + 1; } else hi = m - 1; }
+    return r;
+  }
+  function Chart(root, d) {
+    this.root = root; this.d = d; this.dev = data.devices[d];
+    this.area = root.querySelector(".chart-area");
+    var s = this.dev.series, ph = this.dev.physical;
+    var lo = s.t.length ? s.t[0] : 0, hi = s.t.length ? s.t[s.t.length - 1] : 1;
+    if (ph) { lo = Math.min(lo, ph.t[0]); hi = Math.max(hi, ph.t[ph.t.length - 1]); }
+    if (hi <= lo) hi = lo + 1;
+    this.full = [lo, hi + (hi - lo) * 0.01];
+    this.view = this.full.slice();
+    this.cursor = -1;
+    var ymax = 0;
+    s.total.forEach(function (v) { if (v > ymax) ymax = v; });
+    if (ph) ["used", "reserved", "capacity", "resident"].forEach(function (k) {
+      (ph[k] || []).forEach(function (v) { if (v !== null && v > ymax) ymax = v; });
+    });
+    this.ymax = ymax > 0 ? ymax * 1.08 : 1;
+    this.seriesMax = s.total.reduce(function (a, b) { return Math.max(a, b); }, 0);
+    root.dataset.chartMax = String(this.seriesMax);
+    this.legend();
+    this.draw();
+    var self = this;
+    this.area.addEventListener("mousemove", function (ev) { self.hover(ev); });
+    this.area.addEventListener("mouseleave", function () { hideTip(); });
+    this.area.addEventListener("click", function (ev) { self.hover(ev); self.liveSet(); });
+    this.area.addEventListener("keydown", function (ev) { self.key(ev); });
+    this.area.addEventListener("blur", hideTip);
+  }
+  Chart.prototype.legend = function () {
+    var lg = this.root.querySelector(".legend");
+    var s = this.dev.series;
+    CATS.forEach(function (c, k) {
+      if (!s.cat[k].some(function (v) { return v > 0; })) return;
+      var item = el("span");
+      item.appendChild(el("span", "sw cat" + k));
+      item.appendChild(document.createTextNode(c));
+      lg.appendChild(item);
+    });
+    var ph = this.dev.physical;
+    if (ph) ["used", "reserved", "capacity", "resident"].forEach(function (k, i) {
+      if (!ph[k]) return;
+      var item = el("span");
+      item.appendChild(el("span", "sw line phys" + i));
+      item.appendChild(document.createTextNode("physical " + k + " (" + ph.samples + " samples)"));
+      lg.appendChild(item);
+    });
+  };
+  Chart.prototype.geom = function () {
+    var w = Math.max(280, this.area.clientWidth || 600);
+    var narrow = w < 500;
+    return { w: w, h: narrow ? 200 : 260, l: narrow ? 56 : 72, r: 10, t: 10, b: 24 };
+  };
+  Chart.prototype.x = function (t, g) {
+    return g.l + (t - this.view[0]) / (this.view[1] - this.view[0]) * (g.w - g.l - g.r);
+  };
+  Chart.prototype.y = function (v, g) { return g.t + (1 - v / this.ymax) * (g.h - g.t - g.b); };
+  Chart.prototype.draw = function () {
+    var g = this.geom(), self = this, s = this.dev.series;
+    var root = svg("svg", { viewBox: "0 0 " + g.w + " " + g.h, width: g.w, height: g.h, "aria-hidden": "true" });
+    var clipId = "clip" + this.d;
+    var defs = svg("defs");
+    var cp = svg("clipPath", { id: clipId });
+    cp.appendChild(svg("rect", { x: g.l, y: 0, width: g.w - g.l - g.r, height: g.h }));
+    defs.appendChild(cp); root.appendChild(defs);
+    for (var i = 0; i <= 4; i++) {
+      var v = this.ymax * i / 4, yy = this.y(v, g);
+      root.appendChild(svg("line", { x1: g.l, x2: g.w - g.r, y1: yy, y2: yy }, "axis"));
+      var lab = svg("text", { x: g.l - 4, y: yy + 4, "text-anchor": "end" });
+      lab.textContent = fmtBytes(Math.round(v));
+      root.appendChild(lab);
+    }
+    for (var j = 0; j <= 4; j++) {
+      var tt = this.view[0] + (this.view[1] - this.view[0]) * j / 4;
+      var xl = svg("text", { x: this.x(tt, g), y: g.h - 6, "text-anchor": j === 0 ? "start" : j === 4 ? "end" : "middle" });
+      xl.textContent = fmtAt(Math.round(tt));
+      root.appendChild(xl);
+    }
+    var plot = svg("g", { "clip-path": "url(#" + clipId + ")" });
+    var n = s.t.length, end = this.full[1];
+    var lower = new Array(n).fill(0);
+    CATS.forEach(function (c, k) {
+      var col = s.cat[k];
+      if (!col.some(function (v) { return v > 0; })) return;
+      var up = [], dn = [];
+      for (var i = 0; i < n; i++) {
+        var x0 = self.x(s.t[i], g), x1 = self.x(i + 1 < n ? s.t[i + 1] : end, g);
+        var top = self.y(lower[i] + col[i], g), bot = self.y(lower[i], g);
+        up.push(x0.toFixed(1) + "," + top.toFixed(1), x1.toFixed(1) + "," + top.toFixed(1));
+        dn.push(x1.toFixed(1) + "," + bot.toFixed(1), x0.toFixed(1) + "," + bot.toFixed(1));
+        lower[i] += col[i];
+      }
+      plot.appendChild(svg("path", { d: "M" + up.join("L") + "L" + dn.reverse().join("L") + "Z" }, "cat" + k));
+    });
+    var ph = this.dev.physical;
+    if (ph) ["used", "reserved", "capacity", "resident"].forEach(function (k, i) {
+      var col = ph[k]; if (!col) return;
+      var pts = [];
+      for (var j = 0; j < ph.t.length; j++) if (col[j] !== null) {
+        var px = self.x(ph.t[j], g), py = self.y(col[j], g);
+        pts.push(px.toFixed(1) + "," + py.toFixed(1));
+        // samples are observations at their instants: a dot each, joined by a dashed line
+        if (ph.t.length <= 400) plot.appendChild(svg("circle", { cx: px.toFixed(1), cy: py.toFixed(1), r: 2.5 }, "phys-dot phys" + i));
+      }
+      if (pts.length) plot.appendChild(svg("path", { d: "M" + pts.join("L") }, "phys phys" + i));
+    });
+    root.appendChild(plot);
+    var pk = this.dev.peak;
+    if (pk) {
+      var px = this.x(pk.t, g);
+      if (px >= g.l && px <= g.w - g.r) {
+        root.appendChild(svg("line", { x1: px, x2: px, y1: g.t, y2: g.h - g.b }, "peakline"));
+        var pl = svg("text", { x: Math.min(px + 4, g.w - 150), y: g.t + 12 }, "peaklabel");
+        pl.textContent = "peak " + pk.text + " at " + pk.at;
+        root.appendChild(pl);
+      }
+    }
+    if (this.cursor >= 0) {
+      var cx = this.x(s.t[this.cursor], g);
+      root.appendChild(svg("line", { x1: cx, x2: cx, y1: g.t, y2: g.h - g.b }, "cursor"));
+    }
+    this.area.textContent = "";
+    this.area.appendChild(root);
+    this.g = g;
+  };
+  Chart.prototype.rows = function (i) {
+    var s = this.dev.series, rows = [["time", fmtAt(s.t[i])], ["live", fmtBytes(s.total[i])]];
+    CATS.forEach(function (c, k) { if (s.cat[k][i] > 0) rows.push(["  " + c, fmtBytes(s.cat[k][i]), "num"]); });
+    var sp = spanAt(s.t[i]);
+    rows.push(["span", sp >= 0 ? spanPath(sp) : "-"]);
+    var ph = this.dev.physical;
+    if (ph) {
+      var j = bsearch(ph.t, s.t[i]);
+      if (j >= 0) ["used", "reserved", "capacity", "resident"].forEach(function (k) {
+        if (ph[k] && ph[k][j] !== null) rows.push(["physical " + k + " (" + fmtAt(ph.t[j]) + ")", fmtBytes(ph[k][j])]);
+      });
+    }
+    if (this.isPeak(i)) rows.push(["", "the peak: " + this.dev.peak.text]);
+    return rows;
+  };
+  Chart.prototype.isPeak = function (i) {
+    var pk = this.dev.peak, s = this.dev.series;
+    return !!pk && s.t[i] === pk.t && s.total[i] === pk.bytes;
+  };
+  Chart.prototype.hover = function (ev) {
+    var g = this.g, rect = this.area.getBoundingClientRect();
+    var px = (ev.clientX - rect.left) * g.w / rect.width;
+    var t = this.view[0] + (px - g.l) / (g.w - g.l - g.r) * (this.view[1] - this.view[0]);
+    var i = bsearch(this.dev.series.t, t);
+    if (i < 0) { hideTip(); return; }
+    this.cursor = i;
+    this.draw();
+    showTip(this.rows(i), ev.clientX, ev.clientY);
+  };
+  Chart.prototype.focusPoint = function (i) {
+    var s = this.dev.series;
+    if (!s.t.length) return;
+    this.cursor = Math.max(0, Math.min(s.t.length - 1, i));
+    var t = s.t[this.cursor];
+    if (t < this.view[0] || t > this.view[1]) {
+      var w = this.view[1] - this.view[0];
+      this.view = [t - w / 2, t + w / 2];
+    }
+    this.draw();
+    var rect = this.area.getBoundingClientRect();
+    showTip(this.rows(this.cursor), rect.left + this.x(t, this.g) * rect.width / this.g.w, rect.top + 10);
+  };
+  Chart.prototype.peakIndex = function () {
+    var s = this.dev.series;
+    for (var i = 0; i < s.t.length; i++) if (this.isPeak(i)) return i;
+    return -1;
+  };
+  Chart.prototype.key = function (ev) {
+    var step = ev.shiftKey ? 10 : 1, i = this.cursor < 0 ? 0 : this.cursor;
+    if (ev.key === "ArrowRight") this.focusPoint(i + step);
+    else if (ev.key === "ArrowLeft") this.focusPoint(i - step);
+    else if (ev.key === "Home") this.focusPoint(0);
+    else if (ev.key === "End") this.focusPoint(this.dev.series.t.length - 1);
+    else if (ev.key === "p") this.jump();
+    else if (ev.key === "Enter" || ev.key === " ") this.liveSet();
+    else if (ev.key === "Escape") hideTip();
+    else return;
+    ev.preventDefault();
+  };
+  Chart.prototype.jump = function () {
+    var i = this.peakIndex();
+    if (i < 0) return;
+    var pk = this.dev.peak, w = (this.full[1] - this.full[0]) / 8;
+    this.view = [pk.t - w / 2, pk.t + w / 2];
+    this.focusPoint(i);
+    this.area.focus();
+    this.liveSet();
+  };
+  Chart.prototype.reset = function () { this.view = this.full.slice(); this.draw(); };
+  Chart.prototype.liveSet = function () {
+    if (this.cursor < 0) return;
+    var panel = document.getElementById("liveset");
+    if (!panel) return;
+    panel.textContent = "";
+    var s = this.dev.series, t = s.t[this.cursor], dev = this.dev;
+    if (this.isPeak(this.cursor)) {
+      var p = el("p", null, "The peak of " + dev.name + ": " + dev.peak.text + " at " + dev.peak.at +
+        ". Every storage live then is in the table ");
+      var a = el("a", null, "“held at the peak”");
+      a.href = "#held-" + this.d;
+      p.appendChild(a);
+      p.appendChild(document.createTextNode(" and the icicle below it."));
+      panel.appendChild(p);
+      return;
+    }
+    var L = data.lifetimes;
+    if (!L || !L.embedded) {
+      panel.appendChild(el("p", null, "What was live at " + fmtAt(t) + " is not embedded in this report (" +
+        (L ? L.count : 0) + " storage lifetimes, more than it carries); the live set at each peak is in its table."));
+      return;
+    }
+    var rows = [], total = 0;
+    for (var i = 0; i < L.bytes.length; i++) {
+      if (L.dev[i] !== this.d) continue;
+      if (L.start[i] <= t && (L.end[i] === null || L.end[i] > t)) { rows.push(i); total += L.bytes[i]; }
+    }
+    rows.sort(function (a, b) { return L.bytes[b] - L.bytes[a] || L.start[a] - L.start[b]; });
+    panel.appendChild(el("h3", null, "Live on " + dev.name + " after every event at or before " + fmtAt(t) +
+      ": " + rows.length + " storages, " + fmtBytes(total)));
+    var shown = rows.slice(0, 50);
+    var wrap = el("div", "table-wrap"), tb = el("table"), head = el("tr");
+    ["BYTES", "CATEGORY", "PASS", "SPAN", "SHAPE/DTYPE", "LABEL"].forEach(function (h) { head.appendChild(el("th", null, h)); });
+    var thead = el("thead"); thead.appendChild(head); tb.appendChild(thead);
+    var body = el("tbody");
+    shown.forEach(function (i) {
+      var tr = el("tr");
+      tr.appendChild(el("td", "num", fmtBytes(L.bytes[i])));
+      tr.appendChild(el("td", null, CATS[L.cat[i]] + (L.inferred[i] ? "*" : "")));
+      tr.appendChild(el("td", null, L.pass[i] || (L.pre[i] ? "before capture" : "-")));
+      tr.appendChild(el("td", null, L.strings[L.span[i]]));
+      tr.appendChild(el("td", null, L.strings[L.shape[i]]));
+      tr.appendChild(el("td", null, L.strings[L.label[i]]));
+      body.appendChild(tr);
+    });
+    tb.appendChild(body); wrap.appendChild(tb); panel.appendChild(wrap);
+    if (rows.length > shown.length) {
+      var rest = 0;
+      rows.slice(shown.length).forEach(function (i) { rest += L.bytes[i]; });
+      panel.appendChild(el("p", "footer", (rows.length - shown.length) + " more = " + fmtBytes(rest) +
+        " (each at most " + fmtBytes(L.bytes[rows[shown.length]]) + ")"));
+    }
+    panel.appendChild(el("p", "footer", "* category inferred from the pass it was allocated in"));
+  };
+
+  // ---- icicles ----
+  var HUES = 6;
+  function node(box, x, y, w, text, cls, label, onTip, onClick) {
+    var b = el(onClick ? "button" : "div", "node " + cls, text);
+    if (onClick) b.type = "button";
+    b.style.left = x + "px"; b.style.top = y + "px"; b.style.width = Math.max(1, w - 1) + "px";
+    b.setAttribute("role", "treeitem");
+    b.setAttribute("aria-label", label);
+    if (w < 24) b.tabIndex = -1;
+    b.addEventListener("mouseenter", function (ev) { showTip(onTip(), ev.clientX, ev.clientY); });
+    b.addEventListener("mousemove", function (ev) { showTip(onTip(), ev.clientX, ev.clientY); });
+    b.addEventListener("mouseleave", hideTip);
+    b.addEventListener("focus", function () { var r = b.getBoundingClientRect(); showTip(onTip(), r.left, r.bottom); });
+    b.addEventListener("blur", hideTip);
+    if (onClick) b.addEventListener("click", onClick);
+    box.appendChild(b);
+    return b;
+  }
+
+  function heldIcicle(box, d) {
+    var dev = data.devices[d], root = dev.held;
+    if (!root) { box.appendChild(el("p", "muted", "no storage live at the peak")); return; }
+    var total = root.b, focus = [root], path = [root.n];
+    function draw() {
+      box.textContent = "";
+      var W = Math.max(280, box.clientWidth || 600), top = focus[focus.length - 1], rows = 0;
+      function walk(n, x, w, depth, names) {
+        if (w < 0.5) return;
+        rows = Math.max(rows, depth + 1);
+        var nm = names.concat([n.n]);
+        var pathText = nm.slice(1).join("/") || n.n;
+        var tipRows = function () {
+          return [["span path", pathText], ["live at the peak", fmtBytes(n.b)], ["share of the peak", share(n.b, total)], ["storages", String(n.k)]];
+        };
+        node(box, x, depth * 22, w, n.n + " " + fmtBytes(n.b), "h" + (depth % HUES),
+          pathText + ": " + fmtBytes(n.b) + ", " + share(n.b, total) + " of the peak",
+          tipRows, n.c ? function () {
+            if (n === top && focus.length > 1) { focus.pop(); path.pop(); } else if (n !== top) { focus.push(n); path.push(n.n); }
+            draw();
+          } : null);
+        var cx = x;
+        (n.c || []).forEach(function (c) { var cw = n.b > 0 ? w * c.b / n.b : 0; walk(c, cx, cw, depth + 1, nm); cx += cw; });
+      }
+      walk(top, 0, W, 0, path.slice(0, -1));
+      box.style.height = rows * 22 + 4 + "px";
+    }
+    draw();
+    window.addEventListener("resize", draw);
+  }
+
+  function spanIcicle(box) {
+    var n = S.name.length;
+    if (!n) { box.appendChild(el("p", "muted", "no spans")); return; }
+    var lo = Infinity, hi = -Infinity;
+    for (var i = 0; i < n; i++) { lo = Math.min(lo, S.start[i]); hi = Math.max(hi, S.end[i] === null ? S.start[i] : S.end[i]); }
+    var lastEnd = hi;
+    if (hi <= lo) hi = lo + 1;
+    var view = [lo, hi];
+    function draw() {
+      box.textContent = "";
+      var W = Math.max(280, box.clientWidth || 600);
+      var sx = function (t) { return (t - view[0]) / (view[1] - view[0]) * W; };
+      var y = 0, maxDepth = [], apartRows = [];
+      for (var i = 0; i < n; i++) if (!S.apart[i]) {
+        var l = S.lane[i]; maxDepth[l] = Math.max(maxDepth[l] || 0, S.depth[i]);
+      }
+      var laneTop = [];
+      for (var l = 0; l < S.lanes; l++) {
+        if (maxDepth[l] === undefined) continue;
+        var head = el("div", "lanehead", "host lane " + (l + 1));
+        head.style.top = y + "px"; box.appendChild(head);
+        laneTop[l] = y + 16; y += 16 + (maxDepth[l] + 1) * 22;
+      }
+      // spans that do not nest: their own rows, packed by time
+      var apartTop = y, narrow = 0;
+      var order = [];
+      for (var k = 0; k < n; k++) if (S.apart[k]) order.push(k);
+      order.sort(function (a, b) { return S.start[a] - S.start[b]; });
+      var rowOf = {};
+      order.forEach(function (k) {
+        var e = S.end[k] === null ? lastEnd : S.end[k], r = 0;
+        while (apartRows[r] !== undefined && apartRows[r] > S.start[k]) r++;
+        apartRows[r] = e; rowOf[k] = r;
+      });
+      if (order.length) {
+        var ah = el("div", "lanehead", "spans that do not nest (outlive their parent or overlap a sibling)");
+        ah.style.top = y + "px"; box.appendChild(ah);
+        apartTop = y + 16; y += 16 + apartRows.length * 22;
+      }
+      for (var j = 0; j < n; j++) {
+        var s = S.start[j], e = S.end[j] === null ? lastEnd : S.end[j];
+        if (e < view[0] || s > view[1]) continue;
+        var x0 = Math.max(0, sx(s)), x1 = Math.min(W, sx(e));
+        if (x1 - x0 < 1) { narrow++; continue; }
+        var top = S.apart[j] ? apartTop + rowOf[j] * 22 : laneTop[S.lane[j]] + S.depth[j] * 22;
+        (function (j) {
+          var tipRows = function () {
+            var r = [["span", spanPath(j)], ["total", S.total[j] === null ? (S.end[j] === null ? "open (trace cut short)" : "-") : fmtDur(S.total[j])],
+              ["self", S.self[j] === null ? "-" : fmtDur(S.self[j])], ["start", fmtAt(S.start[j])],
+              ["subtree peak", S.peak[j] === null ? "-" : fmtBytes(S.peak[j])]];
+            if (S.pass[j]) r.push(["pass", S.pass[j]]);
+            if (S.apart[j]) r.push(["drawn apart", S.apart[j].replace(/_/g, " ")]);
+            return r;
+          };
+          node(box, x0, top, x1 - x0, S.name[j], "h" + (S.depth[j] % HUES) + (S.apart[j] ? " apart" : ""),
+            spanPath(j) + ", total " + (S.total[j] === null ? "unknown" : fmtDur(S.total[j])), tipRows,
+            function () { var e2 = S.end[j] === null ? lastEnd : S.end[j]; view = e2 > S.start[j] ? [S.start[j], e2] : [lo, hi]; draw(); });
+        })(j);
+      }
+      box.style.height = y + 4 + "px";
+      var info = box.parentNode.querySelector(".icicle-info");
+      if (info) info.textContent = (narrow ? narrow + " spans too narrow to draw at this zoom; " : "") +
+        (S.omitted ? S.omitted + " short spans not embedded (the span-cost table counts them); " : "") +
+        "click a span to zoom to it, Escape for the whole step.";
+    }
+    var info = el("p", "footer icicle-info");
+    box.parentNode.insertBefore(info, box.nextSibling);
+    box.addEventListener("keydown", function (ev) { if (ev.key === "Escape") { view = [lo, hi]; draw(); } });
+    draw();
+    window.addEventListener("resize", draw);
+  }
+
+  // ---- sortable tables ----
+  function sortable(table) {
+    var heads = table.querySelectorAll("th");
+    heads.forEach(function (th, col) {
+      var b = th.querySelector("button");
+      if (!b) return;
+      b.addEventListener("click", function () {
+        var numeric = b.dataset.numeric === "true";
+        var dir = th.getAttribute("aria-sort") === "descending" ? "ascending" : "descending";
+        heads.forEach(function (h) { h.setAttribute("aria-sort", "none"); });
+        th.setAttribute("aria-sort", dir);
+        var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+        var key = function (r) {
+          var c = r.cells[col]; if (!c) return numeric ? -Infinity : "";
+          if (numeric) { var v = c.dataset.sort; return v === undefined ? -Infinity : Number(v); }
+          return c.textContent;
+        };
+        rows.sort(function (a, b2) {
+          var x = key(a), y = key(b2), r = x < y ? -1 : x > y ? 1 : 0;
+          return dir === "ascending" ? r : -r;
+        });
+        rows.forEach(function (r) { body.appendChild(r); });
+      });
+    });
+  }
+
+  // ---- theme ----
+  var themes = ["auto", "light", "dark"], theme = 0;
+  var tb = document.getElementById("theme");
+  tb.addEventListener("click", function () {
+    theme = (theme + 1) % 3;
+    if (themes[theme] === "auto") delete document.documentElement.dataset.theme;
+    else document.documentElement.dataset.theme = themes[theme];
+    tb.textContent = "Theme: " + themes[theme];
+  });
+
+  // ---- start ----
+  document.querySelectorAll(".chart").forEach(function (c) {
+    var d = Number(c.dataset.device);
+    if (!data.devices[d]) return;
+    var ch = new Chart(c, d);
+    charts[d] = ch;
+    c.querySelector(".jump").addEventListener("click", function () { ch.jump(); });
+    c.querySelector(".reset").addEventListener("click", function () { ch.reset(); });
+    // the page's formatter must say what the CLI says
+    var pk = data.devices[d].peak;
+    if (pk && (fmtBytes(pk.bytes) !== pk.text || fmtAt(pk.t) !== pk.at))
+      console.error("report formatter disagrees with trace-format: " + fmtBytes(pk.bytes) + " / " + fmtAt(pk.t));
+  });
+  document.querySelectorAll(".icicle.held").forEach(function (b) { heldIcicle(b, Number(b.dataset.device)); });
+  document.querySelectorAll(".icicle.spans").forEach(function (b) { b.tabIndex = 0; spanIcicle(b); });
+  document.querySelectorAll("table.sortable").forEach(sortable);
+  var resizeTimer = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(function () { charts.forEach(function (c) { if (c) c.draw(); }); }, 100);
+  });
+  document.addEventListener("keydown", function (ev) { if (ev.key === "Escape") hideTip(); });
+  document.documentElement.dataset.renderMs = String(Math.round(performance.now()));
+  document.documentElement.dataset.ready = "1";
+})();

@@ -1,0 +1,188 @@
+//! The page model of the HTML report: sections of blocks (facts, lists, sortable tables,
+//! findings, preformatted text, chart placeholders) and the chart data. Callers compose a
+//! [`Page`] from their own reports — the CLI from the same records `summary`, `memory` and
+//! `check` print, so the page says what they say — and [`crate::html::render`] turns it into
+//! one self-contained file. A new view (e.g. a diff of two runs) is one more [`Section`].
+//!
+//! Every string in the model is plain text: the renderer escapes it for HTML, and text taken
+//! from a trace is passed through [`trace_format::escape`] by [`Text::trace`] (control and
+//! bidirectional characters shown visibly, as in the terminal).
+
+use serde::Serialize;
+
+use crate::FindingText;
+
+/// Text for the page. [`Text::trace`] marks text that comes from a trace (escaped like the
+/// terminal output); [`Text::from`] is text the tool wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[serde(transparent)]
+pub struct Text(pub String);
+
+impl Text {
+    /// Text from a trace: control and bidirectional characters made visible.
+    pub fn trace(s: &str) -> Self {
+        Self(trace_format::escape(s).into_owned())
+    }
+}
+
+impl From<String> for Text {
+    fn from(s: String) -> Self {
+        Self(s)
+    }
+}
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Self {
+        Self(s.to_string())
+    }
+}
+
+/// The whole page.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    /// `<title>` and heading.
+    pub title: Text,
+    /// One line under the heading (run identity).
+    pub subtitle: Text,
+    /// Sections in order; each gets an entry in the navigation.
+    pub sections: Vec<Section>,
+    /// Data the charts draw from (see [`crate::data::ChartData`]), embedded as JSON.
+    pub data: serde_json::Value,
+}
+
+/// A section with a heading.
+#[derive(Debug, Clone, Default)]
+pub struct Section {
+    /// Anchor id (ASCII letters, digits and `-`).
+    pub id: String,
+    /// Heading.
+    pub title: Text,
+    /// Content in order.
+    pub blocks: Vec<Block>,
+}
+
+/// One piece of a section.
+#[derive(Debug, Clone)]
+pub enum Block {
+    /// A sub-heading.
+    Heading(Text),
+    /// Label/value lines (`health  valid, complete`); a value may be marked for tests.
+    Facts(Vec<Fact>),
+    /// A paragraph.
+    Paragraph(Text),
+    /// A bulleted list.
+    List(Vec<Text>),
+    /// A sortable table.
+    Table(Table),
+    /// Findings with severity, summary and advice; their text is shown through
+    /// [`trace_format::escape`] (summaries quote span names and labels).
+    Findings(Vec<FindingText>),
+    /// Preformatted text (a command's output as the terminal shows it), collapsed.
+    Pre {
+        /// Summary line of the collapsed block.
+        summary: Text,
+        /// The text.
+        text: Text,
+    },
+    /// The memory chart of one device (index into the chart data's `devices`).
+    MemoryChart {
+        /// Index into `devices`.
+        device: usize,
+    },
+    /// The icicle of what held a device's peak by allocating span path.
+    HeldIcicle {
+        /// Index into `devices`.
+        device: usize,
+    },
+    /// The icicle of the span tree over time, with lanes.
+    SpanIcicle,
+    /// The panel showing the live set of a clicked time.
+    LiveSetPanel,
+}
+
+/// A label/value line.
+#[derive(Debug, Clone, Default)]
+pub struct Fact {
+    /// Label.
+    pub label: Text,
+    /// Value.
+    pub value: Text,
+    /// `data-*` attributes on the value, for tests and scripts (name without `data-`, value).
+    pub data: Vec<(String, String)>,
+    /// Sub-items under the value.
+    pub items: Vec<Text>,
+}
+
+/// A sortable table.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    /// Element id.
+    pub id: String,
+    /// Caption.
+    pub caption: Text,
+    /// Columns.
+    pub columns: Vec<Column>,
+    /// Rows of cells, one per column.
+    pub rows: Vec<Vec<Cell>>,
+    /// A line under the table (e.g. what the rows left out, counted).
+    pub footer: Option<Text>,
+}
+
+/// A column.
+#[derive(Debug, Clone)]
+pub struct Column {
+    /// Header.
+    pub title: Text,
+    /// Right-aligned, sorted by number.
+    pub numeric: bool,
+}
+
+impl Column {
+    /// A text column.
+    pub fn text(title: &str) -> Self {
+        Self {
+            title: title.into(),
+            numeric: false,
+        }
+    }
+
+    /// A numeric column.
+    pub fn number(title: &str) -> Self {
+        Self {
+            title: title.into(),
+            numeric: true,
+        }
+    }
+}
+
+/// A cell: its text and what it sorts by.
+#[derive(Debug, Clone, Default)]
+pub struct Cell {
+    /// Shown text.
+    pub text: Text,
+    /// Sort key of a numeric column (`None`: unknown, sorts last).
+    pub sort: Option<f64>,
+}
+
+impl Cell {
+    /// Text sorted as text.
+    pub fn text(t: impl Into<Text>) -> Self {
+        Self {
+            text: t.into(),
+            sort: None,
+        }
+    }
+
+    /// Text from a trace.
+    pub fn trace(s: &str) -> Self {
+        Self::text(Text::trace(s))
+    }
+
+    /// A figure shown as `text`, sorted by `value`.
+    pub fn number(text: impl Into<Text>, value: Option<f64>) -> Self {
+        Self {
+            text: text.into(),
+            sort: value,
+        }
+    }
+}

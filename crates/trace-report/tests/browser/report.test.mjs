@@ -1,0 +1,139 @@
+// The HTML report in a real browser (Debian's headless Chromium through playwright-core), run
+// by .ci/browser-test with node's test runner. Inputs come from the environment:
+//   CG_DEMO_REPORT      report of the demo trace
+//   CG_DEMO_SUMMARY     `candle-graph summary --json` of the same trace (the analyser's figures)
+//   CG_INJECTION_REPORT report of injection.jsonl (markup and control characters in every name)
+//   CG_SCREENSHOT       where to save the screenshot of the demo report
+//   CG_PERF_REPORT      optional: a large report to time (prints its render time)
+import { test, after, before } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { pathToFileURL } from "node:url";
+import { chromium } from "playwright-core";
+
+const env = (name) => {
+  const v = process.env[name];
+  assert.ok(v, `${name} is not set`);
+  return v;
+};
+
+let browser;
+before(async () => {
+  browser = await chromium.launch({
+    executablePath: process.env.CG_CHROMIUM || "/usr/bin/chromium",
+    args: [
+      "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    ],
+  });
+});
+after(async () => { if (browser) await browser.close(); });
+
+// Opens a file, collecting console errors, page errors, dialogs and network requests.
+async function open(file, viewport = { width: 1280, height: 900 }) {
+  const page = await browser.newPage({ viewport });
+  const problems = { console: [], errors: [], dialogs: [], requests: [] };
+  page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") problems.console.push(m.text()); });
+  page.on("pageerror", (e) => problems.errors.push(String(e)));
+  page.on("dialog", async (d) => { problems.dialogs.push(d.message()); await d.dismiss(); });
+  page.on("request", (r) => { if (!r.url().startsWith("file:") && !r.url().startsWith("data:")) problems.requests.push(r.url()); });
+  const url = pathToFileURL(file).href;
+  const t0 = Date.now();
+  await page.goto(url, { waitUntil: "load" });
+  await page.waitForSelector("html[data-ready='1']", { timeout: 20000 });
+  const loadMs = Date.now() - t0;
+  return { page, problems, loadMs };
+}
+
+function clean(problems) {
+  assert.deepEqual(problems.errors, [], "page errors");
+  assert.deepEqual(problems.console, [], "console errors or warnings");
+  assert.deepEqual(problems.dialogs, [], "dialogs");
+  assert.deepEqual(problems.requests, [], "network requests");
+}
+
+test("the demo report renders, says the analyser's peak, and works by keyboard", async () => {
+  const summary = JSON.parse(readFileSync(env("CG_DEMO_SUMMARY"), "utf8"));
+  const peakBytes = summary.memory_peak.live_bytes;
+  const { page, problems, loadMs } = await open(env("CG_DEMO_REPORT"));
+  // the headline peak: the analyser's bytes, in the CLI's words
+  const value = page.locator("[data-peak-bytes]").first();
+  assert.equal(Number(await value.getAttribute("data-peak-bytes")), peakBytes);
+  const text = await value.textContent();
+  const cliText = readFileSync(env("CG_DEMO_SUMMARY_TEXT"), "utf8");
+  const cliHeadline = cliText.split("\n").find((l) => l.startsWith("memory peak  ")).slice("memory peak  ".length);
+  assert.equal(text, cliHeadline);
+  // the chart's series keeps the exact peak
+  assert.equal(Number(await page.locator(".chart").first().getAttribute("data-chart-max")), peakBytes);
+  // jump to the peak: the live-set panel points at the peak's table
+  await page.locator("button.jump").first().click();
+  const panel = await page.locator("#liveset").textContent();
+  assert.match(panel, /The peak of cpu: /);
+  // keyboard: the chart takes focus and arrow keys move the cursor, Enter lists the live set
+  await page.locator(".chart-area").first().focus();
+  await page.keyboard.press("Home");
+  await page.keyboard.press("ArrowRight");
+  await page.keyboard.press("Enter");
+  assert.match(await page.locator("#liveset").textContent(), /Live on cpu after every event at or before|The peak of cpu/);
+  assert.equal(await page.locator("#tooltip").isHidden(), false);
+  // sortable tables: sort the held table by bytes, ascending
+  const held = page.locator("#held-0");
+  await held.locator("th button").first().click();
+  await held.locator("th button").first().click();
+  const first = Number(await held.locator("tbody tr td").first().getAttribute("data-sort"));
+  const last = Number(await held.locator("tbody tr:last-child td").first().getAttribute("data-sort"));
+  assert.ok(first <= last, `ascending sort: ${first} <= ${last}`);
+  // icicles drew nodes
+  assert.ok((await page.locator(".icicle.held .node").count()) > 1);
+  assert.ok((await page.locator(".icicle.spans .node").count()) >= 4);
+  // dark theme and a narrow window keep the page usable
+  await page.locator("#theme").click();
+  await page.locator("#theme").click();
+  assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), "dark");
+  await page.setViewportSize({ width: 380, height: 800 });
+  await page.waitForTimeout(250);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 1, `no horizontal scrolling of the page at 380 px (${overflow} px)`);
+  clean(problems);
+  // the screenshot: a fresh page at the memory chart, hovering the peak
+  const shot = await open(env("CG_DEMO_REPORT"), { width: 1100, height: 760 });
+  await shot.page.locator("#memory").scrollIntoViewIfNeeded();
+  await shot.page.evaluate(() => window.scrollTo(0, document.getElementById("memory").offsetTop - 40));
+  const line = await shot.page.locator(".peakline").first().boundingBox();
+  await shot.page.mouse.move(line.x + line.width + 1, line.y + line.height * 0.6);
+  await shot.page.waitForTimeout(100);
+  await shot.page.screenshot({ path: env("CG_SCREENSHOT") });
+  clean(shot.problems);
+  console.log(`demo report: ready in ${loadMs} ms (script ${await page.evaluate(() => document.documentElement.dataset.renderMs)} ms after navigation start)`);
+});
+
+test("a trace full of markup and control characters runs nothing and shows it as text", async () => {
+  const { page, problems } = await open(env("CG_INJECTION_REPORT"));
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.equal(await page.locator("img").count(), 0);
+  assert.equal(await page.locator("script").count(), 2);
+  const body = await page.evaluate(() => document.body.innerText);
+  assert.ok(body.includes("</script><script>window.__pwned=1;alert(1)</script>"), "the span name is text");
+  assert.ok(body.includes('<img src=x onerror="window.__pwned=2;alert(2)">'), "the label is text");
+  assert.ok(body.includes("ctrl\\x01\\x1b[31mred\\u{202e}evil\\x85"), "control characters are visible");
+  assert.ok(!body.includes("\u0001") && !body.includes("\u202e"), "no raw control character");
+  // hover the span icicle and the chart: tooltips write text too
+  await page.locator(".icicle.spans .node").first().hover();
+  await page.locator(".chart-area").first().click();
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  const tipText = await page.locator("#tooltip").textContent();
+  assert.ok(!tipText.includes("\u0001"));
+  clean(problems);
+});
+
+test("optional: the render time of a large report", { skip: !process.env.CG_PERF_REPORT }, async () => {
+  const runs = [];
+  for (let i = 0; i < 3; i++) {
+    const { page, problems, loadMs } = await open(process.env.CG_PERF_REPORT);
+    const script = Number(await page.evaluate(() => document.documentElement.dataset.renderMs));
+    runs.push({ loadMs, script });
+    clean(problems);
+    await page.close();
+  }
+  console.log(`large report: ${JSON.stringify(runs)}`);
+});
