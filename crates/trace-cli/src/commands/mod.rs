@@ -3,8 +3,8 @@
 
 pub mod check;
 pub mod demo;
-pub mod import;
 pub mod export;
+pub mod import;
 pub mod memory;
 pub mod peak;
 pub mod query;

@@ -4,8 +4,8 @@
 mod bad_input;
 mod demo;
 mod exact;
-mod import;
 mod export;
+mod import;
 mod report;
 mod snapshots;
 mod util;
