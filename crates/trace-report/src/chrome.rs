@@ -430,7 +430,16 @@ pub fn write_chrome<W: Write>(
         )?;
     }
 
-    write_spans(&mut out, doc, spans, &layout, &keep_span, range)?;
+    let span_filtered = opts.span_path.is_some();
+    write_spans(
+        &mut out,
+        doc,
+        spans,
+        &layout,
+        &keep_span,
+        range,
+        span_filtered,
+    )?;
     write_counters(&mut out, doc, analysis, &devices, range)?;
     write_instants(&mut out, doc, analysis, opts, range)?;
 
@@ -535,6 +544,7 @@ fn write_spans<W: Write>(
     layout: &SpanLayout,
     keep_span: &[bool],
     range: Range,
+    span_filtered: bool,
 ) -> Result<(), ChromeError> {
     let mut pos = vec![u32::MAX; doc.spans.len()];
     for (p, &s) in spans.preorder.iter().enumerate() {
@@ -560,6 +570,11 @@ fn write_spans<W: Write>(
     }
     for (j, op) in doc.ops.iter().enumerate() {
         let Some(s) = doc.span_index(op.span) else {
+            // An op of an unknown span: no lane to nest in; kept unless a span filter is set.
+            let end = op.timestamp_ns.checked_add(op.duration_ns);
+            if span_filtered || !range.meets(op.timestamp_ns, end) {
+                continue;
+            }
             apart.push(Slice {
                 start: op.timestamp_ns,
                 dur: Some(op.duration_ns),

@@ -331,8 +331,9 @@ fn span_data(doc: &TraceDocument, analysis: &Analysis, opts: ChartOptions) -> Va
             }
         }
     }
-    // Graph figures by span id.
-    let mut figures: HashMap<&str, (Option<u64>, Option<u64>, Option<u64>)> = HashMap::new();
+    // Graph figures by span id: (host total, host self, subtree peak live bytes).
+    type Figures = (Option<u64>, Option<u64>, Option<u64>);
+    let mut figures: HashMap<&str, Figures> = HashMap::new();
     if let Some(g) = &analysis.graph {
         for node in &g.nodes {
             figures.insert(
