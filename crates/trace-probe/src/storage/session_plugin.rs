@@ -53,6 +53,10 @@ pub(crate) struct StoragePlugin {
     summary: Mutex<Option<CaptureSummary>>,
     /// Deterministic mode's sequence numbers.
     sequences: Mutex<Sequences>,
+    /// Registry tags this session created before its window (parameters, optimizer state):
+    /// forgotten when the session finishes or is dropped, so they never reach another session
+    /// of the process as stale `pre_existing` storages or as aliases of a reused address.
+    own_tags: Mutex<Vec<u32>>,
 }
 
 impl StoragePlugin {
@@ -66,6 +70,26 @@ impl StoragePlugin {
             params: Mutex::new(Vec::new()),
             summary: Mutex::new(None),
             sequences: Mutex::new(Sequences::default()),
+            own_tags: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn remember_tags(&self, tags: impl IntoIterator<Item = u32>) {
+        self.own_tags
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(tags);
+    }
+
+    /// Forgets the registry entries this session created (see `own_tags`).
+    fn forget_own_tags(&self) {
+        let tags = std::mem::take(&mut *self.own_tags.lock().unwrap_or_else(|e| e.into_inner()));
+        if tags.is_empty() {
+            return;
+        }
+        let mut st = capture::lock();
+        for tag in tags {
+            st.forget_entry(tag);
         }
     }
 
@@ -236,8 +260,17 @@ impl CapturePlugin for StoragePlugin {
             return construct();
         }
         let mut st = capture::lock();
+        let before: std::collections::HashSet<u32> =
+            st.registry().entries().iter().map(|e| e.tag).collect();
         let ((), found) =
             st.capture_construction("optimizer state", MemoryCategory::Optimizer, construct);
+        self.remember_tags(
+            st.registry()
+                .entries()
+                .iter()
+                .map(|e| e.tag)
+                .filter(|t| !before.contains(t)),
+        );
         if found.is_none() && crate::alloc::is_installed() && crate::alloc::calibrate().is_ok() {
             st.declare_unknown_pre_existing(
                 "the optimizer state allocated during construction could not be observed",
@@ -249,13 +282,20 @@ impl CapturePlugin for StoragePlugin {
         let mut st = capture::lock();
         let mut names = self.params.lock().unwrap_or_else(|e| e.into_inner());
         names.clear();
+        let mut created = Vec::new();
         for (name, var) in params {
             names.push((name.clone(), var.as_tensor().id()));
-            st.register(
+            let reg = st.register(
                 var.as_tensor(),
                 RegisterAs::category(MemoryCategory::Parameter).label(name.clone()),
             );
+            if let super::registry::Registration::New(tag) = reg {
+                created.push(tag);
+            }
         }
+        drop(st);
+        drop(names);
+        self.remember_tags(created);
     }
 
     fn on_capture_start(&self, ctx: &CaptureContext<'_>) {
@@ -309,6 +349,7 @@ impl CapturePlugin for StoragePlugin {
     }
 
     fn on_finish(&self, _ctx: &CaptureContext<'_>) -> Option<u64> {
+        self.forget_own_tags();
         let summary = self.summary.lock().unwrap_or_else(|e| e.into_inner());
         summary.as_ref().map(|s| {
             s.dropped_events
@@ -341,5 +382,12 @@ impl CapturePlugin for StoragePlugin {
         } else {
             raw
         })
+    }
+}
+
+impl Drop for StoragePlugin {
+    /// A session dropped without `finish()` forgets its entries too.
+    fn drop(&mut self) {
+        self.forget_own_tags();
     }
 }

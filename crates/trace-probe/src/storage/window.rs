@@ -172,6 +172,12 @@ impl CaptureState {
         self.unknown_pre_existing.push(reason.into());
     }
 
+    /// Forgets the registry entry `tag` (no-op when already gone).
+    pub(crate) fn forget_entry(&mut self, tag: u32) {
+        let _quiet = IgnoreAllocs::new();
+        self.registry.forget(tag);
+    }
+
     /// The registry.
     pub fn registry(&self) -> &Registry {
         &self.registry
