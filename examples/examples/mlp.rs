@@ -1,7 +1,7 @@
-//! Trains the built-in mlp model for a few steps on CPU and writes a candle-graph trace of step 2.
+//! Trains the built-in mlp model for a few steps (CPU by default; `--device cuda` with the `cuda` feature) and writes a candle-graph trace of step 2.
 //!
 //! ```text
-//! cargo run -p candle-graph-examples --example mlp -- [--out DIR] [--steps N] [--seed S] [--batch N] [--deterministic]
+//! cargo run -p candle-graph-examples --example mlp -- [--out DIR] [--steps N] [--seed S] [--batch N] [--device D] [--deterministic]
 //! candle-graph summary out/mlp
 //! ```
 

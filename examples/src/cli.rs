@@ -1,16 +1,19 @@
 //! The runnable examples' command line (`--out DIR`, `--steps N`, `--seed S`, `--batch N`,
-//! `--deterministic`), parsed with clap.
+//! `--device D`, `--deterministic`), parsed with clap.
 
 use std::path::PathBuf;
 
 use clap::Parser;
 
+use crate::device::DeviceSpec;
 use crate::model::ModelKind;
 use crate::train::TrainConfig;
 
 /// Arguments of the runnable examples.
 #[derive(Debug, Clone, Parser)]
-#[command(about = "Trains a built-in model on CPU and writes a candle-graph trace of step 2")]
+#[command(
+    about = "Trains a built-in model (CPU by default) and writes a candle-graph trace of step 2"
+)]
 pub struct ExampleArgs {
     /// Directory the trace is written into (as `trace.jsonl`); default `out/<model>`.
     #[arg(long, value_name = "DIR")]
@@ -24,9 +27,17 @@ pub struct ExampleArgs {
     /// Examples (MLP) or sequences (llama) per batch; default the model's.
     #[arg(long, value_name = "N")]
     pub batch: Option<usize>,
+    /// Device: `cpu`, `cuda[:N]` (built with `--features cuda`), `metal[:N]` (`--features
+    /// metal`, macOS).
+    #[arg(long, value_name = "D", default_value = "cpu", value_parser = parse_device)]
+    pub device: DeviceSpec,
     /// The probe's deterministic mode (logical clock, sequential ids; golden fixtures).
     #[arg(long)]
     pub deterministic: bool,
+}
+
+fn parse_device(s: &str) -> Result<DeviceSpec, String> {
+    s.parse()
 }
 
 impl ExampleArgs {
@@ -40,6 +51,7 @@ impl ExampleArgs {
         config.steps = self.steps;
         config.seed = self.seed;
         config.deterministic = self.deterministic;
+        config.device = self.device;
         if let Some(batch) = self.batch {
             match model {
                 ModelKind::Llama => config.sizes.llama.batch_size = batch,
@@ -64,6 +76,8 @@ mod tests {
             "4",
             "--batch",
             "8",
+            "--device",
+            "cuda:1",
             "--deterministic",
         ])
         .unwrap();
@@ -72,6 +86,8 @@ mod tests {
         assert_eq!(c.steps, 4);
         assert_eq!(c.sizes.mlp.batch_size, 8);
         assert!(c.deterministic);
+        assert_eq!(c.device, DeviceSpec::Cuda(1));
+        assert!(ExampleArgs::try_parse_from(["mlp", "--device", "tpu"]).is_err());
         let defaults = ExampleArgs::try_parse_from(["llama"]).unwrap();
         assert_eq!(
             defaults.config(ModelKind::Llama).out_dir,

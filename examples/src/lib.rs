@@ -9,6 +9,8 @@
 //! - [`init`] and [`data`]: seeded weights and learnable synthetic data (Candle's CPU RNG cannot
 //!   be seeded), so runs are reproducible;
 //! - [`model`]: both models behind one [`Workload`];
+//! - [`device`]: `cpu` / `cuda[:N]` / `metal[:N]` (features `cuda`, `metal`);
+//! - [`overhead`]: armed-vs-disarmed update times, paired, on any device;
 //! - [`train`](mod@train): the instrumented loop (the profiler guard, the step guard, a
 //!   generic `fn train_loop<O: Optimizer>` run with trace-probe's optimizer wrapper) that writes
 //!   `DIR/trace.jsonl`, shared by the examples, `cargo xtask fixtures` and `candle-graph demo`;
@@ -27,11 +29,15 @@
 
 pub mod cli;
 pub mod data;
+pub mod device;
 pub mod init;
 pub mod llama;
 pub mod mlp;
 pub mod model;
+pub mod overhead;
 pub mod train;
 
+pub use device::DeviceSpec;
 pub use model::{ModelKind, ModelSizes, Workload};
-pub use train::{train, train_with_progress, TrainConfig, TrainError, TrainReport};
+pub use overhead::{measure_overhead, OverheadReport};
+pub use train::{train, train_with_progress, ParameterShape, TrainConfig, TrainError, TrainReport};

@@ -23,10 +23,12 @@
 
 use std::path::{Path, PathBuf};
 
-use candle_core::Device;
+use candle_core::DType;
 use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarMap};
 use trace_probe::{MemoryCategory, ProbeError, ProbedOptimizer, ProfileRun, Profiler};
 
+use crate::data::Batch;
+use crate::device::DeviceSpec;
 use crate::model::{ModelKind, ModelSizes, Workload};
 
 /// File name of the trace written into the output directory.
@@ -39,6 +41,9 @@ pub enum TrainError {
     /// The configuration cannot be run.
     #[error("invalid training configuration: {0}")]
     InvalidConfig(String),
+    /// The device cannot be used (backend not compiled in, no GPU, driver error).
+    #[error("{0}")]
+    Device(String),
     /// A Candle operation failed.
     #[error("candle error in {context}")]
     Candle {
@@ -66,6 +71,9 @@ pub struct TrainConfig {
     pub capture_step: u64,
     /// Seed of weights and data.
     pub seed: u64,
+    /// The device to train on (default CPU). The same seed gives the same initial weights and
+    /// data on every device (they are drawn on the host).
+    pub device: DeviceSpec,
     /// AdamW learning rate; `None`: 1e-2 for the llama model, 1e-3 for the MLP.
     pub learning_rate: Option<f64>,
     /// Directory the trace is written into (as [`TRACE_FILE`]); created if missing.
@@ -83,6 +91,7 @@ impl TrainConfig {
             steps: 3,
             capture_step: 2,
             seed: 42,
+            device: DeviceSpec::Cpu,
             learning_rate: None,
             out_dir: out_dir.into(),
             deterministic: false,
@@ -94,11 +103,29 @@ impl TrainConfig {
         format!("{}::train_step", self.model)
     }
 
-    fn learning_rate(&self) -> f64 {
+    pub(crate) fn learning_rate(&self) -> f64 {
         self.learning_rate.unwrap_or(match self.model {
             ModelKind::Llama => 1e-2,
             ModelKind::Mlp => 1e-3,
         })
+    }
+}
+
+/// Name, shape and dtype of one parameter the run trained (read from the live `Var`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParameterShape {
+    /// VarMap name (`model.layers.0.mlp.up_proj.weight`, …).
+    pub name: String,
+    /// Dimensions.
+    pub dims: Vec<usize>,
+    /// Element type.
+    pub dtype: DType,
+}
+
+impl ParameterShape {
+    /// Storage bytes of the parameter: `numel × dtype size`.
+    pub fn bytes(&self) -> u64 {
+        (self.dims.iter().product::<usize>() * self.dtype.size_in_bytes()) as u64
     }
 }
 
@@ -107,12 +134,16 @@ impl TrainConfig {
 pub struct TrainReport {
     /// Path of the written trace.
     pub trace_path: PathBuf,
+    /// The device label the run trained on (`cpu`, `cuda:0`, …).
+    pub device: String,
     /// Loss of every step, in order.
     pub losses: Vec<f32>,
     /// Number of parameter elements.
     pub parameter_count: usize,
     /// Number of parameter tensors.
     pub parameter_tensors: usize,
+    /// Every parameter, sorted by name.
+    pub parameters: Vec<ParameterShape>,
     /// Events written to the trace (meta and terminal included).
     pub events_written: u64,
 }
@@ -124,7 +155,8 @@ fn candle(context: impl FnOnce() -> String) -> impl FnOnce(candle_core::Error) -
     }
 }
 
-/// Trains `config.steps` AdamW updates on CPU and captures update `config.capture_step`.
+/// Trains `config.steps` AdamW updates on `config.device` and captures update
+/// `config.capture_step`.
 /// See [`train_with_progress`].
 ///
 /// # Errors
@@ -140,8 +172,9 @@ pub fn train(config: &TrainConfig) -> Result<TrainReport, TrainError> {
 /// binary to get the memory plane.
 ///
 /// # Errors
-/// [`TrainError::InvalidConfig`] (capture step 0 or beyond `steps`), Candle errors naming the
-/// step and phase, probe errors (creating the trace, writing it).
+/// [`TrainError::InvalidConfig`] (capture step 0 or beyond `steps`), [`TrainError::Device`]
+/// (backend not compiled in, device cannot be opened), Candle errors naming the step and
+/// phase, probe errors (creating the trace, writing it).
 pub fn train_with_progress(
     config: &TrainConfig,
     mut on_step: impl FnMut(u64, f32),
@@ -153,7 +186,7 @@ pub fn train_with_progress(
         )));
     }
     let trace_path = config.out_dir.join(TRACE_FILE);
-    let device = Device::Cpu;
+    let device = config.device.open().map_err(TrainError::Device)?;
     let varmap = VarMap::new();
     let profiler = ProfileRun::training(config.entrypoint(), config.capture_step)
         .device(&device)
@@ -172,28 +205,29 @@ pub fn train_with_progress(
     )
     .map_err(candle(|| "building the model".to_string()))
     .and_then(|work| {
-        let params = ParamsAdamW {
-            lr: config.learning_rate(),
-            ..ParamsAdamW::default()
-        };
         let losses = train_loop::<ProbedOptimizer<AdamW>>(
             &profiler,
             &work,
-            params,
+            adamw(config),
             config.steps,
             &mut on_step,
         )?;
-        Ok((losses, work.parameter_count(), work.parameter_names().len()))
+        Ok((losses, parameter_shapes(&work)))
     });
     // finish even when a step failed, so the trace ends with a terminal event
     let finished = profiler.finish();
-    let (losses, parameter_count, parameter_tensors) = result?;
+    let (losses, parameters) = result?;
     let summary = finished?;
     Ok(TrainReport {
         trace_path,
+        device: trace_probe::DeviceLabel::of(&device).to_string(),
         losses,
-        parameter_count,
-        parameter_tensors,
+        parameter_count: parameters
+            .iter()
+            .map(|p| p.dims.iter().product::<usize>())
+            .sum(),
+        parameter_tensors: parameters.len(),
+        parameters,
         events_written: summary.events_written,
     })
 }
@@ -218,24 +252,67 @@ pub fn train_loop<O: Optimizer>(
         let batch = work
             .batch(step)
             .map_err(candle(|| format!("step {step}: building the batch")))?;
-        let _step = profiler.step(step);
-        // optional: labelled facts (inputs are neither activations nor parameters)
-        profiler.tensor_as("batch.inputs", &batch.inputs, MemoryCategory::Other);
-        profiler.tensor_as("batch.targets", &batch.targets, MemoryCategory::Other);
-        let loss = work
-            .loss(&batch)
-            .map_err(candle(|| format!("step {step}: forward")))?;
-        profiler.tensor_stats("loss", &loss)?;
-        let value = loss
-            .to_scalar::<f32>()
-            .map_err(candle(|| format!("step {step}: reading the loss")))?;
-        opt.backward_step(&loss)
-            .map_err(candle(|| format!("step {step}: backward and optimizer")))?;
-        drop(loss);
+        let value = train_step(profiler, work, &mut opt, &batch, step)?;
         losses.push(value);
         on_step(step, value);
     }
     Ok(losses)
+}
+
+/// One update of [`train_loop`] (its loop body): the step guard (records only on the captured
+/// step; on CUDA/Metal the measured region synchronises the device at both ends), labelled
+/// batch facts, the loss statistics, `backward_step`. Returns the loss.
+///
+/// # Errors
+/// Candle errors naming the step and phase; probe errors of the statistics.
+pub(crate) fn train_step<O: Optimizer>(
+    profiler: &Profiler,
+    work: &Workload,
+    opt: &mut O,
+    batch: &Batch,
+    step: u64,
+) -> Result<f32, TrainError> {
+    let _step = profiler.step(step);
+    // optional: labelled facts (inputs are neither activations nor parameters)
+    profiler.tensor_as("batch.inputs", &batch.inputs, MemoryCategory::Other);
+    profiler.tensor_as("batch.targets", &batch.targets, MemoryCategory::Other);
+    let loss = work
+        .loss(batch)
+        .map_err(candle(|| format!("step {step}: forward")))?;
+    profiler.tensor_stats("loss", &loss)?;
+    let value = loss
+        .to_scalar::<f32>()
+        .map_err(candle(|| format!("step {step}: reading the loss")))?;
+    opt.backward_step(&loss)
+        .map_err(candle(|| format!("step {step}: backward and optimizer")))?;
+    drop(loss);
+    Ok(value)
+}
+
+/// AdamW with the config's learning rate.
+pub(crate) fn adamw(config: &TrainConfig) -> ParamsAdamW {
+    ParamsAdamW {
+        lr: config.learning_rate(),
+        ..ParamsAdamW::default()
+    }
+}
+
+fn parameter_shapes(work: &Workload) -> Vec<ParameterShape> {
+    let data = work
+        .varmap()
+        .data()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let mut shapes: Vec<ParameterShape> = data
+        .iter()
+        .map(|(name, var)| ParameterShape {
+            name: name.clone(),
+            dims: var.dims().to_vec(),
+            dtype: var.dtype(),
+        })
+        .collect();
+    shapes.sort_by(|a, b| a.name.cmp(&b.name));
+    shapes
 }
 
 /// The trace path inside `dir`.

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use candle_graph_examples::DeviceSpec;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::commands::query::QueryKind;
@@ -11,7 +12,8 @@ use crate::commands::query::QueryKind;
 /// spans, gradient verdicts.
 ///
 /// Exit status: 0 when the output was produced; 1 when `check --require-valid` found the
-/// capture invalid or incomplete (after printing); 2 when it could not run (bad input, I/O).
+/// capture invalid or incomplete, or `device-check` a failing check (after printing); 2 when it
+/// could not run (bad input, I/O).
 #[derive(Debug, Parser)]
 #[command(name = "candle-graph", version, about, long_about = None)]
 pub struct Cli {
@@ -23,7 +25,8 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Train a built-in Candle model on CPU, capture step 2 and print its summary.
+    /// Train a built-in Candle model (CPU, or `--device cuda[:N]`), capture step 2 and print
+    /// its summary.
     Demo(DemoArgs),
     /// Run identity, health, coverage, wall time, memory peak, slowest spans, gradients, findings.
     Summary(TraceArgs),
@@ -42,6 +45,9 @@ pub enum Command {
     /// Write the trace for another viewer: Chrome Trace Event Format (Perfetto UI,
     /// chrome://tracing).
     Export(ExportArgs),
+    /// Verify the capture on a device: train each model there and on CPU from one seed, and
+    /// print pass/fail with figures for storages, memory, synchronisation, gradients and overhead.
+    DeviceCheck(DeviceCheckArgs),
 }
 
 /// `import` arguments.
@@ -80,9 +86,35 @@ pub struct DemoArgs {
     /// Training steps (at least 2: step 1 is the warm-up, step 2 is captured).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub steps: u64,
+    /// Device to train on: `cpu`, `cuda[:N]` (built with `--features cuda`), `metal[:N]`
+    /// (`--features metal`, macOS).
+    #[arg(long, value_name = "D", default_value = "cpu", value_parser = parse_device)]
+    pub device: DeviceSpec,
     /// Print the summary as JSON (`candle-graph/summary/1`).
     #[arg(long)]
     pub json: bool,
+}
+
+/// `device-check` arguments.
+#[derive(Debug, Args)]
+pub struct DeviceCheckArgs {
+    /// Device to verify (`cuda:0` on a GPU machine; `cpu` runs the same checks on CPU).
+    #[arg(long, value_name = "D", default_value = "cuda:0", value_parser = parse_device)]
+    pub device: DeviceSpec,
+    /// Models to check (repeatable); default both.
+    #[arg(long, value_enum, value_name = "M")]
+    pub model: Vec<ModelArg>,
+    /// Directory for the traces (`<model>/<device>/trace.jsonl`,
+    /// `<model>/reference-cpu/trace.jsonl`) and the results (`checks.txt`, `checks.json`).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Armed/disarmed update pairs timed for the overhead figure.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub pairs: usize,
+}
+
+fn parse_device(s: &str) -> Result<DeviceSpec, String> {
+    s.parse()
 }
 
 /// A trace input and `--json`.
@@ -199,9 +231,33 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (d.model, d.steps, d.out),
-            (ModelArg::Llama, 3, PathBuf::from("out/demo"))
+            (d.model, d.steps, d.out, d.device),
+            (
+                ModelArg::Llama,
+                3,
+                PathBuf::from("out/demo"),
+                DeviceSpec::Cpu
+            )
         );
+        let cli = Cli::try_parse_from(["candle-graph", "demo", "--device", "cuda:1"]).unwrap();
+        let Command::Demo(d) = cli.command else {
+            panic!()
+        };
+        assert_eq!(d.device, DeviceSpec::Cuda(1));
+        assert!(Cli::try_parse_from(["candle-graph", "demo", "--device", "tpu"]).is_err());
+    }
+
+    #[test]
+    fn device_check_defaults() {
+        let cli = Cli::try_parse_from(["candle-graph", "device-check", "--out", "o"]).unwrap();
+        let Command::DeviceCheck(d) = cli.command else {
+            panic!()
+        };
+        assert_eq!(
+            (d.device, d.model, d.pairs),
+            (DeviceSpec::Cuda(0), vec![], 20)
+        );
+        assert!(Cli::try_parse_from(["candle-graph", "device-check"]).is_err());
     }
 
     #[test]

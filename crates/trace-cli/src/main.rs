@@ -1,8 +1,8 @@
 //! `candle-graph`: profile a Candle training step and explain the trace.
 //!
 //! Exit status (ripgrep's convention): 0 when the output was produced; 1 when `check
-//! --require-valid` found the capture invalid or incomplete (after printing); 2 when it could
-//! not run (bad input, I/O), with the cause chain printed once to stderr. stdout carries only
+//! --require-valid` found the capture invalid or incomplete, or `device-check` found a failing
+//! check (after printing); 2 when it could not run (bad input, I/O), with the cause chain printed once to stderr. stdout carries only
 //! data; a closed stdout (`| head`) exits 0.
 
 #![deny(missing_docs)]
@@ -168,6 +168,16 @@ fn run(cli: Cli) -> Result<Output> {
                 terminal_safe(commands::check::render(&report))
             };
             Ok(Output { stdout, code })
+        }
+        Command::DeviceCheck(args) => {
+            let report = commands::device_check::run(&args, |line| {
+                eprintln!("candle-graph device-check: {line}");
+            })?;
+            let code = if report.all_passed() { 0 } else { 1 };
+            Ok(Output {
+                stdout: report.render(),
+                code,
+            })
         }
         Command::Query(args) => {
             let (trace, analysis) = load(&args.trace)?;

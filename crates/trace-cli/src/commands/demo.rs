@@ -1,6 +1,7 @@
-//! `candle-graph demo [--out DIR] [--model llama|mlp] [--steps N]`: trains a built-in Candle
-//! model on CPU, captures step 2 after one warm-up step with the probe and the tracking
-//! allocator (installed in `main.rs`), writes `DIR/trace.jsonl` and prints its summary.
+//! `candle-graph demo [--out DIR] [--model llama|mlp] [--steps N] [--device D]`: trains a
+//! built-in Candle model on CPU (or `cuda[:N]` / `metal[:N]` when built with that feature),
+//! captures step 2 after one warm-up step with the probe and the tracking allocator (installed
+//! in `main.rs`), writes `DIR/trace.jsonl` and prints its summary.
 
 use anyhow::{bail, Context, Result};
 use candle_graph_examples::{train_with_progress, ModelKind, TrainConfig, TrainReport};
@@ -25,6 +26,7 @@ pub fn run(args: &DemoArgs, progress: bool) -> Result<TrainReport> {
     };
     let mut config = TrainConfig::new(model, &args.out);
     config.steps = args.steps;
+    config.device = args.device;
     let bar = progress.then(|| {
         let bar = ProgressBar::new(args.steps);
         bar.set_style(
@@ -51,11 +53,12 @@ pub fn run(args: &DemoArgs, progress: bool) -> Result<TrainReport> {
 pub fn describe(args: &DemoArgs, report: &TrainReport) -> String {
     let losses: Vec<String> = report.losses.iter().map(|l| format!("{l:.4}")).collect();
     format!(
-        "trained {:?} model ({} parameters in {} tensors) for {} steps on cpu, loss {}; captured step 2 into {}",
+        "trained {:?} model ({} parameters in {} tensors) for {} steps on {}, loss {}; captured step 2 into {}",
         args.model,
         report.parameter_count,
         report.parameter_tensors,
         report.losses.len(),
+        report.device,
         losses.join(" → "),
         report.trace_path.display()
     )

@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod demo;
+pub mod device_check;
 pub mod export;
 pub mod import;
 pub mod memory;
