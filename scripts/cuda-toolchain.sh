@@ -104,7 +104,8 @@ install_set() {
     shift
     say "installing wheels into $site: $*"
     rm -f "$dir"/.installed-*
-    python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check \
+        --no-warn-script-location \
         --no-deps --only-binary=:all: --no-compile --upgrade --target "$site" "$@" >&2
     touch "$marker"
 }
