@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds what scripts/gpu-check.sh runs on the GPU machine (which has no Rust toolchain): the
-# `candle-graph` binary with the `cuda` feature, release profile, stripped, into
-# target/gpu-carry/candle-graph (carry that folder to the GPU machine). Then prints its size and
-# the shared libraries it needs (readelf NEEDED): those are looked up there, not carried.
+# `candle-graph` binary with the `cuda` feature, release profile, stripped, gzip-compressed into
+# target/gpu-carry/candle-graph.gz (carry that folder to the GPU machine). Then prints its sizes
+# and the shared libraries it needs (readelf NEEDED): those are looked up there, not carried.
 #
 # Usage: bash scripts/gpu-carry.sh
 # Cold, this compiles Candle's CUDA kernels with nvcc for sm_90 (the PTX kernels and the static
@@ -24,9 +24,12 @@ cd "$repo"
 CARGO_TARGET_DIR="$target" CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=symbols \
     cargo build --release --locked -p trace-cli --features cuda
 mkdir -p target/gpu-carry
-cp "$target/release/candle-graph" target/gpu-carry/candle-graph
-bin=target/gpu-carry/candle-graph
-echo "built $bin: $(wc -c <"$bin") bytes"
+rm -f target/gpu-carry/candle-graph target/gpu-carry/candle-graph.gz
+bin="$target/release/candle-graph"
+# Carry the gzip-compressed copy (about a quarter of the size; scripts/gpu-check.sh unpacks it):
+# the device tool carries 64 MiB in all, the working tree included.
+gzip -6 -c "$bin" >target/gpu-carry/candle-graph.gz
+echo "built $bin: $(wc -c <"$bin") bytes; carry target/gpu-carry/candle-graph.gz: $(wc -c <target/gpu-carry/candle-graph.gz) bytes"
 echo "NEEDED:"
 readelf -d "$bin" | awk '/NEEDED/ {gsub(/[\[\]]/, "", $5); print "  " $5}'
 if readelf -d "$bin" | grep -q 'RUNPATH\|RPATH'; then

@@ -8,7 +8,8 @@
 # Usage: bash scripts/gpu-check.sh [--pack] OUT_DIR [BINARY]
 #   OUT_DIR  traces (<model>/<device>/trace.jsonl, <model>/reference-cpu/trace.jsonl), summaries,
 #            checks.txt, checks.json and gpu-check.log are written here
-#   BINARY   default: target/gpu-carry/candle-graph
+#   BINARY   default: target/gpu-carry/candle-graph, else target/gpu-carry/candle-graph.gz
+#            unpacked into $TMPDIR
 #   --pack   leave only checks.txt, checks.json, gpu-check.log and details.tar.gz in OUT_DIR
 #            (the device tool brings back at most 8 files)
 # Environment: GPU_CHECK_DEVICE (default cuda:0; `cpu` runs the same checks on CPU),
@@ -30,7 +31,17 @@ if [ "${1:-}" = "--pack" ]; then
 fi
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:?usage: scripts/gpu-check.sh [--pack] OUT_DIR [BINARY]}"
-bin="${2:-$repo/target/gpu-carry/candle-graph}"
+bin="${2:-}"
+if [ -z "$bin" ]; then
+    # The carried binary: plain, or gzip-compressed as scripts/gpu-carry.sh writes it.
+    bin="$repo/target/gpu-carry/candle-graph"
+    if [ ! -x "$bin" ] && [ -f "$bin.gz" ]; then
+        mkdir -p "${TMPDIR:-/tmp}/gpu-check-bin"
+        gunzip -c "$bin.gz" >"${TMPDIR:-/tmp}/gpu-check-bin/candle-graph" || exit 2
+        chmod +x "${TMPDIR:-/tmp}/gpu-check-bin/candle-graph"
+        bin="${TMPDIR:-/tmp}/gpu-check-bin/candle-graph"
+    fi
+fi
 device="${GPU_CHECK_DEVICE:-cuda:0}"
 pairs="${GPU_CHECK_PAIRS:-20}"
 timeout_s="${GPU_CHECK_TIMEOUT_S:-240}"
@@ -45,7 +56,7 @@ fail() {
     exit 2
 }
 
-[ -x "$bin" ] || fail "no executable binary at $bin (build it with scripts/gpu-carry.sh and carry target/gpu-carry)"
+[ -x "$bin" ] || fail "no executable binary at $bin (build target/gpu-carry/candle-graph.gz with scripts/gpu-carry.sh and carry target/gpu-carry)"
 say "binary $bin ($(wc -c <"$bin") bytes), device $device, $pairs pairs"
 say "machine: $(uname -srm)"
 if command -v nvidia-smi >/dev/null 2>&1; then
@@ -103,9 +114,16 @@ LD_LIBRARY_PATH="$ld_path" ldd "$bin" 2>&1 | grep -E 'libcuda|libcudart|libcubla
     tee -a "$log"
 [ -z "$still" ] || fail "shared libraries not found: $still (set GPU_CHECK_LIBRARY_PATH)"
 cuda_lib="$(LD_LIBRARY_PATH="$ld_path" ldd "$bin" | awk '$1 == "libcuda.so.1" {print $3}')"
-case "$cuda_lib" in
-*/stubs/*) fail "libcuda.so.1 resolves to a stub ($cuda_lib): the driver's library is needed" ;;
-esac
+if [ -n "$cuda_lib" ]; then
+    real_cuda_lib="$(readlink -f "$cuda_lib")"
+    say "libcuda.so.1 → $real_cuda_lib ($(wc -c <"$real_cuda_lib") bytes)"
+    case "$real_cuda_lib" in
+    */stubs/*) fail "libcuda.so.1 resolves to a stub ($real_cuda_lib): the driver's library is needed" ;;
+    esac
+    if grep -q candle_graph_link_time_stub "$real_cuda_lib"; then
+        fail "libcuda.so.1 is the link-time stub of scripts/cuda-toolchain.sh ($real_cuda_lib): the driver's library is needed"
+    fi
+fi
 export LD_LIBRARY_PATH="${ld_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # --- the checks -------------------------------------------------------------------------------
