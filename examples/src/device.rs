@@ -59,8 +59,17 @@ impl DeviceSpec {
             DeviceSpec::Cuda(n) => Device::new_cuda(n),
             DeviceSpec::Metal(n) => Device::new_metal(n),
         };
-        opened.map_err(|e| format!("device {self}: cannot open it: {e}"))
+        opened.map_err(|e| format!("device {self}: cannot open it: {}", without_backtrace(e)))
     }
+}
+
+/// The error without the backtrace Candle attaches to device errors (its `Display` prints every
+/// frame; the command line reports causes on one line).
+fn without_backtrace(mut e: candle_core::Error) -> candle_core::Error {
+    while let candle_core::Error::WithBacktrace { inner, .. } = e {
+        e = *inner;
+    }
+    e
 }
 
 impl fmt::Display for DeviceSpec {
@@ -129,6 +138,12 @@ mod tests {
             DeviceSpec::Cpu.to_string()
         );
         Ok(())
+    }
+
+    #[test]
+    fn device_errors_lose_their_backtrace() {
+        let e = candle_core::Error::Msg("no device".into()).bt();
+        assert_eq!(without_backtrace(e).to_string(), "no device");
     }
 
     #[test]
