@@ -70,6 +70,16 @@ pub enum LoadError {
         /// Line of the terminal.
         terminal_line: u64,
     },
+    /// A byte that is not UTF-8, outside the final line when that line has no `\n` (a crash can
+    /// cut a multi-byte character; that is truncation). Only with
+    /// [`crate::LoadOptions::require_utf8`].
+    #[error("not UTF-8 text: invalid byte at offset {offset} (line {line}); a trace is UTF-8 JSON Lines")]
+    NotUtf8 {
+        /// 1-based line number.
+        line: u64,
+        /// Byte offset of the first invalid byte.
+        offset: u64,
+    },
     /// The `schema` is not supported, or the event kind does not exist in the document's
     /// version (e.g. `tensor_stats` in trace/9).
     #[error("line {line}: unsupported schema `{schema}`{detail} (supported: {supported})", supported = crate::version::SUPPORTED_SCHEMAS.join(", "))]
@@ -94,7 +104,24 @@ impl LoadError {
             | LoadError::MissingMeta { line, .. }
             | LoadError::DuplicateMeta { line, .. }
             | LoadError::EventAfterTerminal { line, .. }
+            | LoadError::NotUtf8 { line, .. }
             | LoadError::UnsupportedSchema { line, .. } => *line,
         }
+    }
+
+    /// The same error with its line moved by `by` (a chunk's line base).
+    pub(crate) fn shifted(mut self, by: u64) -> Self {
+        match &mut self {
+            LoadError::Io { .. } => {}
+            LoadError::Malformed { line, .. }
+            | LoadError::UnknownKind { line, .. }
+            | LoadError::Field { line, .. }
+            | LoadError::MissingMeta { line, .. }
+            | LoadError::DuplicateMeta { line, .. }
+            | LoadError::EventAfterTerminal { line, .. }
+            | LoadError::NotUtf8 { line, .. }
+            | LoadError::UnsupportedSchema { line, .. } => *line += by,
+        }
+        self
     }
 }

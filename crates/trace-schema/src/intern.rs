@@ -20,7 +20,7 @@ impl Sym {
         self.0.get() as usize - 1
     }
 
-    fn from_index(index: usize) -> Self {
+    pub(crate) fn from_index(index: usize) -> Self {
         let raw = u32::try_from(index + 1).expect("more than 2^32 - 1 distinct strings");
         Sym(NonZeroU32::new(raw).expect("non-zero"))
     }
@@ -183,6 +183,18 @@ impl Interner {
 /// A handle to an interned shape. `Option<ShapeId>` is 4 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ShapeId(NonZeroU32);
+
+impl ShapeId {
+    /// Index of the shape in its table (0-based).
+    pub fn index(self) -> usize {
+        self.0.get() as usize - 1
+    }
+
+    pub(crate) fn from_index(index: usize) -> Self {
+        let raw = u32::try_from(index + 1).expect("more than 2^32 - 1 shapes");
+        ShapeId(NonZeroU32::new(raw).expect("non-zero"))
+    }
+}
 
 /// Deduplicating shape storage.
 #[derive(Debug, Default, Clone)]

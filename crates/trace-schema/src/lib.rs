@@ -27,12 +27,15 @@
 
 #![deny(missing_docs)]
 
+mod chunk;
 pub mod device;
 pub mod document;
 pub mod dtype;
 pub mod error;
 pub mod event;
+mod fast;
 pub mod intern;
+pub mod load;
 pub mod meta;
 mod parse;
 pub mod reader;
@@ -57,8 +60,8 @@ macro_rules! wire_names {
 
 pub use device::Device;
 pub use document::{
-    DeviceMemoryRecord, EdgeRecord, MemoryRecord, OpRecord, SemanticCode, SemanticIssue,
-    SpanRecord, TensorRecord, TraceBuilder, TraceDocument, Truncation,
+    DeviceMemoryRecord, EdgeRecord, MemoryItem, MemoryLog, MemoryOrder, MemoryRecord, OpRecord,
+    SemanticCode, SemanticIssue, SpanRecord, TensorRecord, TraceBuilder, TraceDocument, Truncation,
 };
 pub use dtype::{dense_bytes, dtype_bits, element_count};
 pub use error::LoadError;
@@ -67,6 +70,7 @@ pub use error::LoadError;
 pub use event::Pass as ExecutionStep;
 pub use event::*;
 pub use intern::{Interner, ShapeId, ShapeTable, Sym};
+pub use load::{load_path_with, load_reader_with, LoadOptions};
 pub use meta::*;
 pub use reader::{load_path, load_reader, load_str, LineEvent, TraceReader};
 pub use shared::SharedStrings;

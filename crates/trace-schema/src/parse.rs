@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use crate::error::LoadError;
 use crate::event::*;
+use crate::fast::{memory_missing_field, MemoryPresence};
 use crate::version::SchemaVersion;
 
 /// A trace/6 edge: untagged call edge with `duration_ns`.
@@ -245,7 +246,15 @@ fn check_version_rules(
     };
     match event {
         TraceEvent::Memory(m) => {
-            if let Some(field) = memory_missing_field(&MemoryRef::from(m), version) {
+            let present = MemoryPresence {
+                action: m.action,
+                bytes: m.bytes.is_some(),
+                span_id: m.span_id.is_some(),
+                storage_id: m.storage_id.is_some(),
+                tensor_id: m.tensor_id.is_some(),
+                dtype: m.dtype.is_some(),
+            };
+            if let Some(field) = memory_missing_field(&present, version) {
                 return missing(field);
             }
         }
@@ -300,158 +309,5 @@ fn legacy_fixups(event: TraceEvent, legacy: bool) -> TraceEvent {
             TraceEvent::Tensor(t)
         }
         other => other,
-    }
-}
-
-/// A borrowed mirror of [`MemoryEvent`] (same fields, same serde attributes): the loader's fast
-/// path for the most frequent event, deserialized without allocating its strings. A string with
-/// escapes cannot be borrowed: such a line fails here and takes the general path.
-#[derive(Debug, Deserialize)]
-pub(crate) struct MemoryRef<'a> {
-    pub timestamp_ns: u64,
-    pub action: MemoryAction,
-    pub device: &'a str,
-    #[serde(default)]
-    pub storage_id: Option<&'a str>,
-    #[serde(default)]
-    pub bytes: Option<u64>,
-    #[serde(default)]
-    pub tensor_id: Option<&'a str>,
-    #[serde(default)]
-    pub span_id: Option<&'a str>,
-    #[serde(default)]
-    pub op_name: Option<&'a str>,
-    #[serde(default)]
-    pub shape: Option<Vec<u64>>,
-    #[serde(default)]
-    pub dtype: Option<&'a str>,
-    #[serde(default)]
-    pub category: MemoryCategory,
-    #[serde(default)]
-    pub category_source: Option<CategorySource>,
-    #[serde(default)]
-    pub source: Option<MemorySource>,
-    #[serde(default)]
-    pub pre_existing: bool,
-    #[serde(default)]
-    pub label: Option<&'a str>,
-}
-
-impl<'a> From<&'a MemoryEvent> for MemoryRef<'a> {
-    fn from(e: &'a MemoryEvent) -> Self {
-        MemoryRef {
-            timestamp_ns: e.timestamp_ns,
-            action: e.action,
-            device: &e.device,
-            storage_id: e.storage_id.as_deref(),
-            bytes: e.bytes,
-            tensor_id: e.tensor_id.as_deref(),
-            span_id: e.span_id.as_deref(),
-            op_name: e.op_name.as_deref(),
-            shape: None, // not needed by the rules; the builder reads the owned event's shape
-            dtype: e.dtype.as_deref(),
-            category: e.category,
-            category_source: e.category_source,
-            source: e.source,
-            pre_existing: e.pre_existing,
-            label: e.label.as_deref(),
-        }
-    }
-}
-
-/// A borrowed mirror of [`OpEvent`] (same fields, same serde attributes and aliases).
-#[derive(Debug, Deserialize)]
-pub(crate) struct OpRef<'a> {
-    pub span_id: &'a str,
-    pub op_name: &'a str,
-    #[serde(default, borrow)]
-    pub inputs: Vec<&'a str>,
-    #[serde(default)]
-    pub output: Option<&'a str>,
-    #[serde(default)]
-    pub shape: Vec<u64>,
-    pub dtype: &'a str,
-    pub device: &'a str,
-    pub duration_ns: u64,
-    #[serde(default)]
-    pub timestamp_ns: u64,
-    #[serde(default, alias = "storage_bytes")]
-    pub output_dense_bytes: Option<u64>,
-    #[serde(default, alias = "input_storage_bytes")]
-    pub input_dense_bytes: u64,
-}
-
-impl<'a> From<&'a OpEvent> for OpRef<'a> {
-    fn from(e: &'a OpEvent) -> Self {
-        OpRef {
-            span_id: &e.span_id,
-            op_name: &e.op_name,
-            inputs: e.inputs.iter().map(String::as_str).collect(),
-            output: e.output.as_deref(),
-            shape: Vec::new(), // the builder reads the owned event's shape
-            dtype: &e.dtype,
-            device: &e.device,
-            duration_ns: e.duration_ns,
-            timestamp_ns: e.timestamp_ns,
-            output_dense_bytes: e.output_dense_bytes,
-            input_dense_bytes: e.input_dense_bytes,
-        }
-    }
-}
-
-/// The per-version required fields of a memory event: the first one missing.
-pub(crate) fn memory_missing_field(
-    m: &MemoryRef<'_>,
-    version: SchemaVersion,
-) -> Option<&'static str> {
-    if m.action == MemoryAction::Alloc && m.bytes.is_none() {
-        return Some("bytes");
-    }
-    if version <= SchemaVersion::V10 {
-        if m.bytes.is_none() {
-            return Some("bytes");
-        }
-        if m.span_id.is_none() {
-            return Some("span_id");
-        }
-        if version >= SchemaVersion::V9 && m.storage_id.is_none() {
-            return Some("storage_id");
-        }
-        if m.tensor_id.is_none() {
-            return Some("tensor_id");
-        }
-    }
-    if version == SchemaVersion::V6 && m.dtype.is_none() {
-        return Some("dtype");
-    }
-    None
-}
-
-/// An event parsed by the loader's fast path, borrowing from the line.
-pub(crate) enum FastEvent<'a> {
-    /// A `memory` event.
-    Memory(MemoryRef<'a>),
-    /// An `op` event.
-    Op(OpRef<'a>),
-}
-
-/// The loader's fast path for the two most frequent kinds, in a document of `version` (not
-/// trace/6, whose legacy fields go through the general path): the borrowed event when the line
-/// starts with `{"kind":"memory"` or `{"kind":"op"`, parses without escaped strings and has its
-/// version's required fields; `None` otherwise (the general path then parses the line again and
-/// reports precisely).
-pub(crate) fn fast_event(bytes: &[u8], version: SchemaVersion) -> Option<FastEvent<'_>> {
-    if version == SchemaVersion::V6 {
-        return None;
-    }
-    if bytes.starts_with(b"{\"kind\":\"memory\"") {
-        let m: MemoryRef<'_> = serde_json::from_slice(bytes).ok()?;
-        memory_missing_field(&m, version)
-            .is_none()
-            .then_some(FastEvent::Memory(m))
-    } else if bytes.starts_with(b"{\"kind\":\"op\"") {
-        serde_json::from_slice(bytes).ok().map(FastEvent::Op)
-    } else {
-        None
     }
 }

@@ -6,14 +6,13 @@
 //! and reported by [`TraceReader::partial_line`]. A final line without `\n` that parses is
 //! accepted. A `\n`-terminated line that does not parse is an error, even the last one.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use crate::document::{TraceBuilder, TraceDocument};
 use crate::error::LoadError;
 use crate::event::TraceEvent;
-use crate::parse::{fast_event, parse_line};
+use crate::parse::parse_line;
 use crate::version::SchemaVersion;
 
 /// One event and the 1-based line it was read from.
@@ -195,27 +194,25 @@ fn trim_ascii(bytes: &[u8]) -> &[u8] {
     &bytes[start..end]
 }
 
-/// Loads a whole trace from a reader.
+/// Loads a whole trace from a reader (chunks parsed in parallel, see [`crate::load`]).
 ///
 /// # Errors
 /// The first [`LoadError`] met; see the crate docs for the exact list.
 pub fn load_reader<R: Read>(reader: R) -> Result<TraceDocument, LoadError> {
+    crate::load::load_reader_with(reader, &crate::load::LoadOptions::default())
+}
+
+/// The sequential reference loader: [`TraceReader`] events pushed one by one into a
+/// [`TraceBuilder`] (the loader must give the same document; tests compare them).
+///
+/// # Errors
+/// As [`load_reader`].
+#[doc(hidden)]
+pub fn load_reader_sequential<R: Read>(reader: R) -> Result<TraceDocument, LoadError> {
     let mut events = TraceReader::new(BufReader::with_capacity(1 << 16, reader));
     let mut builder: Option<TraceBuilder> = None;
-    while let Some((line, terminated)) = events.read_line()? {
-        // Fast path: a well-formed memory or op event, borrowed from the line buffer, straight into
-        // the builder. Anything else (or any doubt) takes the general path below.
-        if let (Some(version), Some(b), 0) =
-            (events.version, builder.as_mut(), events.terminal_line)
-        {
-            if let Some(event) = fast_event(trim_ascii(&events.buf), version) {
-                b.push_fast(&event);
-                continue;
-            }
-        }
-        let Some(LineEvent { line, event }) = events.parse_current(line, terminated)? else {
-            break;
-        };
+    for event in events.by_ref() {
+        let LineEvent { line, event } = event?;
         let b = builder.get_or_insert_with(|| {
             TraceBuilder::new(events_version(&event).unwrap_or(SchemaVersion::V11))
         });
@@ -241,18 +238,7 @@ fn events_version(event: &TraceEvent) -> Option<SchemaVersion> {
 /// # Errors
 /// [`LoadError::Io`] naming the path when it cannot be opened or read, else as [`load_reader`].
 pub fn load_path(path: impl AsRef<Path>) -> Result<TraceDocument, LoadError> {
-    let path = path.as_ref();
-    let file = File::open(path).map_err(|source| LoadError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    load_reader(file).map_err(|err| match err {
-        LoadError::Io { source, .. } => LoadError::Io {
-            path: path.to_path_buf(),
-            source,
-        },
-        other => other,
-    })
+    crate::load::load_path_with(path, &crate::load::LoadOptions::default())
 }
 
 /// Loads a trace held in memory.

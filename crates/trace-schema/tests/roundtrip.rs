@@ -682,3 +682,150 @@ fn non_finite_floats_are_written_as_null_and_do_not_round_trip() {
         "{\"kind\":\"tensor_stats\",\"span_id\":\"s1\",\"label\":\"x\",\"shape\":[1],\"dtype\":\"f32\",\"elements\":1,\"non_finite\":1,\"rms\":null}\n"
     );
 }
+
+/// Everything a loaded document holds, comparable (memory events through the accessor, so a
+/// spilled document compares with an in-memory one).
+fn fingerprint(doc: &TraceDocument) -> String {
+    format!(
+        "{:?}\n{:?}\n{:?}\n{:?}\n{}\n{:?}",
+        doc.version,
+        doc.to_events(),
+        doc.semantic_issues,
+        doc.truncation,
+        doc.event_count,
+        doc.dropped_events
+    )
+}
+
+fn outcome(r: Result<TraceDocument, LoadError>) -> String {
+    match r {
+        Ok(doc) => fingerprint(&doc),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+/// The same event rewritten the way another producer might: keys sorted (so `kind` is not
+/// first), spaces after `:` and `,`.
+fn relayout(line: &[u8]) -> Vec<u8> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
+        return line.to_vec();
+    };
+    let compact = serde_json::to_string(&value).unwrap(); // BTreeMap: sorted keys
+    let mut out = String::new();
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in compact.chars() {
+        out.push(c);
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if c == ':' || c == ',' {
+            out.push(' ');
+        }
+    }
+    out.into_bytes()
+}
+
+/// Edits that break or bend a trace: swap two lines, drop one, relayout one, flip a byte,
+/// insert a blank line, append junk without a newline.
+#[derive(Debug, Clone)]
+enum Edit {
+    Swap(usize, usize),
+    Drop(usize),
+    Relayout(usize),
+    Flip(usize, u8),
+    Blank(usize),
+    Tail(Vec<u8>),
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        1 => (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Edit::Swap(a, b)),
+        1 => any::<usize>().prop_map(Edit::Drop),
+        3 => any::<usize>().prop_map(Edit::Relayout),
+        1 => (any::<usize>(), any::<u8>()).prop_map(|(a, b)| Edit::Flip(a, b)),
+        1 => any::<usize>().prop_map(Edit::Blank),
+        1 => vec(any::<u8>(), 0..12).prop_map(Edit::Tail),
+    ]
+}
+
+fn apply(bytes: &[u8], edits: &[Edit]) -> Vec<u8> {
+    let mut lines: Vec<Vec<u8>> = bytes.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
+    let last = lines.pop().unwrap_or_default(); // after the final newline
+    let mut tail = last;
+    for e in edits {
+        let n = lines.len().max(1);
+        match e {
+            Edit::Swap(a, b) if !lines.is_empty() => lines.swap(a % n, b % n),
+            Edit::Drop(a) if !lines.is_empty() => {
+                lines.remove(a % n);
+            }
+            Edit::Relayout(a) if !lines.is_empty() => {
+                let i = a % n;
+                lines[i] = relayout(&lines[i]);
+            }
+            Edit::Flip(a, b) if !lines.is_empty() => {
+                let l = &mut lines[a % n];
+                if !l.is_empty() {
+                    let j = (*a / n) % l.len();
+                    l[j] = *b;
+                }
+            }
+            Edit::Blank(a) => lines.insert(a % (lines.len() + 1), b"  ".to_vec()),
+            Edit::Tail(t) => tail = t.clone(),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for l in lines {
+        out.extend_from_slice(&l);
+        out.push(b'\n');
+    }
+    out.extend_from_slice(&tail);
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// The chunked, parallel loader (any chunk size, parallel or not, memory spilled or not)
+    /// gives the sequential reader's document, or its error, for any input — valid traces,
+    /// traces written by another producer's layout, and broken ones.
+    #[test]
+    fn the_loader_agrees_with_the_sequential_reader(
+        events in trace(),
+        edits in vec(edit(), 0..4),
+        chunk in prop_oneof![Just(1usize), 2usize..64, Just(256usize), Just(1 << 20)],
+        parallel in any::<bool>(),
+        spill in any::<bool>(),
+        utf8 in any::<bool>(),
+    ) {
+        let bytes = apply(&write(&events), &edits);
+        let reference = trace_schema::reader::load_reader_sequential(bytes.as_slice());
+        let options = LoadOptions {
+            spill_memory: spill,
+            require_utf8: utf8,
+            chunk_bytes: chunk,
+            parallel,
+            ..LoadOptions::default()
+        };
+        let got = load_reader_with(bytes.as_slice(), &options);
+        let not_utf8 = std::str::from_utf8(&bytes).err().filter(|e| {
+            bytes[e.valid_up_to()..].contains(&b'\n')
+        });
+        match (utf8, not_utf8) {
+            (true, Some(e)) => {
+                let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+                let want = format!("error: {}", LoadError::NotUtf8 { line, offset: e.valid_up_to() as u64 });
+                prop_assert_eq!(outcome(got), want);
+            }
+            _ => prop_assert_eq!(outcome(got), outcome(reference)),
+        }
+    }
+}

@@ -5,12 +5,13 @@ use std::collections::HashMap;
 
 use super::records::*;
 use super::semantic::{gradient_issue, meta_issues, terminal_reason_issue};
+use super::spill::{MemoryItem, MemoryLogWriter};
 use super::{SemanticCode, SemanticIssue, TraceDocument, Truncation};
+use crate::chunk::{Item, LocalId, ParsedChunk};
 use crate::dtype::dense_bytes;
 use crate::event::*;
 use crate::intern::{Interner, ShapeTable, Sym};
 use crate::meta::RunMeta;
-use crate::parse::{FastEvent, MemoryRef, OpRef};
 use crate::version::SchemaVersion;
 
 /// Assembles a [`TraceDocument`] event by event. Never fails: see the module docs.
@@ -20,6 +21,28 @@ pub struct TraceBuilder {
     span_end_seen: HashMap<Sym, u64>,
     latest_evidence_ns: u64,
     terminal_line: u64,
+    /// Memory events go here instead of `doc.memory` (a document with a spilled memory plane).
+    memory_log: Option<MemoryLogWriter>,
+    /// First I/O error of the memory log (reported by [`TraceBuilder::finish_spilled`]).
+    log_error: Option<std::io::Error>,
+    /// Chunk-local string id → document symbol, for the chunk being pushed.
+    local: Vec<Option<Sym>>,
+}
+
+/// An op event with the document's symbols.
+struct OpIn<'a> {
+    span: Sym,
+    op_name: Sym,
+    inputs: Box<[Sym]>,
+    output: Option<Sym>,
+    shape: &'a [u64],
+    dtype: &'a str,
+    dtype_sym: Sym,
+    device: Sym,
+    duration_ns: u64,
+    timestamp_ns: u64,
+    output_dense_bytes: Option<u64>,
+    input_dense_bytes: u64,
 }
 
 impl TraceBuilder {
@@ -47,10 +70,23 @@ impl TraceBuilder {
                 event_count: 0,
                 span_index: HashMap::new(),
                 dropped_events_ns: None,
+                memory_log: None,
             },
             span_end_seen: HashMap::new(),
             latest_evidence_ns: 0,
             terminal_line: 0,
+            memory_log: None,
+            log_error: None,
+            local: Vec::new(),
+        }
+    }
+
+    /// A builder that keeps memory events out of resident memory, in a [`super::MemoryLog`]
+    /// (see [`TraceDocument::memory_len`] and [`TraceDocument::for_each_memory`]).
+    pub fn spilled(version: SchemaVersion) -> Self {
+        Self {
+            memory_log: Some(MemoryLogWriter::default()),
+            ..Self::new(version)
         }
     }
 
@@ -82,14 +118,10 @@ impl TraceBuilder {
             }
             TraceEvent::SpanStart(e) => {
                 let id = doc.strings.intern(&e.id);
-                if doc.span_index.contains_key(&id) {
-                    self.issue(
-                        SemanticCode::DuplicateSpanId,
-                        line,
-                        format!("span id {} is started twice; the first is kept", e.id),
-                    );
+                if self.duplicate_span(line, id) {
                     return;
                 }
+                let doc = &mut self.doc;
                 let record = SpanRecord {
                     id,
                     parent: e.parent_id.as_deref().map(|p| doc.strings.intern(p)),
@@ -103,39 +135,26 @@ impl TraceBuilder {
                     instance_key: e.instance_key.as_deref().map(|p| doc.strings.intern(p)),
                     line: line.min(u32::MAX as u64) as u32,
                 };
-                doc.span_index.insert(id, doc.spans.len() as u32);
-                doc.spans.push(record);
-                self.evidence(e.start_ns);
+                self.add_span_start(record);
             }
-            TraceEvent::SpanEnd(e) => {
-                let Some(id) = doc.strings.get(&e.id) else {
-                    self.issue(
-                        SemanticCode::UnknownSpanEnd,
-                        line,
-                        format!("span_end for unknown span {}", e.id),
-                    );
-                    return;
+            TraceEvent::SpanEnd(e) => self.add_span_end(line, &e.id, e.duration_ns),
+            TraceEvent::Op(e) => {
+                let op = OpIn {
+                    span: doc.strings.intern(&e.span_id),
+                    op_name: doc.strings.intern(&e.op_name),
+                    inputs: e.inputs.iter().map(|i| doc.strings.intern(i)).collect(),
+                    output: e.output.as_deref().map(|x| doc.strings.intern(x)),
+                    shape: &e.shape,
+                    dtype: &e.dtype,
+                    dtype_sym: doc.strings.intern(&e.dtype),
+                    device: doc.strings.intern(&e.device),
+                    duration_ns: e.duration_ns,
+                    timestamp_ns: e.timestamp_ns,
+                    output_dense_bytes: e.output_dense_bytes,
+                    input_dense_bytes: e.input_dense_bytes,
                 };
-                let Some(&index) = doc.span_index.get(&id) else {
-                    self.issue(
-                        SemanticCode::UnknownSpanEnd,
-                        line,
-                        format!("span_end for unknown span {}", e.id),
-                    );
-                    return;
-                };
-                if let Some(first) = self.span_end_seen.get(&id) {
-                    let message = format!("span {} is closed twice (first on line {first})", e.id);
-                    self.issue(SemanticCode::RepeatedSpanEnd, line, message);
-                    return;
-                }
-                self.span_end_seen.insert(id, line);
-                let span = &mut self.doc.spans[index as usize];
-                span.duration_ns = Some(e.duration_ns);
-                let end = span.start_ns.saturating_add(e.duration_ns);
-                self.evidence(end);
+                self.add_op(op);
             }
-            TraceEvent::Op(e) => self.add_op(&OpRef::from(&e), &e.shape),
             TraceEvent::Tensor(e) => {
                 let dense = e.dense_bytes.or_else(|| dense_bytes(&e.shape, &e.dtype));
                 let record = TensorRecord {
@@ -161,7 +180,28 @@ impl TraceBuilder {
                 }
             }
             TraceEvent::Memory(e) => {
-                self.add_memory(&MemoryRef::from(&e), e.shape.as_deref());
+                let device = doc.strings.intern(&e.device);
+                let mut sym = |x: &Option<String>| x.as_deref().map(|x| doc.strings.intern(x));
+                let m = MemoryItem {
+                    index: 0,
+                    timestamp_ns: e.timestamp_ns,
+                    bytes: e.bytes,
+                    device,
+                    storage: e.storage_id.as_deref(),
+                    tensor: e.tensor_id.as_deref(),
+                    span: sym(&e.span_id),
+                    op_name: sym(&e.op_name),
+                    shape: None,
+                    dtype: sym(&e.dtype),
+                    label: sym(&e.label),
+                    action: e.action,
+                    category: e.category,
+                    category_source: e.category_source,
+                    source: e.source,
+                    pre_existing: e.pre_existing,
+                };
+                let shape = e.shape.as_deref().map(|x| doc.shapes.intern(x));
+                self.add_memory(MemoryItem { shape, ..m });
             }
             TraceEvent::DeviceMemory(e) => {
                 let record = DeviceMemoryRecord {
@@ -225,26 +265,171 @@ impl TraceBuilder {
         }
     }
 
-    /// Adds one event parsed by the loader's fast path (borrowed from the line).
-    pub(crate) fn push_fast(&mut self, event: &FastEvent<'_>) {
-        self.doc.event_count += 1;
-        match event {
-            FastEvent::Memory(e) => self.add_memory(e, e.shape.as_deref()),
-            FastEvent::Op(e) => self.add_op(e, &e.shape),
+    /// The document symbol of a chunk-local string.
+    fn local(&mut self, chunk: &ParsedChunk, id: LocalId) -> Sym {
+        let slot = &mut self.local[id as usize];
+        match slot {
+            Some(sym) => *sym,
+            None => {
+                let sym = self.doc.strings.intern(chunk.strings.get(id));
+                *slot = Some(sym);
+                sym
+            }
         }
     }
 
-    fn add_op(&mut self, e: &OpRef<'_>, shape: &[u64]) {
+    fn local_opt(&mut self, chunk: &ParsedChunk, id: Option<LocalId>) -> Option<Sym> {
+        id.map(|id| self.local(chunk, id))
+    }
+
+    /// Starts pushing the items of `chunk` (resets the chunk-local symbol table).
+    pub(crate) fn begin_chunk(&mut self, chunk: &ParsedChunk) {
+        self.local.clear();
+        self.local.resize(chunk.strings.len(), None);
+    }
+
+    /// Adds one item of `chunk` (after [`Self::begin_chunk`]) read from 1-based `line`.
+    pub(crate) fn push_item(&mut self, line: u64, item: &Item, chunk: &ParsedChunk) {
+        match item {
+            Item::Event(e) => self.push(line, (**e).clone()),
+            Item::Memory(m) => {
+                self.doc.event_count += 1;
+                let ids = |id: Option<LocalId>| id.map(|id| chunk.strings.get(id));
+                let item = MemoryItem {
+                    index: 0,
+                    timestamp_ns: m.timestamp_ns,
+                    bytes: m.bytes,
+                    device: self.local(chunk, m.device),
+                    storage: ids(m.storage),
+                    tensor: ids(m.tensor),
+                    span: self.local_opt(chunk, m.span),
+                    op_name: self.local_opt(chunk, m.op_name),
+                    shape: m.shape.map(|r| self.doc.shapes.intern(chunk.dims(r))),
+                    dtype: self.local_opt(chunk, m.dtype),
+                    label: self.local_opt(chunk, m.label),
+                    action: m.action,
+                    category: m.category,
+                    category_source: m.category_source,
+                    source: m.source,
+                    pre_existing: m.pre_existing,
+                };
+                self.add_memory(item);
+            }
+            Item::Op(o) => {
+                self.doc.event_count += 1;
+                let inputs: Box<[Sym]> = chunk
+                    .ids(o.inputs)
+                    .iter()
+                    .map(|&id| self.local(chunk, id))
+                    .collect();
+                let op = OpIn {
+                    span: self.local(chunk, o.span),
+                    op_name: self.local(chunk, o.op_name),
+                    inputs,
+                    output: self.local_opt(chunk, o.output),
+                    shape: chunk.dims(o.shape),
+                    dtype: chunk.strings.get(o.dtype),
+                    dtype_sym: self.local(chunk, o.dtype),
+                    device: self.local(chunk, o.device),
+                    duration_ns: o.duration_ns,
+                    timestamp_ns: o.timestamp_ns,
+                    output_dense_bytes: o.output_dense_bytes,
+                    input_dense_bytes: o.input_dense_bytes,
+                };
+                self.add_op(op);
+            }
+            Item::SpanStart(e) => {
+                self.doc.event_count += 1;
+                let id = self.local(chunk, e.id);
+                if self.duplicate_span(line, id) {
+                    return;
+                }
+                let parent = self.local_opt(chunk, e.parent);
+                let name = self.local(chunk, e.name);
+                let module_path = self.local_opt(chunk, e.module_path);
+                let instance_key = self.local_opt(chunk, e.instance_key);
+                self.add_span_start(SpanRecord {
+                    id,
+                    parent,
+                    name,
+                    kind: e.kind,
+                    start_ns: e.start_ns,
+                    duration_ns: None,
+                    measured: e.measured,
+                    pass: e.pass,
+                    module_path,
+                    instance_key,
+                    line: line.min(u32::MAX as u64) as u32,
+                });
+            }
+            Item::SpanEnd { id, duration_ns } => {
+                self.doc.event_count += 1;
+                let name = chunk.strings.get(*id);
+                self.add_span_end(line, name, *duration_ns);
+            }
+        }
+    }
+
+    /// Reports a second `span_start` of `id` (the first is kept); true when it is one.
+    fn duplicate_span(&mut self, line: u64, id: Sym) -> bool {
+        if !self.doc.span_index.contains_key(&id) {
+            return false;
+        }
+        let message = format!(
+            "span id {} is started twice; the first is kept",
+            self.doc.str(id)
+        );
+        self.issue(SemanticCode::DuplicateSpanId, line, message);
+        true
+    }
+
+    fn add_span_start(&mut self, record: SpanRecord) {
         let doc = &mut self.doc;
-        let output_dense_bytes = e.output_dense_bytes.or_else(|| dense_bytes(shape, e.dtype));
+        doc.span_index.insert(record.id, doc.spans.len() as u32);
+        let start = record.start_ns;
+        doc.spans.push(record);
+        self.evidence(start);
+    }
+
+    fn add_span_end(&mut self, line: u64, id_text: &str, duration_ns: u64) {
+        let doc = &self.doc;
+        let Some((id, index)) = doc
+            .strings
+            .get(id_text)
+            .and_then(|id| doc.span_index.get(&id).map(|&i| (id, i)))
+        else {
+            self.issue(
+                SemanticCode::UnknownSpanEnd,
+                line,
+                format!("span_end for unknown span {id_text}"),
+            );
+            return;
+        };
+        if let Some(first) = self.span_end_seen.get(&id) {
+            let message = format!("span {id_text} is closed twice (first on line {first})");
+            self.issue(SemanticCode::RepeatedSpanEnd, line, message);
+            return;
+        }
+        self.span_end_seen.insert(id, line);
+        let span = &mut self.doc.spans[index as usize];
+        span.duration_ns = Some(duration_ns);
+        let end = span.start_ns.saturating_add(duration_ns);
+        self.evidence(end);
+    }
+
+    fn add_op(&mut self, e: OpIn<'_>) {
+        let doc = &mut self.doc;
+        let output_dense_bytes = e
+            .output_dense_bytes
+            .or_else(|| dense_bytes(e.shape, e.dtype));
         let record = OpRecord {
-            span: doc.strings.intern(e.span_id),
-            op_name: doc.strings.intern(e.op_name),
-            inputs: e.inputs.iter().map(|i| doc.strings.intern(i)).collect(),
-            output: e.output.map(|x| doc.strings.intern(x)),
-            shape: doc.shapes.intern(shape),
-            dtype: doc.strings.intern(e.dtype),
-            device: doc.strings.intern(e.device),
+            span: e.span,
+            op_name: e.op_name,
+            inputs: e.inputs,
+            output: e.output,
+            shape: doc.shapes.intern(e.shape),
+            dtype: e.dtype_sym,
+            device: e.device,
             duration_ns: e.duration_ns,
             timestamp_ns: e.timestamp_ns,
             output_dense_bytes,
@@ -254,26 +439,31 @@ impl TraceBuilder {
         self.evidence(e.timestamp_ns.saturating_add(e.duration_ns));
     }
 
-    fn add_memory(&mut self, e: &MemoryRef<'_>, shape: Option<&[u64]>) {
+    /// Adds a memory event (`index` is ignored: events are numbered in the order added).
+    fn add_memory(&mut self, e: MemoryItem<'_>) {
+        self.evidence(e.timestamp_ns);
+        if let Some(log) = self.memory_log.as_mut() {
+            if self.log_error.is_none() {
+                if let Err(err) = log.push(&e) {
+                    self.log_error = Some(err);
+                }
+            }
+            return;
+        }
         let doc = &mut self.doc;
-        let mut intern = |x: Option<&str>| x.map(|x| doc.strings.intern(x));
-        let storage = intern(e.storage_id);
-        let tensor = intern(e.tensor_id);
-        let span = intern(e.span_id);
-        let op_name = intern(e.op_name);
-        let dtype = intern(e.dtype);
-        let label = intern(e.label);
+        let storage = e.storage.map(|x| doc.strings.intern(x));
+        let tensor = e.tensor.map(|x| doc.strings.intern(x));
         let record = MemoryRecord {
             timestamp_ns: e.timestamp_ns,
             bytes: e.bytes,
-            device: doc.strings.intern(e.device),
+            device: e.device,
             storage,
             tensor,
-            span,
-            op_name,
-            shape: shape.map(|x| doc.shapes.intern(x)),
-            dtype,
-            label,
+            span: e.span,
+            op_name: e.op_name,
+            shape: e.shape,
+            dtype: e.dtype,
+            label: e.label,
             action: e.action,
             category: e.category,
             category_source: e.category_source,
@@ -281,11 +471,26 @@ impl TraceBuilder {
             pre_existing: e.pre_existing,
         };
         doc.memory.push(record);
-        self.evidence(e.timestamp_ns);
     }
 
     /// Finishes the document. `partial_line` is `(line, bytes)` of a dropped partial last line.
-    pub fn finish(mut self, partial_line: Option<(u64, u64)>) -> TraceDocument {
+    pub fn finish(self, partial_line: Option<(u64, u64)>) -> TraceDocument {
+        // Only a spilled builder (crate-internal) can fail, and the loader calls `finish_io`.
+        self.finish_io(partial_line)
+            .expect("an in-memory document cannot fail to finish")
+    }
+
+    /// [`Self::finish`], reporting I/O errors of the memory log.
+    pub(crate) fn finish_io(
+        mut self,
+        partial_line: Option<(u64, u64)>,
+    ) -> std::io::Result<TraceDocument> {
+        if let Some(err) = self.log_error.take() {
+            return Err(err);
+        }
+        if let Some(log) = self.memory_log.take() {
+            self.doc.memory_log = Some(std::sync::Arc::new(log.finish()?));
+        }
         if let Some(terminal) = &self.doc.terminal {
             if terminal.timestamp_ns < self.latest_evidence_ns {
                 let message = format!(
@@ -318,6 +523,6 @@ impl TraceBuilder {
                 terminal_missing,
             });
         }
-        self.doc
+        Ok(self.doc)
     }
 }

@@ -11,12 +11,14 @@
 pub mod builder;
 pub mod records;
 pub mod semantic;
+pub mod spill;
 
 use std::collections::HashMap;
 
 pub use builder::TraceBuilder;
 pub use records::*;
 pub use semantic::{SemanticCode, SemanticIssue, Truncation};
+pub use spill::{MemoryItem, MemoryLog, MemoryOrder};
 
 use crate::event::*;
 use crate::intern::{Interner, ShapeId, ShapeTable, Sym};
@@ -42,7 +44,10 @@ pub struct TraceDocument {
     pub tensors: Vec<TensorRecord>,
     /// Tensor statistics in file order.
     pub tensor_stats: Vec<TensorStatsEvent>,
-    /// Memory events in file order.
+    /// Memory events in file order; empty when the document keeps them in a [`MemoryLog`]
+    /// instead (loaded with [`crate::LoadOptions::spill_memory`]): read them with
+    /// [`TraceDocument::for_each_memory`] and count them with [`TraceDocument::memory_len`],
+    /// which serve both.
     pub memory: Vec<MemoryRecord>,
     /// Device memory samples in file order.
     pub device_memory: Vec<DeviceMemoryRecord>,
@@ -66,6 +71,8 @@ pub struct TraceDocument {
     span_index: HashMap<Sym, u32>,
     /// Time of the body `dropped_events` report that set `dropped_events` (if any).
     dropped_events_ns: Option<u64>,
+    /// The memory events, when kept out of `memory`.
+    memory_log: Option<std::sync::Arc<MemoryLog>>,
 }
 
 impl TraceDocument {
@@ -92,6 +99,90 @@ impl TraceDocument {
     /// The span with this id.
     pub fn span(&self, id: Sym) -> Option<&SpanRecord> {
         self.span_index(id).map(|i| &self.spans[i])
+    }
+
+    /// Number of memory events (in `memory` or in the memory log).
+    pub fn memory_len(&self) -> usize {
+        match &self.memory_log {
+            Some(log) => log.len(),
+            None => self.memory.len(),
+        }
+    }
+
+    /// True when the memory events are kept in a [`MemoryLog`] rather than in `memory`.
+    pub fn memory_spilled(&self) -> bool {
+        self.memory_log.is_some()
+    }
+
+    /// The memory log of a spilled document.
+    pub fn memory_log(&self) -> Option<&MemoryLog> {
+        self.memory_log.as_deref()
+    }
+
+    /// Calls `f` on every memory event in `order`, whether the document holds them in `memory`
+    /// or in a memory log. [`MemoryOrder::Replay`] sorts (stably) by timestamp: O(n log n) for
+    /// an in-memory document, O(n) passes over the log's sorted runs for a spilled one.
+    ///
+    /// # Errors
+    /// I/O errors reading a spilled log back (never for an in-memory document).
+    pub fn try_for_each_memory(
+        &self,
+        order: MemoryOrder,
+        mut f: impl FnMut(&MemoryItem<'_>),
+    ) -> std::io::Result<()> {
+        if let Some(log) = &self.memory_log {
+            return log.for_each(order, f);
+        }
+        let item = |i: usize| {
+            let m = &self.memory[i];
+            MemoryItem {
+                index: i as u32,
+                timestamp_ns: m.timestamp_ns,
+                bytes: m.bytes,
+                device: m.device,
+                storage: m.storage.map(|s| self.str(s)),
+                tensor: m.tensor.map(|s| self.str(s)),
+                span: m.span,
+                op_name: m.op_name,
+                shape: m.shape,
+                dtype: m.dtype,
+                label: m.label,
+                action: m.action,
+                category: m.category,
+                category_source: m.category_source,
+                source: m.source,
+                pre_existing: m.pre_existing,
+            }
+        };
+        let sorted = self
+            .memory
+            .windows(2)
+            .all(|w| w[0].timestamp_ns <= w[1].timestamp_ns);
+        if order == MemoryOrder::File || sorted {
+            (0..self.memory.len()).for_each(|i| f(&item(i)));
+        } else {
+            let mut order: Vec<u32> = (0..self.memory.len() as u32).collect();
+            order.sort_by_key(|&i| self.memory[i as usize].timestamp_ns);
+            order.into_iter().for_each(|i| f(&item(i as usize)));
+        }
+        Ok(())
+    }
+
+    /// [`Self::try_for_each_memory`] for analyses, which cannot fail: an I/O error reading a
+    /// spilled log back (the temporary file vanished or the disk failed) panics with its cause.
+    pub fn for_each_memory(&self, order: MemoryOrder, f: impl FnMut(&MemoryItem<'_>)) {
+        if let Err(e) = self.try_for_each_memory(order, f) {
+            panic!("cannot read the spilled memory events back: {e}");
+        }
+    }
+
+    /// Time of the earliest memory event.
+    pub fn first_memory_ns(&self) -> Option<u64> {
+        let mut first: Option<u64> = None;
+        self.for_each_memory(MemoryOrder::File, |m| {
+            first = Some(first.map_or(m.timestamp_ns, |f| f.min(m.timestamp_ns)));
+        });
+        first
     }
 
     /// True when the trace was cut short (partial last line, or no terminal in a version that
@@ -176,14 +267,14 @@ impl TraceDocument {
                 .cloned()
                 .map(TraceEvent::TensorStats),
         );
-        for m in &self.memory {
+        self.for_each_memory(MemoryOrder::File, |m| {
             out.push(TraceEvent::Memory(MemoryEvent {
                 timestamp_ns: m.timestamp_ns,
                 action: m.action,
                 device: s(m.device),
-                storage_id: o(m.storage),
+                storage_id: m.storage.map(str::to_string),
                 bytes: m.bytes,
-                tensor_id: o(m.tensor),
+                tensor_id: m.tensor.map(str::to_string),
                 span_id: o(m.span),
                 op_name: o(m.op_name),
                 shape: m.shape.map(|id| self.shape(id).to_vec()),
@@ -194,7 +285,7 @@ impl TraceDocument {
                 pre_existing: m.pre_existing,
                 label: o(m.label),
             }));
-        }
+        });
         for d in &self.device_memory {
             out.push(TraceEvent::DeviceMemory(DeviceMemoryEvent {
                 timestamp_ns: d.timestamp_ns,

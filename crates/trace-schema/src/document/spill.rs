@@ -1,0 +1,811 @@
+//! A document's memory events kept out of its resident memory: a compact binary log (varints,
+//! shared strings as [`Sym`]s, storage and tensor ids inline), in a buffer while small and in an
+//! unnamed temporary file past [`SPILL_TO_FILE_BYTES`], read back sequentially.
+//!
+//! Two orders are served: file order, and replay order — `(timestamp_ns, file order)`, the order
+//! the memory analysis applies events in. The writer records where the timestamps step back; the
+//! log is then a few sorted runs (one for a time-ordered trace, a handful for the probe's
+//! pre-existing allocations), merged on the fly. With more than [`MAX_MERGED_RUNS`] runs the log
+//! is first sorted externally, in blocks, into a second log. Either way a pass holds one buffer
+//! per run, never the events.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::sync::Arc;
+
+use crate::event::{CategorySource, MemoryAction, MemoryCategory, MemorySource};
+use crate::intern::{ShapeId, Sym};
+
+/// Past this many bytes the log moves from a buffer to a temporary file.
+pub const SPILL_TO_FILE_BYTES: usize = 16 << 20;
+/// Runs merged directly; more are sorted externally first.
+pub const MAX_MERGED_RUNS: usize = 64;
+/// Records per block of the external sort.
+const SORT_BLOCK: usize = if cfg!(test) { 1 << 10 } else { 1 << 18 };
+/// Read buffer per cursor.
+const READ_BUF: usize = 1 << 16;
+
+/// One memory event read from a document (in memory or spilled); strings of the document are
+/// [`Sym`]s, storage and tensor ids are borrowed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemoryItem<'a> {
+    /// Index of the event among the document's memory events, in file order.
+    pub index: u32,
+    /// Time, ns.
+    pub timestamp_ns: u64,
+    /// Bytes (required on allocs; optional on frees).
+    pub bytes: Option<u64>,
+    /// Device.
+    pub device: Sym,
+    /// Storage identity (`None` in trace/6).
+    pub storage: Option<&'a str>,
+    /// Tensor id.
+    pub tensor: Option<&'a str>,
+    /// Span.
+    pub span: Option<Sym>,
+    /// Allocating op name.
+    pub op_name: Option<Sym>,
+    /// Shape.
+    pub shape: Option<ShapeId>,
+    /// Dtype.
+    pub dtype: Option<Sym>,
+    /// Label.
+    pub label: Option<Sym>,
+    /// Alloc or free.
+    pub action: MemoryAction,
+    /// Category.
+    pub category: MemoryCategory,
+    /// Provenance of the category.
+    pub category_source: Option<CategorySource>,
+    /// Observer.
+    pub source: Option<MemorySource>,
+    /// Existed before capture began.
+    pub pre_existing: bool,
+}
+
+/// The order a pass reads memory events in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryOrder {
+    /// File order.
+    File,
+    /// `(timestamp_ns, file order)`: the order the memory analysis applies events in.
+    Replay,
+}
+
+// ---- encoding ---------------------------------------------------------------------------
+
+const F_FREE: u32 = 1;
+const F_PRE: u32 = 1 << 1;
+const F_BYTES: u32 = 1 << 2;
+const F_STORAGE: u32 = 1 << 3;
+const F_TENSOR: u32 = 1 << 4;
+const F_SPAN: u32 = 1 << 5;
+const F_OP: u32 = 1 << 6;
+const F_SHAPE: u32 = 1 << 7;
+const F_DTYPE: u32 = 1 << 8;
+const F_LABEL: u32 = 1 << 9;
+const CAT_SHIFT: u32 = 10; // 3 bits
+const CSRC_SHIFT: u32 = 13; // 2 bits
+const SRC_SHIFT: u32 = 15; // 2 bits
+
+fn put(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+fn category_code(c: MemoryCategory) -> u32 {
+    match c {
+        MemoryCategory::Parameter => 0,
+        MemoryCategory::Activation => 1,
+        MemoryCategory::Gradient => 2,
+        MemoryCategory::Optimizer => 3,
+        MemoryCategory::Other => 4,
+    }
+}
+
+fn category_of(code: u32) -> MemoryCategory {
+    match code {
+        0 => MemoryCategory::Parameter,
+        1 => MemoryCategory::Activation,
+        2 => MemoryCategory::Gradient,
+        3 => MemoryCategory::Optimizer,
+        _ => MemoryCategory::Other,
+    }
+}
+
+fn sym_of(v: u64) -> Sym {
+    Sym::from_index(v as usize)
+}
+
+/// Appends one record. `prev_ts` is the timestamp of the record before it (0 for the first),
+/// `index` is written only for logs that store it (sorted logs).
+fn encode(out: &mut Vec<u8>, m: &MemoryItem<'_>, prev_ts: u64, with_index: bool) {
+    let mut flags = 0u32;
+    let mut flag = |on: bool, f: u32| {
+        if on {
+            flags |= f;
+        }
+    };
+    flag(m.action == MemoryAction::Free, F_FREE);
+    flag(m.pre_existing, F_PRE);
+    flag(m.bytes.is_some(), F_BYTES);
+    flag(m.storage.is_some(), F_STORAGE);
+    flag(m.tensor.is_some(), F_TENSOR);
+    flag(m.span.is_some(), F_SPAN);
+    flag(m.op_name.is_some(), F_OP);
+    flag(m.shape.is_some(), F_SHAPE);
+    flag(m.dtype.is_some(), F_DTYPE);
+    flag(m.label.is_some(), F_LABEL);
+    flags |= category_code(m.category) << CAT_SHIFT;
+    flags |= (match m.category_source {
+        None => 0,
+        Some(CategorySource::Declared) => 1,
+        Some(CategorySource::Registry) => 2,
+        Some(CategorySource::Inferred) => 3,
+    }) << CSRC_SHIFT;
+    flags |= (match m.source {
+        None => 0,
+        Some(MemorySource::Allocator) => 1,
+        Some(MemorySource::Registry) => 2,
+        Some(MemorySource::Caller) => 3,
+    }) << SRC_SHIFT;
+    put(out, flags as u64);
+    if with_index {
+        put(out, m.index as u64);
+    }
+    put(out, zigzag(m.timestamp_ns.wrapping_sub(prev_ts) as i64));
+    if let Some(b) = m.bytes {
+        put(out, b);
+    }
+    put(out, m.device.index() as u64);
+    for s in [m.span, m.op_name, m.dtype, m.label].into_iter().flatten() {
+        put(out, s.index() as u64);
+    }
+    if let Some(shape) = m.shape {
+        put(out, shape.index() as u64);
+    }
+    for id in [m.storage, m.tensor].into_iter().flatten() {
+        put(out, id.len() as u64);
+        out.extend_from_slice(id.as_bytes());
+    }
+}
+
+/// Reads a varint at `*pos`; `None` when the buffer ends first.
+#[inline]
+fn get(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    let mut shift = 0u32;
+    loop {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        v |= ((b & 0x7f) as u64) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+        shift += 7;
+        if shift >= 64 {
+            return Some(v);
+        }
+    }
+}
+
+/// Decodes one record at `*pos`; `None` when the buffer ends inside it.
+fn decode<'a>(
+    buf: &'a [u8],
+    pos: &mut usize,
+    prev_ts: u64,
+    index: Option<u32>,
+) -> Option<MemoryItem<'a>> {
+    let flags = get(buf, pos)? as u32;
+    let index = match index {
+        Some(i) => i,
+        None => get(buf, pos)? as u32,
+    };
+    let timestamp_ns = prev_ts.wrapping_add(unzigzag(get(buf, pos)?) as u64);
+    let bytes = if flags & F_BYTES != 0 {
+        Some(get(buf, pos)?)
+    } else {
+        None
+    };
+    let device = sym_of(get(buf, pos)?);
+    let mut opt_sym = |f: u32| -> Option<Option<Sym>> {
+        Some(if flags & f != 0 {
+            Some(sym_of(get(buf, pos)?))
+        } else {
+            None
+        })
+    };
+    let span = opt_sym(F_SPAN)?;
+    let op_name = opt_sym(F_OP)?;
+    let dtype = opt_sym(F_DTYPE)?;
+    let label = opt_sym(F_LABEL)?;
+    let shape = if flags & F_SHAPE != 0 {
+        Some(ShapeId::from_index(get(buf, pos)? as usize))
+    } else {
+        None
+    };
+    let mut string = |f: u32| -> Option<Option<&'a str>> {
+        if flags & f == 0 {
+            return Some(None);
+        }
+        let len = get(buf, pos)? as usize;
+        let bytes = buf.get(*pos..*pos + len)?;
+        *pos += len;
+        // Written from a `&str`; a log is never edited.
+        Some(Some(std::str::from_utf8(bytes).ok()?))
+    };
+    let storage = string(F_STORAGE)?;
+    let tensor = string(F_TENSOR)?;
+    Some(MemoryItem {
+        index,
+        timestamp_ns,
+        bytes,
+        device,
+        storage,
+        tensor,
+        span,
+        op_name,
+        shape,
+        dtype,
+        label,
+        action: if flags & F_FREE != 0 {
+            MemoryAction::Free
+        } else {
+            MemoryAction::Alloc
+        },
+        category: category_of((flags >> CAT_SHIFT) & 7),
+        category_source: match (flags >> CSRC_SHIFT) & 3 {
+            0 => None,
+            1 => Some(CategorySource::Declared),
+            2 => Some(CategorySource::Registry),
+            _ => Some(CategorySource::Inferred),
+        },
+        source: match (flags >> SRC_SHIFT) & 3 {
+            0 => None,
+            1 => Some(MemorySource::Allocator),
+            2 => Some(MemorySource::Registry),
+            _ => Some(MemorySource::Caller),
+        },
+        pre_existing: flags & F_PRE != 0,
+    })
+}
+
+// ---- storage ----------------------------------------------------------------------------
+
+#[derive(Debug)]
+enum Storage {
+    Buffer(Vec<u8>),
+    File { file: File, len: u64 },
+}
+
+impl Storage {
+    fn len(&self) -> u64 {
+        match self {
+            Storage::Buffer(b) => b.len() as u64,
+            Storage::File { len, .. } => *len,
+        }
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset`; the count read.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Storage::Buffer(b) => {
+                let start = (offset as usize).min(b.len());
+                let n = buf.len().min(b.len() - start);
+                buf[..n].copy_from_slice(&b[start..start + n]);
+                Ok(n)
+            }
+            Storage::File { file, len } => {
+                let n = (buf.len() as u64).min(len.saturating_sub(offset)) as usize;
+                read_exact_at(file, &mut buf[..n], offset)?;
+                Ok(n)
+            }
+        }
+    }
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        let n = std::os::windows::fs::FileExt::seek_read(file, buf, offset)?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        buf = &mut buf[n..];
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+/// Where a sorted run starts: byte offset, index of its first record, timestamp of the record
+/// before it.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    offset: u64,
+    index: u32,
+    prev_ts: u64,
+}
+
+/// An immutable log of memory events (see the module docs).
+#[derive(Debug)]
+pub struct MemoryLog {
+    storage: Storage,
+    len: u32,
+    runs: Vec<Run>,
+    /// Records carry their index (a sorted log); otherwise it is their position.
+    with_index: bool,
+}
+
+/// Appends memory events to a [`MemoryLog`].
+#[derive(Debug, Default)]
+pub struct MemoryLogWriter {
+    /// Past this many buffered bytes the log moves to a file (0: [`SPILL_TO_FILE_BYTES`]).
+    pub(crate) file_threshold: usize,
+    buf: Vec<u8>,
+    file: Option<(io::BufWriter<File>, u64)>,
+    len: u32,
+    runs: Vec<Run>,
+    prev_ts: u64,
+    with_index: bool,
+}
+
+impl MemoryLogWriter {
+    /// Appends an event (its `index` is its position unless the log stores indices).
+    ///
+    /// # Errors
+    /// I/O errors of the temporary file.
+    pub fn push(&mut self, m: &MemoryItem<'_>) -> io::Result<()> {
+        if self.len == 0 || m.timestamp_ns < self.prev_ts {
+            self.runs.push(Run {
+                offset: self.offset(),
+                index: if self.with_index { m.index } else { self.len },
+                prev_ts: self.prev_ts,
+            });
+        }
+        encode(&mut self.buf, m, self.prev_ts, self.with_index);
+        self.prev_ts = m.timestamp_ns;
+        self.len += 1;
+        let threshold = match self.file_threshold {
+            0 => SPILL_TO_FILE_BYTES,
+            n => n,
+        };
+        if self.buf.len() >= threshold || (self.file.is_some() && self.buf.len() >= 1 << 20) {
+            self.flush_to_file()?;
+        }
+        Ok(())
+    }
+
+    fn offset(&self) -> u64 {
+        self.file.as_ref().map_or(0, |(_, n)| *n) + self.buf.len() as u64
+    }
+
+    fn flush_to_file(&mut self) -> io::Result<()> {
+        if self.file.is_none() {
+            self.file = Some((
+                io::BufWriter::with_capacity(1 << 20, tempfile::tempfile()?),
+                0,
+            ));
+        }
+        let (w, n) = self.file.as_mut().expect("just set");
+        w.write_all(&self.buf)?;
+        *n += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Records written.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// True before the first record.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Finishes the log.
+    ///
+    /// # Errors
+    /// I/O errors of the temporary file.
+    pub fn finish(mut self) -> io::Result<MemoryLog> {
+        let storage = match self.file.is_some() {
+            false => {
+                self.buf.shrink_to_fit();
+                Storage::Buffer(std::mem::take(&mut self.buf))
+            }
+            true => {
+                self.flush_to_file()?;
+                let (w, len) = self.file.take().expect("checked");
+                let file = w.into_inner().map_err(|e| e.into_error())?;
+                Storage::File { file, len }
+            }
+        };
+        Ok(MemoryLog {
+            storage,
+            len: self.len,
+            runs: self.runs,
+            with_index: self.with_index,
+        })
+    }
+}
+
+/// Sequential reader of one run (or of the whole log).
+struct Cursor<'l> {
+    log: &'l MemoryLog,
+    buf: Vec<u8>,
+    pos: usize,
+    filled: usize,
+    offset: u64,
+    end: u64,
+    prev_ts: u64,
+    next_index: u32,
+    left: u32,
+}
+
+impl<'l> Cursor<'l> {
+    fn new(log: &'l MemoryLog, run: usize) -> Self {
+        let r = log.runs[run];
+        let end = log
+            .runs
+            .get(run + 1)
+            .map_or(log.storage.len(), |n| n.offset);
+        let left = log.runs.get(run + 1).map_or(log.len, |n| {
+            if log.with_index {
+                u32::MAX // counted by bytes instead
+            } else {
+                n.index
+            }
+        }) - if log.with_index { 0 } else { r.index };
+        Self {
+            log,
+            buf: Vec::new(),
+            pos: 0,
+            filled: 0,
+            offset: r.offset,
+            end,
+            prev_ts: r.prev_ts,
+            next_index: r.index,
+            left,
+        }
+    }
+
+    /// A cursor over the whole log (file order: the runs are contiguous).
+    fn whole(log: &'l MemoryLog) -> Self {
+        Self {
+            end: log.storage.len(),
+            left: log.len,
+            ..Self::new(log, 0)
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.left == 0 || (self.pos == self.filled && self.offset >= self.end)
+    }
+
+    /// Decodes the next record (`None` at the end of the run).
+    fn next(&mut self) -> io::Result<Option<MemoryItem<'_>>> {
+        if self.done() {
+            return Ok(None);
+        }
+        loop {
+            let index = (!self.log.with_index).then_some(self.next_index);
+            let mut pos = self.pos;
+            let ok = decode(&self.buf[..self.filled], &mut pos, self.prev_ts, index).is_some();
+            if ok {
+                break;
+            }
+            if self.offset >= self.end {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "memory log ends inside a record",
+                ));
+            }
+            self.refill()?;
+        }
+        let index = (!self.log.with_index).then_some(self.next_index);
+        let item = decode(&self.buf[..self.filled], &mut self.pos, self.prev_ts, index)
+            .expect("decoded above");
+        self.prev_ts = item.timestamp_ns;
+        self.next_index += 1;
+        self.left = self.left.saturating_sub(1);
+        Ok(Some(item))
+    }
+
+    /// Moves the unread bytes to the front and reads more (growing the buffer for a record
+    /// longer than it).
+    fn refill(&mut self) -> io::Result<()> {
+        self.buf.copy_within(self.pos..self.filled, 0);
+        self.filled -= self.pos;
+        self.pos = 0;
+        let want = if self.filled * 2 > READ_BUF.max(self.buf.len()) {
+            self.buf.len().max(READ_BUF) * 2
+        } else {
+            self.buf.len().max(READ_BUF)
+        };
+        self.buf.resize(want, 0);
+        let room = ((self.end - self.offset) as usize).min(self.buf.len() - self.filled);
+        let n = self
+            .log
+            .storage
+            .read_at(self.offset, &mut self.buf[self.filled..self.filled + room])?;
+        self.filled += n;
+        self.offset += n as u64;
+        Ok(())
+    }
+
+    /// `(timestamp, index)` of the next record, without consuming it.
+    fn peek_key(&mut self) -> io::Result<Option<(u64, u32)>> {
+        if self.done() {
+            return Ok(None);
+        }
+        loop {
+            let index = (!self.log.with_index).then_some(self.next_index);
+            let mut pos = self.pos;
+            if let Some(m) = decode(&self.buf[..self.filled], &mut pos, self.prev_ts, index) {
+                return Ok(Some((m.timestamp_ns, m.index)));
+            }
+            if self.offset >= self.end {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "memory log ends inside a record",
+                ));
+            }
+            self.refill()?;
+        }
+    }
+}
+
+impl MemoryLog {
+    /// Number of events.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// True without events.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes of the encoded log.
+    pub fn encoded_bytes(&self) -> u64 {
+        self.storage.len()
+    }
+
+    /// Calls `f` on every event in `order`.
+    ///
+    /// # Errors
+    /// I/O errors reading the temporary file back.
+    pub fn for_each(
+        &self,
+        order: MemoryOrder,
+        mut f: impl FnMut(&MemoryItem<'_>),
+    ) -> io::Result<()> {
+        if self.runs.is_empty() {
+            return Ok(());
+        }
+        match order {
+            MemoryOrder::File if self.with_index => {
+                unreachable!("a sorted log is only read in replay order")
+            }
+            MemoryOrder::File => {
+                let mut c = Cursor::whole(self);
+                while let Some(m) = c.next()? {
+                    f(&m);
+                }
+                Ok(())
+            }
+            MemoryOrder::Replay if self.runs.len() == 1 => {
+                let mut c = Cursor::new(self, 0);
+                while let Some(m) = c.next()? {
+                    f(&m);
+                }
+                Ok(())
+            }
+            MemoryOrder::Replay if self.runs.len() <= MAX_MERGED_RUNS || self.with_index => {
+                self.merge(f)
+            }
+            MemoryOrder::Replay => self.sorted()?.merge(f),
+        }
+    }
+
+    /// Merges the sorted runs by `(timestamp, index)`.
+    fn merge(&self, mut f: impl FnMut(&MemoryItem<'_>)) -> io::Result<()> {
+        use std::cmp::Reverse;
+        let mut cursors: Vec<Cursor<'_>> =
+            (0..self.runs.len()).map(|r| Cursor::new(self, r)).collect();
+        let mut heap = std::collections::BinaryHeap::with_capacity(cursors.len());
+        for (i, c) in cursors.iter_mut().enumerate() {
+            if let Some((ts, index)) = c.peek_key()? {
+                heap.push(Reverse((ts, index, i)));
+            }
+        }
+        while let Some(Reverse((_, _, i))) = heap.pop() {
+            let c = &mut cursors[i];
+            if let Some(m) = c.next()? {
+                f(&m);
+            }
+            if let Some((ts, index)) = c.peek_key()? {
+                heap.push(Reverse((ts, index, i)));
+            }
+        }
+        Ok(())
+    }
+
+    /// The log sorted by `(timestamp, index)` in blocks of [`SORT_BLOCK`] records (each a run of
+    /// the new log, which stores indices).
+    fn sorted(&self) -> io::Result<MemoryLog> {
+        let mut out = MemoryLogWriter {
+            with_index: true,
+            ..MemoryLogWriter::default()
+        };
+        let mut block: Vec<u8> = Vec::new();
+        let mut entries: Vec<(u64, u32, u32, u32)> = Vec::new(); // ts, index, start, end
+        let flush = |block: &mut Vec<u8>,
+                     entries: &mut Vec<(u64, u32, u32, u32)>,
+                     out: &mut MemoryLogWriter|
+         -> io::Result<()> {
+            entries.sort_unstable_by_key(|e| (e.0, e.1));
+            out.prev_ts = u64::MAX; // force a new run
+            for &(ts, index, start, _) in entries.iter() {
+                let mut pos = start as usize;
+                let m = decode(block, &mut pos, 0, None).expect("encoded here");
+                let m = MemoryItem {
+                    timestamp_ns: ts,
+                    ..m
+                };
+                if out.prev_ts == u64::MAX {
+                    out.runs.push(Run {
+                        offset: out.offset(),
+                        index,
+                        prev_ts: 0,
+                    });
+                    out.prev_ts = 0;
+                    encode(&mut out.buf, &m, 0, true);
+                } else {
+                    encode(&mut out.buf, &m, out.prev_ts, true);
+                }
+                out.prev_ts = ts;
+                out.len += 1;
+                if out.buf.len() >= 1 << 20 {
+                    out.flush_to_file()?;
+                }
+            }
+            block.clear();
+            entries.clear();
+            Ok(())
+        };
+        let mut err = None;
+        self.for_each(MemoryOrder::File, |m| {
+            if err.is_some() {
+                return;
+            }
+            let start = block.len() as u32;
+            // Each record of a block is encoded on its own (timestamp relative to 0).
+            encode(&mut block, m, 0, true);
+            entries.push((m.timestamp_ns, m.index, start, block.len() as u32));
+            if entries.len() >= SORT_BLOCK {
+                if let Err(e) = flush(&mut block, &mut entries, &mut out) {
+                    err = Some(e);
+                }
+            }
+        })?;
+        if let Some(e) = err {
+            return Err(e);
+        }
+        if !entries.is_empty() {
+            flush(&mut block, &mut entries, &mut out)?;
+        }
+        // Always a file: the sorted copy is as large as the log.
+        out.flush_to_file()?;
+        out.finish()
+    }
+}
+
+/// A shared, immutable [`MemoryLog`] (documents are `Clone`).
+pub type SharedMemoryLog = Arc<MemoryLog>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(index: u32, ts: u64, id: &'static str) -> MemoryItem<'static> {
+        MemoryItem {
+            index,
+            timestamp_ns: ts,
+            bytes: (index % 3 != 0).then_some(index as u64 * 1000),
+            device: Sym::from_index(index as usize % 2),
+            storage: Some(id),
+            tensor: (index % 2 == 0).then_some("t"),
+            span: (index % 4 == 0).then(|| Sym::from_index(7)),
+            op_name: None,
+            shape: (index % 5 == 0).then(|| ShapeId::from_index(2)),
+            dtype: None,
+            label: (index % 7 == 0).then(|| Sym::from_index(300)),
+            action: if index % 2 == 0 {
+                MemoryAction::Alloc
+            } else {
+                MemoryAction::Free
+            },
+            category: category_of(index % 5),
+            category_source: Some(CategorySource::Inferred),
+            source: (index % 3 == 0).then_some(MemorySource::Caller),
+            pre_existing: index % 11 == 0,
+        }
+    }
+
+    /// `(index, timestamp)` of every record in `order`, each checked against [`item`].
+    fn collect(log: &MemoryLog, order: MemoryOrder) -> Vec<(u32, u64)> {
+        let mut out = Vec::new();
+        log.for_each(order, |m| {
+            assert_eq!(m.storage.map(str::len), Some(3 + (m.index as usize % 5)));
+            let mut want = item(m.index, m.timestamp_ns, "x");
+            want.storage = m.storage;
+            assert_eq!(*m, want);
+            out.push((m.index, m.timestamp_ns));
+        })
+        .unwrap();
+        out
+    }
+
+    fn ids() -> Vec<&'static str> {
+        (0..5).map(|n| &"abcdefgh"[..3 + n]).collect()
+    }
+
+    fn check(timestamps: &[u64]) {
+        let ids = ids();
+        let mut w = MemoryLogWriter {
+            file_threshold: 4096,
+            ..MemoryLogWriter::default()
+        };
+        for (i, &ts) in timestamps.iter().enumerate() {
+            let mut m = item(i as u32, ts, "x");
+            m.storage = Some(ids[i % 5]);
+            w.push(&m).unwrap();
+        }
+        let log = w.finish().unwrap();
+        let file = collect(&log, MemoryOrder::File);
+        let want_file: Vec<(u32, u64)> = (0..timestamps.len() as u32)
+            .zip(timestamps.iter().copied())
+            .collect();
+        assert_eq!(file, want_file);
+        let mut want: Vec<(u64, u32)> = want_file.iter().map(|&(i, t)| (t, i)).collect();
+        want.sort();
+        let replay: Vec<(u64, u32)> = collect(&log, MemoryOrder::Replay)
+            .into_iter()
+            .map(|(i, t)| (t, i))
+            .collect();
+        assert_eq!(replay, want);
+    }
+
+    #[test]
+    fn file_and_replay_order_round_trip() {
+        check(&[]);
+        check(&[5]);
+        check(&[1, 2, 2, 3, 10]);
+        check(&[9, 1, 2, 2, 0, 7, 7, u64::MAX, 0]);
+        // many runs: sorted externally
+        let many: Vec<u64> = (0..1000u64).map(|i| (i * 7919) % 101).collect();
+        check(&many);
+        // past the buffer (a file) and several blocks of the external sort
+        let big: Vec<u64> = (0..(SORT_BLOCK as u64 * 2 + 77))
+            .map(|i| i / 3 + (i % 5 == 0) as u64 * 7)
+            .collect();
+        check(&big);
+    }
+}
