@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Serialize;
-use trace_schema::{MemoryCategory, Pass, SharedStrings, TraceDocument};
+use trace_schema::{MemoryCategory, Pass, SharedStrings, Sym, TraceDocument};
 
 use crate::spans::SpanIndex;
 
@@ -46,18 +46,17 @@ pub fn dominant_category(by_category: &BTreeMap<MemoryCategory, u64>) -> Option<
         .map(|(c, _)| c)
 }
 
-/// The context of a peak reached after `event` (index into `doc.memory`) at `timestamp_ns`.
+/// The context of a peak reached at `timestamp_ns` after an event naming span `span` (`None`
+/// without an event or when the event names no span).
 pub(crate) fn peak_context(
     doc: &TraceDocument,
     spans: &SpanIndex,
     strings: &mut SharedStrings<'_>,
-    event: Option<u32>,
+    span: Option<Sym>,
     timestamp_ns: u64,
     by_category: &BTreeMap<MemoryCategory, u64>,
 ) -> PeakContext {
-    let named = event
-        .and_then(|e| doc.memory[e as usize].span)
-        .and_then(|s| doc.span_index(s));
+    let named = span.and_then(|s| doc.span_index(s));
     let span = named.or_else(|| spans.innermost_at(doc, timestamp_ns));
     PeakContext {
         span_id: span.map(|s| strings.get(doc.spans[s].id)),

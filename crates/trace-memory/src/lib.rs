@@ -82,7 +82,7 @@ pub use passes::{ActivationsAtSpan, FindingsSupport, PassPeak, PassPeakPoint, PA
 pub use physical::{
     LogicalVsPhysical, Observed, PhysicalDeviceStats, PhysicalMemoryProfile, PhysicalSample,
 };
-pub use replay::alloc_bytes_overflow;
+pub use replay::{alloc_bytes_overflow, Detail};
 pub use spans::{natural_cmp, SpanIndex};
 pub use timeline::{CellChange, LogicalTimeline, TimelinePoint, TotalPoint};
 
@@ -102,6 +102,22 @@ pub struct BytesOverflow {
     pub bytes: u64,
 }
 
+/// An alloc of a live storage by a tensor that already allocated it (or, without tensor ids, a
+/// second anonymous alloc of it): the health check's `duplicate_allocation`. Identity as for
+/// lifetimes: `(device, storage id)`, trace/6 `(device, tensor id)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DuplicateAllocation {
+    /// The alloc event (index into `doc.memory`, file order).
+    pub event_index: usize,
+    /// Its device.
+    pub device: String,
+    /// The storage identity (storage id, trace/6: tensor id).
+    pub storage_id: String,
+    /// Its tensor id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tensor_id: Option<String>,
+}
+
 /// Memory evidence of a trace. An absent plane is `None`, never zeros.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct MemoryProfile {
@@ -114,55 +130,98 @@ pub struct MemoryProfile {
     pub logical_overflow: Option<BytesOverflow>,
     /// From `device_memory` samples; `None` when the trace has none.
     pub physical: Option<PhysicalMemoryProfile>,
+    /// Allocs of a live storage by a tensor that already allocated it, in file order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub duplicate_allocations: Vec<DuplicateAllocation>,
 }
 
-/// Analyzes both memory planes of `doc`. Never fails: malformed memory evidence (unmatched
-/// frees, size mismatches, spans missing from the document, overflowing sizes) is reported in
-/// the profile.
+/// Analyzes both memory planes of `doc` in full detail. Never fails: malformed memory evidence
+/// (unmatched frees, size mismatches, spans missing from the document, overflowing sizes) is
+/// reported in the profile.
 pub fn analyze_memory(doc: &TraceDocument) -> MemoryProfile {
     analyze_memory_with(doc, &SpanIndex::build(doc))
 }
 
 /// [`analyze_memory`] with a span index the caller already built for `doc`.
 pub fn analyze_memory_with(doc: &TraceDocument, spans: &SpanIndex) -> MemoryProfile {
-    let (logical, logical_overflow) = logical_plane(doc, spans);
+    analyze_memory_detail(doc, spans, Detail::Full)
+}
+
+/// [`analyze_memory_with`] keeping `detail` (see [`Detail`]): [`Detail::Summary`] gives the same
+/// figures holding only the live set, the span tree and the answer — with a spilled document
+/// ([`trace_schema::LoadOptions::spill_memory`]), resident memory does not grow with the
+/// memory events.
+///
+/// # Panics
+/// When a spilled document's or a summary timeline's temporary file cannot be written or read
+/// back (the disk failed).
+pub fn analyze_memory_detail(
+    doc: &TraceDocument,
+    spans: &SpanIndex,
+    detail: Detail,
+) -> MemoryProfile {
+    let (logical, logical_overflow, duplicate_allocations) = logical_plane(doc, spans, detail);
     let physical = physical::analyze_physical(doc, logical.as_ref());
     MemoryProfile {
         logical,
         logical_overflow,
         physical,
+        duplicate_allocations,
     }
 }
 
 fn logical_plane(
     doc: &TraceDocument,
     spans: &SpanIndex,
-) -> (Option<LogicalMemoryProfile>, Option<BytesOverflow>) {
-    if doc.memory.is_empty() {
-        return (None, None);
+    detail: Detail,
+) -> (
+    Option<LogicalMemoryProfile>,
+    Option<BytesOverflow>,
+    Vec<DuplicateAllocation>,
+) {
+    if doc.memory_len() == 0 {
+        return (None, None, Vec::new());
     }
-    let overflow = |i: usize| {
-        let m = &doc.memory[i];
-        BytesOverflow {
-            event_index: i,
-            timestamp_ns: m.timestamp_ns,
-            device: doc.str(m.device).to_string(),
-            storage_id: m.storage.or(m.tensor).map(|s| doc.str(s).to_string()),
-            bytes: m.bytes.unwrap_or(0),
-        }
+    let watched = passes::watched_spans(doc, spans);
+    let watch = replay::Watch {
+        passes: passes::pass_intervals(doc),
+        spans: watched.map(|s| s.map(|i| (doc.spans[i].start_ns, doc.spans[i].end_ns()))),
     };
-    if let Some(i) = alloc_bytes_overflow(doc) {
-        return (None, Some(overflow(i)));
-    }
-    let r = replay::replay(doc);
+    let mut r = replay::replay(doc, watch, detail);
+    let mut duplicates: Vec<DuplicateAllocation> = r
+        .duplicates
+        .drain(..)
+        .map(|d| DuplicateAllocation {
+            event_index: d.event as usize,
+            device: doc.str(d.device).to_string(),
+            storage_id: d.id.to_string(),
+            tensor_id: d.tensor.as_deref().map(str::to_string),
+        })
+        .collect();
+    duplicates.sort_by_key(|d| d.event_index);
     if r.overflowed {
-        // Unreachable after the check above; refuse rather than report a wrapped sum.
-        return (
-            None,
-            Some(overflow(r.lives.last().map_or(0, |l| l.event as usize))),
-        );
+        // Refuse every logical figure rather than report a wrapped sum; name the alloc at which
+        // the sizes (in file order) pass u64::MAX.
+        let at = alloc_bytes_overflow(doc).unwrap_or(r.events.saturating_sub(1) as usize);
+        let mut overflow = None;
+        doc.for_each_memory(trace_schema::MemoryOrder::File, |m| {
+            if m.index as usize == at {
+                overflow = Some(BytesOverflow {
+                    event_index: at,
+                    timestamp_ns: m.timestamp_ns,
+                    device: doc.str(m.device).to_string(),
+                    storage_id: m.storage.or(m.tensor).map(str::to_string),
+                    bytes: m.bytes.unwrap_or(0),
+                });
+            }
+        });
+        return (None, overflow, duplicates);
     }
-    (Some(logical::analyze_logical(doc, spans, r)), None)
+    (
+        Some(logical::analyze_logical(doc, spans, r)),
+        None,
+        duplicates,
+    )
 }
 
 /// A checked sum of byte counts: `None` when it overflows `u64` (show it as overflowed, never

@@ -8,7 +8,7 @@ use trace_schema::{
     CategorySource, MemoryCategory, MemorySource, SharedStrings, Sym, TraceDocument,
 };
 
-use crate::replay::{Life, Replay, OPEN};
+use crate::replay::{Done, OPEN};
 
 /// One backend storage from its alloc to its free (or to the end of the trace). Tensor aliases
 /// are metadata of the storage, never extra allocations.
@@ -58,98 +58,67 @@ impl StorageLifetime {
     }
 }
 
-/// Builds the output lifetimes, in replay order (by alloc time, then file order).
-pub(crate) fn build_lifetimes(
-    doc: &TraceDocument,
-    replay: &Replay,
+/// The output form of a lifetime.
+pub(crate) fn to_lifetime(
+    d: &Done,
+    devices: &[Sym],
     res: &mut SharedStrings<'_>,
-) -> Vec<StorageLifetime> {
-    let mut extra = replay.extra_tensors.clone();
-    extra.sort_by_key(|&(li, _)| li);
-    let mut e = 0usize;
-    let mut out = Vec::with_capacity(replay.lives.len());
-    let mut tensors: Vec<Sym> = Vec::new();
-    for (li, life) in replay.lives.iter().enumerate() {
-        let ev = &doc.memory[life.event as usize];
-        tensors.clear();
-        tensors.extend(ev.tensor);
-        while e < extra.len() && extra[e].0 as usize == li {
-            tensors.push(extra[e].1);
-            e += 1;
-        }
-        if tensors.len() > 1 {
-            tensors.sort_unstable_by(|&a, &b| doc.str(a).cmp(doc.str(b)));
-            tensors.dedup();
-        }
-        let tensor_ids: Arc<[Arc<str>]> = tensors.iter().map(|&t| res.fresh(t)).collect();
-        out.push(StorageLifetime {
-            device: res.get(ev.device),
-            storage_id: ev.storage.map(|x| res.fresh(x)),
-            tensor_ids,
-            span_id: res.opt(ev.span),
-            op_name: res.opt(ev.op_name),
-            label: res.opt(ev.label),
-            bytes: life.bytes,
-            shape: ev.shape.map(|s| res.shape(s)),
-            dtype: res.opt(ev.dtype),
-            category: ev.category,
-            category_source: ev.category_source,
-            source: ev.source,
-            pre_existing: ev.pre_existing,
-            start_ns: life.start_ns,
-            end_ns: (life.end_ns != OPEN).then_some(life.end_ns),
-        });
+) -> StorageLifetime {
+    StorageLifetime {
+        device: res.get(devices[d.device as usize]),
+        storage_id: d.storage.clone(),
+        tensor_ids: d.tensors.clone(),
+        span_id: res.opt(d.desc.span),
+        op_name: res.opt(d.desc.op_name),
+        label: res.opt(d.desc.label),
+        bytes: d.bytes,
+        shape: d.desc.shape.map(|s| res.shape(s)),
+        dtype: res.opt(d.desc.dtype),
+        category: d.desc.category,
+        category_source: d.desc.category_source,
+        source: d.desc.source,
+        pre_existing: d.desc.pre_existing,
+        start_ns: d.start_ns,
+        end_ns: (d.end_ns != OPEN).then_some(d.end_ns),
     }
-    out
 }
 
 /// Ranking order of a live set: bytes descending, then alloc time, device, storage id, and
 /// finally file order of the alloc event — a total order, so displays are deterministic.
-pub(crate) fn rank_cmp(doc: &TraceDocument, a: &Life, b: &Life) -> Ordering {
-    // The alloc events (cold memory) are only read on a tie of bytes and start time.
+pub(crate) fn rank_cmp(doc: &TraceDocument, devices: &[Sym], a: &Done, b: &Done) -> Ordering {
     b.bytes
         .cmp(&a.bytes)
         .then(a.start_ns.cmp(&b.start_ns))
         .then_with(|| {
-            let (ea, eb) = (&doc.memory[a.event as usize], &doc.memory[b.event as usize]);
-            let s = |x: Option<Sym>| x.map(|x| doc.str(x));
-            doc.str(ea.device)
-                .cmp(doc.str(eb.device))
-                .then_with(|| s(ea.storage).cmp(&s(eb.storage)))
+            doc.str(devices[a.device as usize])
+                .cmp(doc.str(devices[b.device as usize]))
+                .then_with(|| a.storage.as_deref().cmp(&b.storage.as_deref()))
         })
         .then(a.event.cmp(&b.event))
 }
 
-/// Indices of the lifetimes satisfying `live`, ranked with [`rank_cmp`]. O(L + k log k).
-pub(crate) fn ranked_live(
+/// `set` ranked with [`rank_cmp`]. O(k log k).
+pub(crate) fn ranked<'a>(
     doc: &TraceDocument,
-    lives: &[Life],
-    live: impl Fn(&Life) -> bool,
-) -> Vec<u32> {
-    let mut idx: Vec<u32> = (0..lives.len() as u32)
-        .filter(|&i| live(&lives[i as usize]))
-        .collect();
-    idx.sort_by(|&a, &b| rank_cmp(doc, &lives[a as usize], &lives[b as usize]));
-    idx
+    devices: &[Sym],
+    mut set: Vec<&'a Done>,
+) -> Vec<&'a Done> {
+    set.sort_by(|a, b| rank_cmp(doc, devices, a, b));
+    set
 }
 
-/// Indices of the lifetimes satisfying `live`, and the first `n` of them in rank order
-/// ([`rank_cmp`]) found by selection: O(L + k + n log n).
-pub(crate) fn top_live(
+/// The first `n` of `set` in rank order, found by selection: O(k + n log n).
+pub(crate) fn top<'a>(
     doc: &TraceDocument,
-    lives: &[Life],
+    devices: &[Sym],
+    mut set: Vec<&'a Done>,
     n: usize,
-    live: impl Fn(&Life) -> bool,
-) -> (Vec<u32>, Vec<u32>) {
-    let all: Vec<u32> = (0..lives.len() as u32)
-        .filter(|&i| live(&lives[i as usize]))
-        .collect();
-    let mut top = all.clone();
-    let cmp = |a: &u32, b: &u32| rank_cmp(doc, &lives[*a as usize], &lives[*b as usize]);
-    if top.len() > n && n > 0 {
-        top.select_nth_unstable_by(n - 1, cmp);
+) -> Vec<&'a Done> {
+    let cmp = |a: &&Done, b: &&Done| rank_cmp(doc, devices, a, b);
+    if set.len() > n && n > 0 {
+        set.select_nth_unstable_by(n - 1, cmp);
     }
-    top.truncate(n);
-    top.sort_by(cmp);
-    (all, top)
+    set.truncate(n);
+    set.sort_by(cmp);
+    set
 }

@@ -8,9 +8,9 @@ use trace_schema::{MemoryCategory, SharedStrings, TraceDocument};
 
 use crate::context::{peak_context, PeakContext};
 use crate::error::MemoryQueryError;
-use crate::lifetime::{build_lifetimes, ranked_live, StorageLifetime};
+use crate::lifetime::{ranked, to_lifetime, StorageLifetime};
 use crate::passes::{findings_support, pass_peaks, FindingsSupport, PassPeak};
-use crate::replay::{category_index, Life, Replay, CATEGORIES, OPEN};
+use crate::replay::{category_index, Detail, Done, Life, Replay, CATEGORIES};
 use crate::spans::SpanIndex;
 use crate::timeline::{LogicalTimeline, TimelinePoint};
 
@@ -190,14 +190,43 @@ pub struct SizeMismatch {
     pub lifetime_index: usize,
 }
 
-/// Compact data kept for per-node metrics and queries (not serialized).
+/// Compact data kept for per-node metrics and queries (not serialized): aligned with
+/// [`LogicalMemoryProfile::lifetimes`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Compact {
     pub lives: Vec<Life>,
-    /// Sequence number of each event (index into `doc.memory`).
-    pub seq_of_event: Vec<u32>,
-    /// Time of each sequence number.
+    /// Sequence number of each event (index into `doc.memory`): every event (full detail) or
+    /// `(event, seq)` of the reported peaks, sorted (summary).
+    pub seq_of_event: SeqOfEvent,
+    /// Time of each sequence number (full detail only).
     pub time_of_seq: Vec<u64>,
+}
+
+/// Sequence numbers of events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SeqOfEvent {
+    /// Indexed by event.
+    Dense(Vec<u32>),
+    /// Sorted `(event, seq)` pairs.
+    Sparse(Vec<(u32, u32)>),
+}
+
+impl Default for SeqOfEvent {
+    fn default() -> Self {
+        SeqOfEvent::Dense(Vec::new())
+    }
+}
+
+impl SeqOfEvent {
+    fn get(&self, event: usize) -> Option<u32> {
+        match self {
+            SeqOfEvent::Dense(v) => v.get(event).copied(),
+            SeqOfEvent::Sparse(v) => v
+                .binary_search_by_key(&(event as u64), |&(e, _)| e as u64)
+                .ok()
+                .map(|i| v[i].1),
+        }
+    }
 }
 
 /// Evidence derived only from `memory` events: storage lifetimes keyed by (device, storage id)
@@ -232,8 +261,13 @@ pub struct LogicalMemoryProfile {
     pub size_mismatches: Vec<SizeMismatch>,
     /// Change-list timeline.
     pub timeline: LogicalTimeline,
-    /// Every storage lifetime, by alloc time then file order.
+    /// Every storage lifetime, by alloc time then file order ([`Detail::Full`]); in a
+    /// [`Detail::Summary`] profile only the ones the figures name — live at the global peak, at
+    /// a device's peak, or at the end — in the same order.
     pub lifetimes: Vec<StorageLifetime>,
+    /// How much per-event evidence this profile keeps (not serialized).
+    #[serde(skip)]
+    pub detail: Detail,
     #[serde(skip)]
     pub(crate) compact: Compact,
 }
@@ -293,7 +327,8 @@ impl LogicalMemoryProfile {
     }
 
     /// Storages live after every event at or before `timestamp_ns`, ranked like
-    /// [`LogicalPeak::live_allocations`]. O(L log L); nothing is cached per time.
+    /// [`LogicalPeak::live_allocations`]. O(L log L); nothing is cached per time. A
+    /// [`Detail::Summary`] profile keeps no per-event times: empty.
     pub fn live_allocations_at(&self, timestamp_ns: u64) -> Vec<&StorageLifetime> {
         let seq = self
             .compact
@@ -307,14 +342,16 @@ impl LogicalMemoryProfile {
 
     /// Storages live right after the event `event_index` (index into `doc.memory`) was applied,
     /// on `device` only when given, ranked like [`LogicalPeak::live_allocations`] — e.g. the
-    /// live set of a [`DevicePeak`]. Empty for an index past the events.
+    /// live set of a [`DevicePeak`]. Empty for an index past the events; a
+    /// [`Detail::Summary`] profile answers only for the events of the global and device peaks
+    /// (empty for any other).
     pub fn live_allocations_after(
         &self,
         event_index: usize,
         device: Option<&str>,
     ) -> Vec<&StorageLifetime> {
         match self.compact.seq_of_event.get(event_index) {
-            Some(&seq) => self.ranked_after_seq(seq, device),
+            Some(seq) => self.ranked_after_seq(seq, device),
             None => Vec::new(),
         }
     }
@@ -346,80 +383,56 @@ impl LogicalMemoryProfile {
 pub(crate) fn analyze_logical(
     doc: &TraceDocument,
     spans: &SpanIndex,
-    r: Replay,
+    mut r: Replay,
 ) -> LogicalMemoryProfile {
     let mut res = SharedStrings::new(doc);
-    let lifetimes = build_lifetimes(doc, &r, &mut res);
-    let device_names: Vec<String> = r.devices.iter().map(|&d| doc.str(d).to_string()).collect();
-    let mut seq_of_event = vec![0u32; doc.memory.len()];
-    let mut time_of_seq = Vec::with_capacity(r.order.len());
-    for (seq, &e) in r.order.iter().enumerate() {
-        seq_of_event[e as usize] = seq as u32;
-        time_of_seq.push(doc.memory[e as usize].timestamp_ns);
-    }
-    let event_of = |seq: u32| r.order[seq as usize];
+    let devices = std::mem::take(&mut r.devices);
+    let device_names: Vec<String> = devices.iter().map(|&d| doc.str(d).to_string()).collect();
+    let nd = devices.len();
+    let detail = r.detail;
+    let lt = |d: &Done, res: &mut SharedStrings<'_>| to_lifetime(d, &devices, res);
 
-    // Global peak: rebuild the live set once, after the peak's event.
+    // Global peak: the storages live at it, ranked.
     let peak = r.peak.map(|p| {
-        let idx = ranked_live(doc, &r.lives, |l| l.live_after(p.seq));
-        let (by_device, by_category) = breakdown(idx.iter().map(|&i| &lifetimes[i as usize]));
-        let event = event_of(p.seq);
+        let set = ranked(doc, &devices, r.peak_set.set_of(&r.end));
+        let live: Vec<StorageLifetime> = set.iter().map(|d| lt(d, &mut res)).collect();
+        let (by_device, by_category) = breakdown(live.iter());
         LogicalPeak {
             timestamp_ns: p.timestamp_ns,
-            event_index: event as usize,
+            event_index: p.event as usize,
             live_bytes: p.live_bytes,
-            context: peak_context(
-                doc,
-                spans,
-                &mut res,
-                Some(event),
-                p.timestamp_ns,
-                &by_category,
-            ),
+            context: peak_context(doc, spans, &mut res, p.span, p.timestamp_ns, &by_category),
             by_device,
             by_category,
-            live_allocations: idx.iter().map(|&i| lifetimes[i as usize].clone()).collect(),
+            live_allocations: live,
         }
     });
 
-    // Device peaks, live at end and category totals in one pass over lifetimes. Every sum
-    // below is a sum of distinct lifetimes' bytes: it fits (the caller checked the total).
-    let nd = r.devices.len();
-    let mut dev_peak_cat = vec![[0u64; CATEGORIES]; nd];
-    let mut dev_peak_count = vec![0u64; nd];
+    // Category totals and what was live at the end. Every sum below is a sum of distinct
+    // lifetimes' bytes: it fits (the caller checked the total).
+    let mut cat_totals: [CategoryTotals; CATEGORIES] = Default::default();
+    for (k, c) in r.categories.iter().enumerate() {
+        let t = &mut cat_totals[k];
+        t.allocation_count = c.allocation_count;
+        t.total_allocated_bytes = c.total_allocated_bytes;
+        t.pre_existing_count = c.pre_existing_count;
+        t.pre_existing_bytes = c.pre_existing_bytes;
+    }
     let mut dev_end = vec![(0u64, 0u64); nd];
     let mut dev_end_cat = vec![[0u64; CATEGORIES]; nd];
-    let mut cat_totals: [CategoryTotals; CATEGORIES] = Default::default();
-    let mut seen_cat = [false; CATEGORIES];
-    for (l, lt) in r.lives.iter().zip(&lifetimes) {
-        let d = l.device as usize;
-        let k = category_index(lt.category);
-        seen_cat[k] = true;
+    for d in &r.end {
+        let k = category_index(d.desc.category);
         let cat = &mut cat_totals[k];
-        if lt.pre_existing {
-            cat.pre_existing_count += 1;
-            cat.pre_existing_bytes += l.bytes;
-        } else {
-            cat.allocation_count += 1;
-            cat.total_allocated_bytes += l.bytes;
-        }
-        if l.end_ns == OPEN {
-            cat.live_at_end_count += 1;
-            cat.live_at_end_bytes += l.bytes;
-            dev_end[d].0 += 1;
-            dev_end[d].1 += l.bytes;
-            dev_end_cat[d][k] += l.bytes;
-        }
-        if let Some(p) = r.device_acc[d].peak {
-            if l.live_after(p.seq) {
-                dev_peak_cat[d][k] += l.bytes;
-                dev_peak_count[d] += 1;
-            }
-        }
+        cat.live_at_end_count += 1;
+        cat.live_at_end_bytes += d.bytes;
+        let dev = d.device as usize;
+        dev_end[dev].0 += 1;
+        dev_end[dev].1 += d.bytes;
+        dev_end_cat[dev][k] += d.bytes;
     }
     let mut totals = LogicalTotals::default();
     for (k, c) in cat_totals.into_iter().enumerate() {
-        if seen_cat[k] {
+        if r.categories[k].seen {
             totals.by_category.insert(MemoryCategory::ALL[k], c);
         }
     }
@@ -453,22 +466,19 @@ pub(crate) fn analyze_logical(
         totals.pre_existing_count += acc.pre_existing_count;
         totals.pre_existing_bytes += acc.pre_existing_bytes;
         let peak = acc.peak.map(|p| {
-            let by_category = category_map(&dev_peak_cat[d]);
-            let event = event_of(p.seq);
+            let set = r.device_sets[d].set_of(&r.end);
+            let mut cells = [0u64; CATEGORIES];
+            for l in &set {
+                cells[category_index(l.desc.category)] += l.bytes;
+            }
+            let by_category = category_map(&cells);
             DevicePeak {
                 timestamp_ns: p.timestamp_ns,
-                event_index: event as usize,
+                event_index: p.event as usize,
                 live_bytes: p.live_bytes,
-                context: peak_context(
-                    doc,
-                    spans,
-                    &mut res,
-                    Some(event),
-                    p.timestamp_ns,
-                    &by_category,
-                ),
+                context: peak_context(doc, spans, &mut res, p.span, p.timestamp_ns, &by_category),
                 by_category,
-                live_allocation_count: dev_peak_count[d],
+                live_allocation_count: set.len() as u64,
             }
         });
         by_device.push(LogicalDeviceStats {
@@ -486,59 +496,103 @@ pub(crate) fn analyze_logical(
     }
     by_device.sort_by(|a, b| a.device.cmp(&b.device));
     totals.alias_event_count = r.alias_event_count;
-    totals.unpaired_free_count = r.unmatched_frees.len() as u64;
-    totals.size_mismatch_count = r.size_mismatches.len() as u64;
+    totals.unpaired_free_count = r.unmatched.len() as u64;
+    totals.size_mismatch_count = r.mismatches.len() as u64;
     totals.alloc_without_bytes_count = r.alloc_without_bytes_count;
     totals.unidentified_alloc_count = r.unidentified_alloc_count;
 
     let unmatched_frees = r
-        .unmatched_frees
+        .unmatched
         .iter()
-        .map(|&ei| {
-            let e = &doc.memory[ei as usize];
-            UnmatchedFree {
-                timestamp_ns: e.timestamp_ns,
-                device: res.get(e.device),
-                storage_id: e.storage.map(|x| res.fresh(x)),
-                tensor_id: e.tensor.map(|x| res.fresh(x)),
-                bytes: e.bytes,
-                event_index: ei as usize,
-            }
+        .map(|u| UnmatchedFree {
+            timestamp_ns: u.timestamp_ns,
+            device: res.get(u.device),
+            storage_id: u.storage.clone(),
+            tensor_id: u.tensor.clone(),
+            bytes: u.bytes,
+            event_index: u.event as usize,
         })
         .collect();
     let size_mismatches = r
-        .size_mismatches
+        .mismatches
         .iter()
-        .map(|&(li, ei)| {
-            let life = &r.lives[li as usize];
-            let alloc = &doc.memory[life.event as usize];
-            let free = &doc.memory[ei as usize];
-            SizeMismatch {
-                device: res.get(alloc.device),
-                storage_id: alloc.storage.map(|x| res.fresh(x)),
-                alloc_bytes: life.bytes,
-                free_bytes: free.bytes.unwrap_or(0),
-                free_timestamp_ns: free.timestamp_ns,
-                lifetime_index: li as usize,
-            }
+        .map(|m| SizeMismatch {
+            device: res.get(devices[m.device as usize]),
+            storage_id: m.storage.clone(),
+            alloc_bytes: m.alloc_bytes,
+            free_bytes: m.free_bytes,
+            free_timestamp_ns: m.free_timestamp_ns,
+            lifetime_index: m.life as usize,
         })
         .collect();
 
-    let timeline = LogicalTimeline {
-        devices: device_names,
-        totals: r.totals,
-        changes: r.changes,
-    };
-    let compact = Compact {
-        lives: r.lives,
-        seq_of_event,
-        time_of_seq,
-    };
-    let pass_peaks = pass_peaks(doc, spans, &compact, &lifetimes, &timeline, &mut res);
-    let findings = findings_support(doc, spans, &compact.lives, &mut res);
+    let pass_peaks = pass_peaks(doc, spans, &r, &devices, &mut res);
+    let findings = findings_support(doc, spans, &r, &mut res);
     let time_origin_ns = spans
         .measured_region(doc)
         .map_or(r.first_ns, |(start, _)| start);
+
+    // What stays per event (full) or per reported storage (summary).
+    let (lifetimes, compact, timeline) = match detail {
+        Detail::Full => {
+            let lifetimes: Vec<StorageLifetime> = r
+                .lifetimes
+                .iter()
+                .map(|d| lt(d.as_ref().expect("every lifetime is finished"), &mut res))
+                .collect();
+            let mut seq_of_event = vec![0u32; doc.memory_len()];
+            for (seq, &e) in r.order.iter().enumerate() {
+                seq_of_event[e as usize] = seq as u32;
+            }
+            let compact = Compact {
+                lives: std::mem::take(&mut r.lives),
+                seq_of_event: SeqOfEvent::Dense(seq_of_event),
+                time_of_seq: std::mem::take(&mut r.times),
+            };
+            let timeline = LogicalTimeline {
+                devices: device_names,
+                totals: std::mem::take(&mut r.totals),
+                changes: std::mem::take(&mut r.changes),
+                log: None,
+            };
+            (lifetimes, compact, timeline)
+        }
+        Detail::Summary => {
+            let mut named: Vec<&Done> = r.peak_set.set_of(&r.end);
+            for t in &r.device_sets {
+                named.extend(t.set_of(&r.end));
+            }
+            named.extend(r.end.iter().map(|d| &**d));
+            named.sort_unstable_by_key(|d| d.life);
+            named.dedup_by_key(|d| d.life);
+            let lifetimes = named.iter().map(|d| lt(d, &mut res)).collect();
+            let lives = named.iter().map(|d| d.life()).collect();
+            let mut seqs: Vec<(u32, u32)> = r
+                .peak
+                .iter()
+                .chain(r.device_acc.iter().filter_map(|a| a.peak.as_ref()))
+                .map(|p| (p.event, p.seq))
+                .collect();
+            seqs.sort_unstable();
+            seqs.dedup();
+            let compact = Compact {
+                lives,
+                seq_of_event: SeqOfEvent::Sparse(seqs),
+                time_of_seq: Vec::new(),
+            };
+            let log = r.log.take().map(|l| match l.finish() {
+                Ok(log) => log,
+                Err(e) => panic!("cannot write the memory timeline log: {e}"),
+            });
+            let timeline = LogicalTimeline {
+                devices: device_names,
+                totals: Vec::new(),
+                changes: Vec::new(),
+                log,
+            };
+            (lifetimes, compact, timeline)
+        }
+    };
     LogicalMemoryProfile {
         aliases_detectable: r.aliases_detectable,
         totals,
@@ -552,6 +606,7 @@ pub(crate) fn analyze_logical(
         size_mismatches,
         timeline,
         lifetimes,
+        detail,
         compact,
     }
 }

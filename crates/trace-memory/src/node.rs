@@ -76,15 +76,16 @@ enum OpSlot {
 }
 
 /// Computes the per-node metrics. Pass the document's logical profile when you have it;
-/// `None` recomputes it (the result is the same).
+/// `None` (or a [`crate::Detail::Summary`] profile, which does not keep every lifetime)
+/// recomputes it in full detail (the result is the same).
 pub fn node_memory_metrics(
     doc: &TraceDocument,
     logical: Option<&LogicalMemoryProfile>,
 ) -> NodeMetrics {
     let owned;
     let logical = match logical {
-        Some(l) => Some(l),
-        None => {
+        Some(l) if l.detail == crate::Detail::Full => Some(l),
+        _ => {
             owned = crate::analyze_memory(doc).logical;
             owned.as_ref()
         }
@@ -98,10 +99,7 @@ pub fn node_memory_metrics(
         .is_some_and(|c| c.logical_memory == CoverageLevel::Complete);
 
     // Lifetimes that are allocations (not pre-existing), already in alloc-time order.
-    let lives: Vec<&Life> = all
-        .iter()
-        .filter(|l| !doc.memory[l.event as usize].pre_existing)
-        .collect();
+    let lives: Vec<&Life> = all.iter().filter(|l| !l.pre_existing).collect();
     debug_assert!(lives.windows(2).all(|w| w[0].start_seq < w[1].start_seq));
 
     // Direct attribution.
@@ -117,12 +115,11 @@ pub fn node_memory_metrics(
     // Sums of distinct lifetimes: bounded by the trace's checked total.
     let add = |slot: &mut Option<u64>, b: u64| *slot = Some(slot.unwrap_or(0) + b);
     for l in &lives {
-        let ev = &doc.memory[l.event as usize];
-        let Some(span) = ev.span else { continue };
+        let Some(span) = l.span else { continue };
         if let Some(i) = doc.span_index(span) {
             add(&mut span_direct[i], l.bytes);
         }
-        if let Some(OpSlot::Unique(j)) = ev.op_name.and_then(|o| op_slot.get(&(span, o))) {
+        if let Some(OpSlot::Unique(j)) = l.op_name.and_then(|o| op_slot.get(&(span, o))) {
             add(&mut op_direct[*j as usize], l.bytes);
         }
     }

@@ -5,14 +5,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Serialize;
-use trace_schema::{MemoryCategory, Pass, SharedStrings, TraceDocument};
+use trace_schema::{MemoryCategory, Pass, SharedStrings, Sym, TraceDocument};
 
 use crate::context::{peak_context, PeakContext};
-use crate::lifetime::{top_live, StorageLifetime};
-use crate::logical::{breakdown, Compact};
-use crate::replay::{Life, OPEN};
+use crate::lifetime::{to_lifetime, top, StorageLifetime};
+use crate::logical::category_map;
+use crate::replay::{category_index, PassIntervals, PassPos, Replay, CATEGORIES, OPEN};
 use crate::spans::SpanIndex;
-use crate::timeline::LogicalTimeline;
 
 /// How many allocations a pass peak lists (the full live set is one
 /// [`crate::LogicalMemoryProfile::live_allocations_after`] call away).
@@ -91,34 +90,10 @@ pub struct FindingsSupport {
     pub first_optimizer: Option<ActivationsAtSpan>,
 }
 
-/// Pass peaks, in [`Pass`] order, for the passes that have spans.
-pub(crate) fn pass_peaks(
-    doc: &TraceDocument,
-    spans: &SpanIndex,
-    compact: &Compact,
-    lifetimes: &[StorageLifetime],
-    timeline: &LogicalTimeline,
-    res: &mut SharedStrings<'_>,
-) -> Vec<PassPeak> {
-    let lives = &compact.lives;
-    let mut alloc = [(0u64, 0u64); 3];
-    for l in lives {
-        let ev = &doc.memory[l.event as usize];
-        if ev.pre_existing {
-            continue;
-        }
-        if let Some(pass) = ev
-            .span
-            .and_then(|s| doc.span_index(s))
-            .and_then(|i| spans.pass[i])
-        {
-            let a = &mut alloc[pass as usize];
-            a.0 += 1;
-            a.1 += l.bytes; // a sum of distinct lifetimes: bounded by the checked total
-        }
-    }
-    let totals = &timeline.totals;
-    let mut out = Vec::new();
+/// The merged intervals and span count of each pass (in [`Pass`] order; `None` without spans),
+/// for the replay to watch.
+pub(crate) fn pass_intervals(doc: &TraceDocument) -> [Option<PassIntervals>; 3] {
+    let mut out: [Option<PassIntervals>; 3] = Default::default();
     for pass in [Pass::Forward, Pass::Backward, Pass::Optimizer] {
         let mut intervals: Vec<(u64, u64)> = doc
             .spans
@@ -138,49 +113,79 @@ pub(crate) fn pass_peaks(
                 _ => merged.push((s, e)),
             }
         }
-        // The best point: its time, where it comes from, its bytes.
-        let mut best: Option<(u64, Pos, u64)> = None;
-        for &(s, e) in &merged {
-            let first_inside = totals.partition_point(|p| p.timestamp_ns < s);
-            let before = first_inside.checked_sub(1);
-            let carried = before.map_or(0, |i| totals[i].live_bytes);
-            if best.is_none_or(|b| carried > b.2) {
-                best = Some((s, Pos::Carried(before), carried));
-            }
-            // [s, e); a zero-length interval holds its start instant.
-            let inside = |t: u64| t < e || (s == e && t == s);
-            let mut i = first_inside;
-            while i < totals.len() && inside(totals[i].timestamp_ns) {
-                if best.is_none_or(|b| totals[i].live_bytes > b.2) {
-                    best = Some((totals[i].timestamp_ns, Pos::Event(i), totals[i].live_bytes));
-                }
-                i += 1;
-            }
+        out[pass as usize] = Some((merged, span_count));
+    }
+    out
+}
+
+/// The first backward and first optimizer spans ([`SpanIndex::first_declaring`]: earliest, then
+/// outermost, then canonical order, so the file's interleaving never decides).
+pub(crate) fn watched_spans(doc: &TraceDocument, spans: &SpanIndex) -> [Option<usize>; 2] {
+    [
+        spans.first_declaring(doc, Pass::Backward),
+        spans.first_declaring(doc, Pass::Optimizer),
+    ]
+}
+
+/// Pass peaks, in [`Pass`] order, for the passes that have spans.
+pub(crate) fn pass_peaks(
+    doc: &TraceDocument,
+    spans: &SpanIndex,
+    r: &Replay,
+    devices: &[Sym],
+    res: &mut SharedStrings<'_>,
+) -> Vec<PassPeak> {
+    // Allocations (pre-existing excluded) whose span's effective pass is this one. Sums of
+    // distinct lifetimes: bounded by the checked total.
+    let mut alloc = [(0u64, 0u64); 3];
+    for (&span, &(count, bytes)) in &r.span_alloc {
+        if let Some(pass) = doc.span_index(span).and_then(|i| spans.pass[i]) {
+            let a = &mut alloc[pass as usize];
+            a.0 += count;
+            a.1 += bytes;
         }
-        let (ts, pos, live_bytes) = best.unwrap_or((0, Pos::Carried(None), 0));
-        let seq_of = |k: usize| compact.seq_of_event[totals[k].event_index as usize];
-        let (seq, event_index) = match pos {
-            Pos::Carried(k) => (k.map(seq_of), None),
-            Pos::Event(k) => (Some(seq_of(k)), Some(totals[k].event_index as usize)),
+    }
+    let mut out = Vec::new();
+    for pass in [Pass::Forward, Pass::Backward, Pass::Optimizer] {
+        let Some(p) = &r.passes[pass as usize] else {
+            continue;
         };
-        let live = |l: &Life| seq.is_some_and(|q| l.live_after(q));
-        let (idx, top) = top_live(doc, lives, PASS_PEAK_TOP, live);
-        let (by_device, by_category) = breakdown(idx.iter().map(|&i| &lifetimes[i as usize]));
-        let context = peak_context(
-            doc,
-            spans,
-            res,
-            event_index.map(|e| e as u32),
-            ts,
-            &by_category,
-        );
-        let (count, bytes) = alloc[pass as usize];
+        let (ts, pos, live_bytes) = p.best.unwrap_or((0, PassPos::Carried, 0));
+        let set = p.tracker.set_of(&r.end);
+        let count = set.len() as u64;
+        let (by_device, by_category) = {
+            let mut by_device: BTreeMap<&str, u64> = BTreeMap::new();
+            let mut cells = [0u64; CATEGORIES];
+            for d in &set {
+                *by_device
+                    .entry(doc.str(devices[d.device as usize]))
+                    .or_insert(0) += d.bytes;
+                cells[category_index(d.desc.category)] += d.bytes;
+            }
+            (
+                by_device
+                    .into_iter()
+                    .map(|(d, b)| (d.to_string(), b))
+                    .collect(),
+                category_map(&cells),
+            )
+        };
+        let top: Vec<StorageLifetime> = top(doc, devices, set, PASS_PEAK_TOP)
+            .into_iter()
+            .map(|d| to_lifetime(d, devices, res))
+            .collect();
+        let (event_index, span) = match pos {
+            PassPos::Event(e, span) => (Some(e as usize), span),
+            PassPos::Carried => (None, None),
+        };
+        let context = peak_context(doc, spans, res, span, ts, &by_category);
+        let (count_alloc, bytes_alloc) = alloc[pass as usize];
         out.push(PassPeak {
             pass,
-            span_count,
-            interval_count: merged.len() as u64,
-            allocation_count: count,
-            allocated_bytes: bytes,
+            span_count: p.span_count,
+            interval_count: p.intervals.len() as u64,
+            allocation_count: count_alloc,
+            allocated_bytes: bytes_alloc,
             peak: PassPeakPoint {
                 timestamp_ns: ts,
                 event_index,
@@ -188,70 +193,40 @@ pub(crate) fn pass_peaks(
                 by_category,
                 by_device,
                 context,
-                live_allocation_count: idx.len() as u64,
-                top_allocations: top.iter().map(|&i| lifetimes[i as usize].clone()).collect(),
+                live_allocation_count: count,
+                top_allocations: top,
             },
         });
     }
     out
 }
 
-/// Where a pass peak comes from: an event inside an interval (index into the timeline's
-/// totals), or the value carried into an interval (after the last event before it, if any).
-#[derive(Clone, Copy)]
-enum Pos {
-    Event(usize),
-    Carried(Option<usize>),
-}
-
-fn activations_at(
-    doc: &TraceDocument,
-    lives: &[Life],
-    res: &mut SharedStrings<'_>,
-    span: usize,
-) -> ActivationsAtSpan {
-    let sp = &doc.spans[span];
-    let end = sp.end_ns();
-    let (mut count, mut bytes, mut kept_count, mut kept_bytes) = (0u64, 0u64, 0u64, 0u64);
-    for l in lives {
-        if doc.memory[l.event as usize].category != MemoryCategory::Activation
-            || !l.live_entering(sp.start_ns)
-        {
-            continue;
-        }
-        count += 1;
-        bytes += l.bytes; // sums of distinct lifetimes: bounded by the checked total
-        if end.is_some_and(|e| l.end_ns > e) {
-            kept_count += 1;
-            kept_bytes += l.bytes;
-        }
-    }
-    ActivationsAtSpan {
-        span_id: res.get(sp.id),
-        span_name: res.get(sp.name),
-        start_ns: sp.start_ns,
-        end_ns: end,
-        activation_live_count: count,
-        activation_live_bytes: bytes,
-        still_live_at_end_count: end.map(|_| kept_count),
-        still_live_at_end_bytes: end.map(|_| kept_bytes),
-    }
-}
-
-/// The figures at the first backward and first optimizer spans ([`SpanIndex::first_declaring`]:
-/// earliest, then outermost, then canonical order, so the file's interleaving never decides).
+/// The figures at the first backward and first optimizer spans.
 pub(crate) fn findings_support(
     doc: &TraceDocument,
     spans: &SpanIndex,
-    lives: &[Life],
+    r: &Replay,
     res: &mut SharedStrings<'_>,
 ) -> FindingsSupport {
+    let watched = watched_spans(doc, spans);
+    let at = |k: usize, res: &mut SharedStrings<'_>| -> Option<ActivationsAtSpan> {
+        let span = watched[k]?;
+        let w = r.spans[k].as_ref()?;
+        let sp = &doc.spans[span];
+        let end = sp.end_ns();
+        Some(ActivationsAtSpan {
+            span_id: res.get(sp.id),
+            span_name: res.get(sp.name),
+            start_ns: sp.start_ns,
+            end_ns: end,
+            activation_live_count: w.count,
+            activation_live_bytes: w.bytes,
+            still_live_at_end_count: end.map(|_| w.kept_count),
+            still_live_at_end_bytes: end.map(|_| w.kept_bytes),
+        })
+    };
     FindingsSupport {
-        first_backward: spans
-            .first_declaring(doc, Pass::Backward)
-            .map(|i| activations_at(doc, lives, res, i)),
-        first_optimizer: spans
-            .first_declaring(doc, Pass::Optimizer)
-            .map(|i| activations_at(doc, lives, res, i)),
+        first_backward: at(0, res),
+        first_optimizer: at(1, res),
     }
 }

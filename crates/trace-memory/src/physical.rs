@@ -138,27 +138,43 @@ pub(crate) fn analyze_physical(
     let mut order: Vec<usize> = (0..doc.device_memory.len()).collect();
     order.sort_by_key(|&i| doc.device_memory[i].timestamp_ns);
 
-    // Logical device totals as a step function, walked alongside the samples.
+    // Logical live bytes of each sample's device after every change at or before it (in
+    // `order`), from one pass over the timeline.
     let timeline = logical.map(|l| &l.timeline);
     let logical_devices: Vec<&str> = timeline.map_or(Vec::new(), |t| {
         t.devices.iter().map(String::as_str).collect()
     });
-    let mut cells = vec![0u64; logical_devices.len() * CATEGORIES];
-    let mut c = 0usize;
+    let device_of = |i: usize| {
+        let name = doc.str(doc.device_memory[i].device);
+        logical_devices.iter().position(|d| *d == name)
+    };
+    let mut live_at: Vec<Option<u64>> = Vec::with_capacity(order.len());
+    if let Some(tl) = timeline {
+        let mut cells = vec![0u64; logical_devices.len() * CATEGORIES];
+        let sum =
+            |cells: &[u64], d: usize| cells[d * CATEGORIES..(d + 1) * CATEGORIES].iter().sum();
+        tl.for_each(|_, ch| {
+            while let Some(&i) = order.get(live_at.len()) {
+                if doc.device_memory[i].timestamp_ns >= ch.timestamp_ns {
+                    break;
+                }
+                live_at.push(device_of(i).map(|d| sum(&cells, d)));
+            }
+            cells[ch.device as usize * CATEGORIES + crate::replay::category_index(ch.category)] =
+                ch.live_bytes;
+        });
+        while let Some(&i) = order.get(live_at.len()) {
+            live_at.push(device_of(i).map(|d| sum(&cells, d)));
+        }
+    } else {
+        live_at.resize(order.len(), None);
+    }
 
     let mut stats: Vec<PhysicalDeviceStats> = Vec::new();
     let mut index: std::collections::HashMap<trace_schema::Sym, usize> = Default::default();
-    for &i in &order {
+    for (pos, &i) in order.iter().enumerate() {
         let s = &doc.device_memory[i];
         let t = s.timestamp_ns;
-        if let Some(tl) = timeline {
-            while c < tl.changes.len() && tl.changes[c].timestamp_ns <= t {
-                let ch = tl.changes[c];
-                cells[ch.device as usize * CATEGORIES
-                    + crate::replay::category_index(ch.category)] = ch.live_bytes;
-                c += 1;
-            }
-        }
         let name = doc.str(s.device);
         let k = *index.entry(s.device).or_insert_with(|| {
             stats.push(PhysicalDeviceStats {
@@ -191,10 +207,7 @@ pub(crate) fn analyze_physical(
         max_obs(&mut st.peak_resident, s.resident_bytes, t);
         min_obs(&mut st.minimum_free, s.free_bytes, t);
         max_obs(&mut st.maximum_capacity, s.capacity_bytes, t);
-        let logical_live_bytes = logical_devices
-            .iter()
-            .position(|d| *d == name)
-            .map(|d| cells[d * CATEGORIES..(d + 1) * CATEGORIES].iter().sum());
+        let logical_live_bytes = live_at[pos];
         st.samples.push(PhysicalSample {
             timestamp_ns: t,
             used_bytes: s.used_bytes,

@@ -1,20 +1,36 @@
 //! The single pass over memory events: storage identity, lifetimes, live bytes after every
-//! event, the change-list timeline and the peaks.
+//! event, the peaks (global, per device, per pass) with the storages live at each, the
+//! activations live when the first backward and optimizer spans begin, the timeline.
 //!
-//! Events are ordered by `(timestamp_ns, file order)` (a stable sort, skipped when the file is
-//! already in time order) and applied one at a time; every live figure is read after each
-//! event, so a storage allocated and freed within one tick still counts. The position of an
-//! event in that order is its *sequence number*. Cost: O(n log n) for the sort (O(n) when
-//! sorted), O(1) expected per event.
+//! Events come in replay order — `(timestamp_ns, file order)`, from
+//! [`TraceDocument::for_each_memory`] — and apply one at a time; every live figure is read after
+//! each event, so a storage allocated and freed within one tick still counts. The position of
+//! an event in that order is its *sequence number*.
 //!
-//! Byte sums are checked: [`alloc_bytes_overflow`] refuses a trace whose allocation sizes add up
-//! past `u64::MAX` before anything is summed, and every addition below is checked again, so no
-//! figure can wrap or saturate.
+//! # What is held
+//! The live set (one entry per live storage), and for each peak the storages that were live at
+//! it and were freed since: when a peak is passed, its record is cleared; a storage enters a
+//! peak's record only when it is freed while it was live at that peak, so a record never holds
+//! more than the live set at its peak. [`Detail::Full`] also keeps one record per lifetime and
+//! per changing event (the lifetimes list and the timeline); [`Detail::Summary`] keeps neither:
+//! the timeline goes to a [`TimelineLog`] (a buffer, then a temporary file) and only the
+//! lifetimes the answer names are built, so what is resident does not grow with the events.
+//!
+//! Byte sums are checked: allocation sizes that add up past `u64::MAX` refuse the logical plane
+//! (the caller reports where, see [`crate::alloc_bytes_overflow`]), so no figure can wrap.
 
-use rustc_hash::FxHashMap;
-use trace_schema::{MemoryAction, MemoryCategory, Sym, TraceDocument};
+use std::rc::Rc;
+use std::sync::Arc;
 
-use crate::timeline::{CellChange, TotalPoint};
+use hashbrown::HashTable;
+use rustc_hash::{FxBuildHasher, FxHashMap};
+use std::hash::BuildHasher;
+use trace_schema::{
+    CategorySource, MemoryAction, MemoryCategory, MemoryItem, MemorySource, ShapeId, Sym,
+    TraceDocument,
+};
+
+use crate::timeline::{CellChange, TimelineLog, TotalPoint};
 
 /// `end_ns` of a lifetime still live when the trace ended.
 pub(crate) const OPEN: u64 = u64::MAX;
@@ -35,8 +51,22 @@ pub(crate) fn category_index(category: MemoryCategory) -> usize {
     }
 }
 
-/// A compact storage lifetime; the descriptive fields live on its alloc event
-/// (`doc.memory[event]`).
+/// How much of the per-event evidence an analysis keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Detail {
+    /// Every lifetime and every timeline change in memory (resident size grows with the
+    /// events): [`crate::LogicalMemoryProfile::lifetimes`] lists every storage and every query
+    /// answers for any time.
+    #[default]
+    Full,
+    /// Only what the figures name: the lifetimes live at a reported peak (global, per device)
+    /// or at the end, the timeline in a temporary log read back on demand. Every figure equals
+    /// the full analysis'; what is resident is the live set, the span tree and the answer.
+    Summary,
+}
+
+/// A compact storage lifetime (full detail: one per lifetime; summary: the reported ones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Life {
     /// Time of the alloc, ns.
@@ -49,10 +79,18 @@ pub(crate) struct Life {
     pub end_seq: u32,
     /// Bytes (from the alloc event).
     pub bytes: u64,
-    /// Index of the alloc event in `doc.memory`.
+    /// Index of the alloc event among the document's memory events.
     pub event: u32,
-    /// Dense device index into [`Replay::devices`].
+    /// Dense device index.
     pub device: u32,
+    /// Span of the alloc event.
+    pub span: Option<Sym>,
+    /// Op name of the alloc event.
+    pub op_name: Option<Sym>,
+    /// Category of the alloc event.
+    pub category: MemoryCategory,
+    /// The alloc event was `pre_existing`.
+    pub pre_existing: bool,
 }
 
 impl Life {
@@ -61,20 +99,151 @@ impl Life {
     pub fn live_after(&self, seq: u32) -> bool {
         self.start_seq <= seq && self.end_seq > seq
     }
+}
 
-    /// Live after every event strictly before time `t` (alive when an instant `t` begins).
-    #[inline]
-    pub fn live_entering(&self, t: u64) -> bool {
-        self.start_ns < t && self.end_ns >= t
+/// What the alloc event says about a storage (shared strings as document symbols).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Desc {
+    pub span: Option<Sym>,
+    pub op_name: Option<Sym>,
+    pub label: Option<Sym>,
+    pub shape: Option<ShapeId>,
+    pub dtype: Option<Sym>,
+    pub category: MemoryCategory,
+    pub category_source: Option<CategorySource>,
+    pub source: Option<MemorySource>,
+    pub pre_existing: bool,
+}
+
+/// A lifetime as the answer reports it (freed, or live at the end).
+#[derive(Debug, Clone)]
+pub(crate) struct Done {
+    pub life: u32,
+    pub start_seq: u32,
+    pub end_seq: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub bytes: u64,
+    pub device: u32,
+    pub event: u32,
+    pub storage: Option<Arc<str>>,
+    /// Every tensor id seen on the storage, sorted, deduplicated.
+    pub tensors: Arc<[Arc<str>]>,
+    pub desc: Desc,
+}
+
+impl Done {
+    pub fn life(&self) -> Life {
+        Life {
+            start_ns: self.start_ns,
+            end_ns: self.end_ns,
+            start_seq: self.start_seq,
+            end_seq: self.end_seq,
+            bytes: self.bytes,
+            event: self.event,
+            device: self.device,
+            span: self.desc.span,
+            op_name: self.desc.op_name,
+            category: self.desc.category,
+            pre_existing: self.desc.pre_existing,
+        }
     }
 }
 
-/// A point of a running maximum: after which event, when, how many bytes.
+/// A live storage.
+#[derive(Debug)]
+struct Entry {
+    device: u32,
+    /// The identity is the tensor id (trace/6) rather than the storage id.
+    by_tensor: bool,
+    id: Arc<str>,
+    life: u32,
+    start_seq: u32,
+    start_ns: u64,
+    bytes: u64,
+    cell: u32,
+    event: u32,
+    storage: Option<Arc<str>>,
+    alloc_tensor: Option<Arc<str>>,
+    /// Other tensor ids seen on it (aliases, the free).
+    extra: Vec<Arc<str>>,
+    /// Tensors (or none) of its aliases; with the alloc's, a repeat is a duplicate allocation.
+    allocs_by: Vec<Option<Arc<str>>>,
+    desc: Desc,
+    /// Bit k: counted among the activations live when finding span k began.
+    marks: u8,
+}
+
+impl Entry {
+    fn done(&self, end_ns: u64, end_seq: u32) -> Done {
+        let mut tensors: Vec<Arc<str>> = Vec::with_capacity(1 + self.extra.len());
+        tensors.extend(self.alloc_tensor.iter().cloned());
+        tensors.extend(self.extra.iter().cloned());
+        if tensors.len() > 1 {
+            tensors.sort_unstable();
+            tensors.dedup();
+        }
+        Done {
+            life: self.life,
+            start_seq: self.start_seq,
+            end_seq,
+            start_ns: self.start_ns,
+            end_ns,
+            bytes: self.bytes,
+            device: self.device,
+            event: self.event,
+            storage: self.storage.clone(),
+            tensors: tensors.into(),
+            desc: self.desc,
+        }
+    }
+}
+
+/// A point of a running maximum: after which event (its sequence number and index), when, how
+/// many bytes, and the span the event names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PeakPoint {
     pub seq: u32,
+    pub event: u32,
     pub timestamp_ns: u64,
     pub live_bytes: u64,
+    pub span: Option<Sym>,
+}
+
+/// The storages live at one moment, reconstructed at the end: live then (their start sequence
+/// is below `applied`, the number of events applied at that moment) and either still live at
+/// the end or freed since (`log`).
+#[derive(Debug, Default)]
+pub(crate) struct Tracker {
+    /// Events applied at the tracked moment (`None` before there is one).
+    pub applied: Option<u32>,
+    /// Only storages of this device.
+    pub device: Option<u32>,
+    /// Storages live at the moment and freed since.
+    pub log: Vec<Rc<Done>>,
+}
+
+impl Tracker {
+    fn set(&mut self, applied: u32) {
+        self.applied = Some(applied);
+        self.log.clear();
+    }
+
+    fn wants(&self, e: &Entry) -> bool {
+        self.applied.is_some_and(|a| e.start_seq < a) && self.device.is_none_or(|d| d == e.device)
+    }
+
+    /// The set: live entries at the end that it wants, plus its log.
+    pub fn set_of<'a>(&'a self, end: &'a [Rc<Done>]) -> Vec<&'a Done> {
+        let Some(a) = self.applied else {
+            return Vec::new();
+        };
+        end.iter()
+            .filter(|d| d.start_seq < a && self.device.is_none_or(|x| x == d.device))
+            .chain(self.log.iter())
+            .map(|d| &**d)
+            .collect()
+    }
 }
 
 /// Per-device accumulators.
@@ -91,81 +260,155 @@ pub(crate) struct DeviceAcc {
     pub peak: Option<PeakPoint>,
 }
 
-/// Everything the pass produces (compact, handles unresolved).
+/// Per-category accumulators over lifetimes (live-at-end figures are added at the end).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CategoryAcc {
+    pub seen: bool,
+    pub allocation_count: u64,
+    pub total_allocated_bytes: u64,
+    pub pre_existing_count: u64,
+    pub pre_existing_bytes: u64,
+}
+
+/// Where a pass peak comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PassPos {
+    /// After this changing event (its index and span).
+    Event(u32, Option<Sym>),
+    /// The value carried into an interval's start.
+    Carried,
+}
+
+/// The running peak of one pass over its merged intervals.
 #[derive(Debug, Default)]
+pub(crate) struct PassTrack {
+    /// Merged `[start, end)` intervals (an open span runs to [`OPEN`]).
+    pub intervals: Vec<(u64, u64)>,
+    /// Spans declaring the pass.
+    pub span_count: u64,
+    /// Intervals crossed so far.
+    crossed: usize,
+    /// `(time, where, bytes)` of the best point.
+    pub best: Option<(u64, PassPos, u64)>,
+    pub tracker: Tracker,
+}
+
+/// Activations live when a span begins, and of those still live after it ends.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SpanWatch {
+    pub end_ns: Option<u64>,
+    pub crossed: bool,
+    pub count: u64,
+    pub bytes: u64,
+    pub kept_count: u64,
+    pub kept_bytes: u64,
+}
+
+/// A free whose alloc was never seen.
+#[derive(Debug, Clone)]
+pub(crate) struct Unmatched {
+    pub event: u32,
+    pub timestamp_ns: u64,
+    pub device: Sym,
+    pub storage: Option<Arc<str>>,
+    pub tensor: Option<Arc<str>>,
+    pub bytes: Option<u64>,
+}
+
+/// A free stating another size than its alloc.
+#[derive(Debug, Clone)]
+pub(crate) struct Mismatch {
+    pub life: u32,
+    pub device: u32,
+    pub storage: Option<Arc<str>>,
+    pub alloc_bytes: u64,
+    pub free_bytes: u64,
+    pub free_timestamp_ns: u64,
+}
+
+/// An alloc of a live storage by a tensor (or no tensor) that already allocated it.
+#[derive(Debug, Clone)]
+pub(crate) struct Duplicate {
+    pub event: u32,
+    pub device: Sym,
+    pub id: Arc<str>,
+    pub tensor: Option<Arc<str>>,
+}
+
+/// The merged `[start, end)` intervals of one pass's spans and the number of those spans.
+pub(crate) type PassIntervals = (Vec<(u64, u64)>, u64);
+
+/// What the pass was asked to watch (spans are known before it starts).
+#[derive(Debug, Default)]
+pub(crate) struct Watch {
+    /// Per pass in [`trace_schema::Pass`] order: merged intervals and span counts (`None` for a
+    /// pass without spans).
+    pub passes: [Option<PassIntervals>; 3],
+    /// The first backward and first optimizer spans: `(start, end)`.
+    pub spans: [Option<(u64, Option<u64>)>; 2],
+}
+
+/// Everything the pass produces.
+#[derive(Debug)]
 pub(crate) struct Replay {
+    pub detail: Detail,
     pub devices: Vec<Sym>,
     pub device_acc: Vec<DeviceAcc>,
-    pub lives: Vec<Life>,
-    /// Event index (into `doc.memory`) of each sequence number.
-    pub order: Vec<u32>,
-    /// Extra tensor ids seen on a lifetime (aliases and frees): `(lifetime, tensor)`.
-    pub extra_tensors: Vec<(u32, Sym)>,
-    pub totals: Vec<TotalPoint>,
-    pub changes: Vec<CellChange>,
-    /// The first-reached global peak.
+    pub categories: [CategoryAcc; CATEGORIES],
+    /// Lifetimes counted (allocations and pre-existing storages).
+    pub life_count: u32,
+    /// Storages live at the end, in lifetime order.
+    pub end: Vec<Rc<Done>>,
+    /// The first-reached global peak and the storages live at it.
     pub peak: Option<PeakPoint>,
-    /// Event indices of frees whose alloc was never seen.
-    pub unmatched_frees: Vec<u32>,
-    /// `(lifetime, free event)` where the free states another size than the alloc.
-    pub size_mismatches: Vec<(u32, u32)>,
+    pub peak_set: Tracker,
+    pub device_sets: Vec<Tracker>,
+    pub passes: [Option<PassTrack>; 3],
+    pub spans: [Option<SpanWatch>; 2],
+    /// Allocations (pre-existing excluded) per span: count and bytes.
+    pub span_alloc: FxHashMap<Sym, (u64, u64)>,
+    pub unmatched: Vec<Unmatched>,
+    pub mismatches: Vec<Mismatch>,
+    pub duplicates: Vec<Duplicate>,
     pub alias_event_count: u64,
-    /// Allocs with neither a storage id nor a tensor id: never freeable, live to the end.
     pub unidentified_alloc_count: u64,
-    /// Allocs without `bytes` (counted as 0 bytes).
     pub alloc_without_bytes_count: u64,
-    /// False as soon as one event lacks a storage id (trace/6 identity is `(device, tensor)`).
     pub aliases_detectable: bool,
-    /// A checked sum overflowed (cannot happen after [`alloc_bytes_overflow`] passed; kept so
-    /// no figure is ever produced from a wrapped sum).
+    /// The sizes of all allocs add up past `u64::MAX` (every figure is refused).
     pub overflowed: bool,
     pub first_ns: u64,
     pub last_ns: u64,
+    pub events: u32,
+    // full detail
+    pub lives: Vec<Life>,
+    pub lifetimes: Vec<Option<Rc<Done>>>,
+    /// Event index of each sequence number.
+    pub order: Vec<u32>,
+    /// Time of each sequence number.
+    pub times: Vec<u64>,
+    pub totals: Vec<TotalPoint>,
+    pub changes: Vec<CellChange>,
+    // summary detail
+    pub log: Option<TimelineLog>,
 }
 
-/// Identity of a storage inside a device: a storage id, or (trace/6) a tensor id.
-#[inline]
-fn identity(storage: Option<Sym>, tensor: Option<Sym>) -> Option<u64> {
-    match (storage, tensor) {
-        (Some(s), _) => Some((s.index() as u64) << 1),
-        (None, Some(t)) => Some(((t.index() as u64) << 1) | 1),
-        (None, None) => None,
-    }
+fn hash_key(device: u32, by_tensor: bool, id: &str) -> u64 {
+    FxBuildHasher.hash_one((device, by_tensor, id))
 }
 
-/// The first alloc event (index into `doc.memory`) at which the sizes of all allocs, in file
-/// order, add up past `u64::MAX`; `None` when every sum of the trace's byte counts fits.
-///
-/// Every live, category, device, total and timeline figure is a sum of distinct allocs' bytes,
-/// so when this is `None` none of them can overflow.
-pub fn alloc_bytes_overflow(doc: &TraceDocument) -> Option<usize> {
-    let mut total = 0u64;
-    for (i, m) in doc.memory.iter().enumerate() {
-        if m.action == MemoryAction::Alloc {
-            total = match total.checked_add(m.bytes.unwrap_or(0)) {
-                Some(t) => t,
-                None => return Some(i),
-            };
-        }
-    }
-    None
-}
-
-#[derive(Clone, Copy)]
-struct LiveEntry {
-    life: u32,
-    cell: u32,
-    tensor: Option<Sym>,
-    bytes: u64,
-}
-
+/// The online state.
 struct State {
     r: Replay,
     device_of_sym: FxHashMap<Sym, u32>,
-    /// Live storages: lifetime index plus what a free needs (no cold access to the alloc).
-    live: FxHashMap<u64, LiveEntry>,
+    live: HashTable<Entry>,
+    unidentified: Vec<Entry>,
     cells: Vec<u64>,
     total: u64,
+    alloc_sum: u64,
+    seq: u32,
+    /// Time marks in order: `(time, what)`; what = pass (0..3) or finding span (3..5).
+    marks: Vec<(u64, u8)>,
+    next_mark: usize,
 }
 
 impl State {
@@ -176,181 +419,508 @@ impl State {
         let d = self.r.devices.len() as u32;
         self.r.devices.push(sym);
         self.r.device_acc.push(DeviceAcc::default());
+        self.r.device_sets.push(Tracker {
+            device: Some(d),
+            ..Tracker::default()
+        });
         self.device_of_sym.insert(sym, d);
         self.cells.resize(self.cells.len() + CATEGORIES, 0);
         d
     }
 
-    /// Checked `a + b`; on overflow marks the replay and keeps `a`.
-    fn add(overflowed: &mut bool, a: &mut u64, b: u64) {
-        match a.checked_add(b) {
-            Some(x) => *a = x,
-            None => *overflowed = true,
-        }
+    fn add(&mut self, a: u64, b: u64) -> u64 {
+        a.checked_add(b).unwrap_or_else(|| {
+            self.r.overflowed = true;
+            a
+        })
     }
 
-    /// Checked `a - b` (never expected to fail: `b` was added before).
-    fn sub(overflowed: &mut bool, a: &mut u64, b: u64) {
-        match a.checked_sub(b) {
-            Some(x) => *a = x,
-            None => *overflowed = true,
+    fn sub(&mut self, a: u64, b: u64) -> u64 {
+        a.checked_sub(b).unwrap_or_else(|| {
+            self.r.overflowed = true;
+            a
+        })
+    }
+
+    /// Crosses the time marks at or before `t` (`None`: all, at the end), before the event at
+    /// `t` applies.
+    fn cross(&mut self, t: Option<u64>) {
+        while let Some(&(at, what)) = self.marks.get(self.next_mark) {
+            if t.is_some_and(|t| at > t) {
+                break;
+            }
+            self.next_mark += 1;
+            let applied = self.seq;
+            let total = self.total;
+            if (what as usize) < 3 {
+                let p = self.r.passes[what as usize].as_mut().expect("marked");
+                p.crossed += 1;
+                if p.best.is_none_or(|b| total > b.2) {
+                    p.best = Some((at, PassPos::Carried, total));
+                    p.tracker.set(applied);
+                }
+            } else {
+                let k = what as usize - 3;
+                let w = self.r.spans[k].as_mut().expect("marked");
+                w.crossed = true;
+                let bit = 1u8 << k;
+                let activation = |e: &Entry| e.desc.category == MemoryCategory::Activation;
+                for e in self.live.iter_mut().chain(self.unidentified.iter_mut()) {
+                    if activation(e) {
+                        w.count += 1;
+                        // distinct lifetimes: bounded by the checked total (wrapping only once the
+                        // total overflowed, when every figure is refused)
+                        w.bytes = w.bytes.wrapping_add(e.bytes);
+                        e.marks |= bit;
+                    }
+                }
+                w.kept_count = w.count;
+                w.kept_bytes = w.bytes;
+            }
         }
     }
 
     /// Records the change of `cell` by the event `seq` at `ts`, and any new peak.
-    fn changed(&mut self, seq: u32, event: u32, ts: u64, cell: usize, alloc: bool) {
+    fn changed(&mut self, ts: u64, event: u32, cell: usize, span: Option<Sym>, alloc: bool) {
+        let seq = self.seq;
         let device = cell / CATEGORIES;
-        self.r.changes.push(CellChange {
+        let total = self.total;
+        let value = self.cells[cell];
+        let total_point = TotalPoint {
+            timestamp_ns: ts,
+            event_index: event,
+            live_bytes: total,
+        };
+        let change = CellChange {
             timestamp_ns: ts,
             event_index: event,
             device: device as u32,
             category: MemoryCategory::ALL[cell % CATEGORIES],
-            live_bytes: self.cells[cell],
-        });
-        self.r.totals.push(TotalPoint {
-            timestamp_ns: ts,
-            event_index: event,
-            live_bytes: self.total,
-        });
+            live_bytes: value,
+        };
+        match self.r.detail {
+            Detail::Full => {
+                self.r.totals.push(total_point);
+                self.r.changes.push(change);
+            }
+            Detail::Summary => {
+                if let Some(log) = self.r.log.as_mut() {
+                    log.push(&total_point, &change);
+                }
+            }
+        }
+        // Pass peaks: an event inside the current interval of a pass.
+        for p in self.r.passes.iter_mut().flatten() {
+            let Some(&(s, e)) = p.crossed.checked_sub(1).and_then(|j| p.intervals.get(j)) else {
+                continue;
+            };
+            let inside = ts >= s && (ts < e || (s == e && ts == s));
+            if inside && p.best.is_none_or(|b| total > b.2) {
+                p.best = Some((ts, PassPos::Event(event, span), total));
+                p.tracker.set(seq + 1);
+            }
+        }
         if !alloc {
             return;
         }
         let point = |live_bytes| PeakPoint {
             seq,
+            event,
             timestamp_ns: ts,
             live_bytes,
+            span,
         };
-        if self.r.peak.is_none_or(|p| self.total > p.live_bytes) {
-            self.r.peak = Some(point(self.total));
+        if self.r.peak.is_none_or(|p| total > p.live_bytes) {
+            self.r.peak = Some(point(total));
+            self.r.peak_set.set(seq + 1);
         }
         let acc = &mut self.r.device_acc[device];
         if acc.peak.is_none_or(|p| acc.live_bytes > p.live_bytes) {
             acc.peak = Some(point(acc.live_bytes));
+            self.r.device_sets[device].set(seq + 1);
         }
     }
-}
 
-/// Runs the pass over `doc.memory`. Call it only when [`alloc_bytes_overflow`] is `None`.
-pub(crate) fn replay(doc: &TraceDocument) -> Replay {
-    let memory = &doc.memory;
-    let mut order: Vec<u32> = (0..memory.len() as u32).collect();
-    if !memory
-        .windows(2)
-        .all(|w| w[0].timestamp_ns <= w[1].timestamp_ns)
-    {
-        order.sort_by_key(|&i| memory[i as usize].timestamp_ns);
-    }
-    let mut st = State {
-        r: Replay {
-            aliases_detectable: true,
-            ..Replay::default()
-        },
-        device_of_sym: FxHashMap::default(),
-        live: FxHashMap::default(),
-        cells: Vec::new(),
-        total: 0,
-    };
-    if let Some(&first) = order.first() {
-        st.r.first_ns = memory[first as usize].timestamp_ns;
-    }
-    if let Some(&last) = order.last() {
-        st.r.last_ns = memory[last as usize].timestamp_ns;
-    }
-    for (seq, &ei) in order.iter().enumerate() {
-        let seq = seq as u32;
-        let e = &memory[ei as usize];
-        let ts = e.timestamp_ns;
-        let device = st.device(e.device);
-        if e.storage.is_none() {
-            st.r.aliases_detectable = false;
+    fn apply(&mut self, m: &MemoryItem<'_>) {
+        let ts = m.timestamp_ns;
+        self.cross(Some(ts));
+        let seq = self.seq;
+        if seq == 0 {
+            self.r.first_ns = ts;
         }
-        // (device, identity) packed in one word: identity < 2^33, device in the bits above.
-        let key = identity(e.storage, e.tensor).map(|k| ((device as u64) << 33) | k);
-        match e.action {
+        self.r.last_ns = ts;
+        if self.r.detail == Detail::Full {
+            self.r.order.push(m.index);
+            self.r.times.push(ts);
+        }
+        let device = self.device(m.device);
+        if m.storage.is_none() {
+            self.r.aliases_detectable = false;
+        }
+        let key: Option<(bool, &str)> = match (m.storage, m.tensor) {
+            (Some(s), _) => Some((false, s)),
+            (None, Some(t)) => Some((true, t)),
+            (None, None) => None,
+        };
+        let hash = key.map(|(by_tensor, id)| hash_key(device, by_tensor, id));
+        let find = |e: &Entry, (by_tensor, id): (bool, &str)| {
+            e.device == device && e.by_tensor == by_tensor && &*e.id == id
+        };
+        match m.action {
             MemoryAction::Alloc => {
-                if let Some(entry) = key.as_ref().and_then(|k| st.live.get(k)) {
-                    st.r.alias_event_count += 1;
-                    if let Some(t) = e.tensor {
-                        if entry.tensor != Some(t) {
-                            st.r.extra_tensors.push((entry.life, t));
-                        }
+                let bytes_or_zero = m.bytes.unwrap_or(0);
+                self.alloc_sum = match self.alloc_sum.checked_add(bytes_or_zero) {
+                    Some(s) => s,
+                    None => {
+                        self.r.overflowed = true;
+                        self.alloc_sum
                     }
-                    continue;
+                };
+                if let (Some(k), Some(h)) = (key, hash) {
+                    if let Some(entry) = self.live.find_mut(h, |e| find(e, k)) {
+                        self.r.alias_event_count += 1;
+                        if let Some(t) = m.tensor {
+                            if entry.alloc_tensor.as_deref() != Some(t) {
+                                entry.extra.push(Arc::from(t));
+                            }
+                        }
+                        let again = entry.alloc_tensor.as_deref() == m.tensor
+                            || entry.allocs_by.iter().any(|x| x.as_deref() == m.tensor);
+                        if again {
+                            self.r.duplicates.push(Duplicate {
+                                event: m.index,
+                                device: m.device,
+                                id: entry.id.clone(),
+                                tensor: m.tensor.map(Arc::from),
+                            });
+                        } else {
+                            entry.allocs_by.push(m.tensor.map(Arc::from));
+                        }
+                        self.seq += 1;
+                        return;
+                    }
                 }
-                let bytes = match e.bytes {
+                let bytes = match m.bytes {
                     Some(b) => b,
                     None => {
-                        st.r.alloc_without_bytes_count += 1;
+                        self.r.alloc_without_bytes_count += 1;
                         0
                     }
                 };
-                let li = st.r.lives.len() as u32;
-                st.r.lives.push(Life {
-                    start_ns: ts,
-                    end_ns: OPEN,
-                    start_seq: seq,
-                    end_seq: OPEN_SEQ,
-                    bytes,
-                    event: ei,
+                let life = self.r.life_count;
+                self.r.life_count += 1;
+                let k = category_index(m.category);
+                let cell = device as usize * CATEGORIES + k;
+                let storage: Option<Arc<str>> = m.storage.map(Arc::from);
+                let alloc_tensor: Option<Arc<str>> = m.tensor.map(Arc::from);
+                let id = match key {
+                    Some((false, _)) => storage.clone(),
+                    Some((true, _)) => alloc_tensor.clone(),
+                    None => None,
+                };
+                let desc = Desc {
+                    span: m.span,
+                    op_name: m.op_name,
+                    label: m.label,
+                    shape: m.shape,
+                    dtype: m.dtype,
+                    category: m.category,
+                    category_source: m.category_source,
+                    source: m.source,
+                    pre_existing: m.pre_existing,
+                };
+                let entry = Entry {
                     device,
-                });
-                let cell = device as usize * CATEGORIES + category_index(e.category);
-                match key {
-                    Some(k) => {
-                        let entry = LiveEntry {
-                            life: li,
-                            cell: cell as u32,
-                            tensor: e.tensor,
-                            bytes,
-                        };
-                        st.live.insert(k, entry);
+                    by_tensor: matches!(key, Some((true, _))),
+                    id: id.clone().unwrap_or_else(|| Arc::from("")),
+                    life,
+                    start_seq: seq,
+                    start_ns: ts,
+                    bytes,
+                    cell: cell as u32,
+                    event: m.index,
+                    storage,
+                    allocs_by: Vec::new(),
+                    alloc_tensor,
+                    extra: Vec::new(),
+                    desc,
+                    marks: 0,
+                };
+                if self.r.detail == Detail::Full {
+                    self.r.lives.push(Life {
+                        start_ns: ts,
+                        end_ns: OPEN,
+                        start_seq: seq,
+                        end_seq: OPEN_SEQ,
+                        bytes,
+                        event: m.index,
+                        device,
+                        span: m.span,
+                        op_name: m.op_name,
+                        category: m.category,
+                        pre_existing: m.pre_existing,
+                    });
+                    self.r.lifetimes.push(None);
+                }
+                match hash {
+                    Some(h) => {
+                        self.live
+                            .insert_unique(h, entry, |e| hash_key(e.device, e.by_tensor, &e.id));
                     }
-                    None => st.r.unidentified_alloc_count += 1,
+                    None => {
+                        self.r.unidentified_alloc_count += 1;
+                        self.unidentified.push(entry);
+                    }
                 }
-                let of = &mut st.r.overflowed;
-                let acc = &mut st.r.device_acc[device as usize];
-                if e.pre_existing {
-                    acc.pre_existing_count += 1;
-                    State::add(of, &mut acc.pre_existing_bytes, bytes);
+                let cat = &mut self.r.categories[k];
+                cat.seen = true;
+                if m.pre_existing {
+                    cat.pre_existing_count += 1;
+                    cat.pre_existing_bytes = cat.pre_existing_bytes.wrapping_add(bytes);
                 } else {
-                    acc.allocation_count += 1;
-                    State::add(of, &mut acc.total_allocated_bytes, bytes);
+                    cat.allocation_count += 1;
+                    cat.total_allocated_bytes = cat.total_allocated_bytes.wrapping_add(bytes);
+                    if let Some(span) = m.span {
+                        let a = self.r.span_alloc.entry(span).or_insert((0, 0));
+                        a.0 += 1;
+                        a.1 = a.1.wrapping_add(bytes); // bounded by the checked total
+                    }
                 }
-                State::add(of, &mut acc.live_bytes, bytes);
-                State::add(of, &mut st.cells[cell], bytes);
-                State::add(of, &mut st.total, bytes);
-                st.changed(seq, ei, ts, cell, true);
+                let acc = &self.r.device_acc[device as usize];
+                let (pc, pb, ac, ab, lb) = (
+                    acc.pre_existing_count,
+                    acc.pre_existing_bytes,
+                    acc.allocation_count,
+                    acc.total_allocated_bytes,
+                    acc.live_bytes,
+                );
+                let (pb, ab) = if m.pre_existing {
+                    (self.add(pb, bytes), ab)
+                } else {
+                    (pb, self.add(ab, bytes))
+                };
+                let lb = self.add(lb, bytes);
+                let cellv = self.add(self.cells[cell], bytes);
+                let total = self.add(self.total, bytes);
+                let acc = &mut self.r.device_acc[device as usize];
+                if m.pre_existing {
+                    acc.pre_existing_count = pc + 1;
+                } else {
+                    acc.allocation_count = ac + 1;
+                }
+                acc.pre_existing_bytes = pb;
+                acc.total_allocated_bytes = ab;
+                acc.live_bytes = lb;
+                self.cells[cell] = cellv;
+                self.total = total;
+                self.changed(ts, m.index, cell, m.span, true);
             }
             MemoryAction::Free => {
-                let Some(entry) = key.and_then(|k| st.live.remove(&k)) else {
-                    st.r.unmatched_frees.push(ei);
-                    st.r.device_acc[device as usize].unpaired_free_count += 1;
-                    continue;
+                let removed = match (key, hash) {
+                    (Some(k), Some(h)) => self
+                        .live
+                        .find_entry(h, |e| find(e, k))
+                        .ok()
+                        .map(|o| o.remove().0),
+                    _ => None,
                 };
-                let li = entry.life;
-                let life = &mut st.r.lives[li as usize];
-                life.end_ns = ts;
-                life.end_seq = seq;
+                let Some(mut entry) = removed else {
+                    self.r.unmatched.push(Unmatched {
+                        event: m.index,
+                        timestamp_ns: ts,
+                        device: m.device,
+                        storage: m.storage.map(Arc::from),
+                        tensor: m.tensor.map(Arc::from),
+                        bytes: m.bytes,
+                    });
+                    self.r.device_acc[device as usize].unpaired_free_count += 1;
+                    self.seq += 1;
+                    return;
+                };
                 let bytes = entry.bytes;
-                if e.bytes.is_some_and(|b| b != bytes) {
-                    st.r.size_mismatches.push((li, ei));
+                if let Some(b) = m.bytes.filter(|&b| b != bytes) {
+                    self.r.mismatches.push(Mismatch {
+                        life: entry.life,
+                        device: entry.device,
+                        storage: entry.storage.clone(),
+                        alloc_bytes: bytes,
+                        free_bytes: b,
+                        free_timestamp_ns: ts,
+                    });
                 }
-                if let Some(t) = e.tensor {
-                    if entry.tensor != Some(t) {
-                        st.r.extra_tensors.push((li, t));
+                if let Some(t) = m.tensor {
+                    if entry.alloc_tensor.as_deref() != Some(t) {
+                        entry.extra.push(Arc::from(t));
+                    }
+                }
+                for (k, w) in self.r.spans.iter_mut().enumerate() {
+                    if let Some(w) = w.as_mut() {
+                        let kept = w.end_ns.is_some_and(|e| ts > e);
+                        if entry.marks & (1 << k) != 0 && !kept {
+                            w.kept_count -= 1;
+                            w.kept_bytes = w.kept_bytes.wrapping_sub(bytes);
+                        }
+                    }
+                }
+                // The trackers whose moment it was live at, before any new peak clears them.
+                let wanted = self.r.peak_set.wants(&entry)
+                    || self.r.device_sets[device as usize].wants(&entry)
+                    || self
+                        .r
+                        .passes
+                        .iter()
+                        .flatten()
+                        .any(|p| p.tracker.wants(&entry));
+                if wanted || self.r.detail == Detail::Full {
+                    let done = Rc::new(entry.done(ts, seq));
+                    if self.r.peak_set.wants(&entry) {
+                        self.r.peak_set.log.push(done.clone());
+                    }
+                    if self.r.device_sets[device as usize].wants(&entry) {
+                        self.r.device_sets[device as usize].log.push(done.clone());
+                    }
+                    for p in self.r.passes.iter_mut().flatten() {
+                        if p.tracker.wants(&entry) {
+                            p.tracker.log.push(done.clone());
+                        }
+                    }
+                    if self.r.detail == Detail::Full {
+                        let l = &mut self.r.lives[entry.life as usize];
+                        l.end_ns = ts;
+                        l.end_seq = seq;
+                        self.r.lifetimes[entry.life as usize] = Some(done);
                     }
                 }
                 let cell = entry.cell as usize;
-                let of = &mut st.r.overflowed;
-                let acc = &mut st.r.device_acc[device as usize];
+                let acc = &self.r.device_acc[device as usize];
+                let lb = acc.live_bytes;
+                let lb = self.sub(lb, bytes);
+                let cellv = self.sub(self.cells[cell], bytes);
+                let total = self.sub(self.total, bytes);
+                let acc = &mut self.r.device_acc[device as usize];
                 acc.matched_free_count += 1;
-                State::sub(of, &mut acc.live_bytes, bytes);
-                State::sub(of, &mut st.cells[cell], bytes);
-                State::sub(of, &mut st.total, bytes);
-                st.changed(seq, ei, ts, cell, false);
+                acc.live_bytes = lb;
+                self.cells[cell] = cellv;
+                self.total = total;
+                self.changed(ts, m.index, cell, m.span, false);
             }
         }
+        self.seq += 1;
     }
-    st.r.order = order;
-    st.r
+
+    fn finish(mut self) -> Replay {
+        self.cross(None);
+        let mut end: Vec<Rc<Done>> = self
+            .live
+            .drain()
+            .chain(self.unidentified.drain(..))
+            .map(|e| Rc::new(e.done(OPEN, OPEN_SEQ)))
+            .collect();
+        end.sort_unstable_by_key(|d| d.life);
+        if self.r.detail == Detail::Full {
+            for d in &end {
+                self.r.lifetimes[d.life as usize] = Some(d.clone());
+            }
+        }
+        self.r.end = end;
+        self.r.events = self.seq;
+        self.r
+    }
+}
+
+/// Runs the pass over the memory events of `doc` (see the module docs).
+pub(crate) fn replay(doc: &TraceDocument, watch: Watch, detail: Detail) -> Replay {
+    let mut marks: Vec<(u64, u8)> = Vec::new();
+    let mut passes: [Option<PassTrack>; 3] = Default::default();
+    for (i, p) in watch.passes.into_iter().enumerate() {
+        if let Some((intervals, span_count)) = p {
+            marks.extend(intervals.iter().map(|&(s, _)| (s, i as u8)));
+            passes[i] = Some(PassTrack {
+                intervals,
+                span_count,
+                ..PassTrack::default()
+            });
+        }
+    }
+    let mut spans: [Option<SpanWatch>; 2] = Default::default();
+    for (k, s) in watch.spans.into_iter().enumerate() {
+        if let Some((start_ns, end_ns)) = s {
+            marks.push((start_ns, 3 + k as u8));
+            spans[k] = Some(SpanWatch {
+                end_ns,
+                ..SpanWatch::default()
+            });
+        }
+    }
+    marks.sort_by_key(|&(t, what)| (t, what));
+    let log = match detail {
+        Detail::Full => None,
+        Detail::Summary => Some(TimelineLog::default()),
+    };
+    let mut st = State {
+        r: Replay {
+            detail,
+            devices: Vec::new(),
+            device_acc: Vec::new(),
+            categories: Default::default(),
+            life_count: 0,
+            end: Vec::new(),
+            peak: None,
+            peak_set: Tracker::default(),
+            device_sets: Vec::new(),
+            passes,
+            spans,
+            span_alloc: FxHashMap::default(),
+            unmatched: Vec::new(),
+            mismatches: Vec::new(),
+            duplicates: Vec::new(),
+            alias_event_count: 0,
+            unidentified_alloc_count: 0,
+            alloc_without_bytes_count: 0,
+            aliases_detectable: true,
+            overflowed: false,
+            first_ns: 0,
+            last_ns: 0,
+            events: 0,
+            lives: Vec::new(),
+            lifetimes: Vec::new(),
+            order: Vec::new(),
+            times: Vec::new(),
+            totals: Vec::new(),
+            changes: Vec::new(),
+            log,
+        },
+        device_of_sym: FxHashMap::default(),
+        live: HashTable::new(),
+        unidentified: Vec::new(),
+        cells: Vec::new(),
+        total: 0,
+        alloc_sum: 0,
+        seq: 0,
+        marks,
+        next_mark: 0,
+    };
+    doc.for_each_memory(trace_schema::MemoryOrder::Replay, |m| st.apply(m));
+    st.finish()
+}
+
+/// The first alloc event (index among the memory events, file order) at which the sizes of all
+/// allocs, in file order, add up past `u64::MAX`; `None` when every sum of the trace's byte
+/// counts fits.
+///
+/// Every live, category, device, total and timeline figure is a sum of distinct allocs' bytes,
+/// so when this is `None` none of them can overflow.
+pub fn alloc_bytes_overflow(doc: &TraceDocument) -> Option<usize> {
+    let mut total = 0u64;
+    let mut at: Option<usize> = None;
+    doc.for_each_memory(trace_schema::MemoryOrder::File, |m| {
+        if at.is_some() || m.action != MemoryAction::Alloc {
+            return;
+        }
+        match total.checked_add(m.bytes.unwrap_or(0)) {
+            Some(t) => total = t,
+            None => at = Some(m.index as usize),
+        }
+    });
+    at
 }

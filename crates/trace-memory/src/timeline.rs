@@ -1,7 +1,15 @@
 //! The logical timeline as a change list (one entry per event that changed live bytes), and
 //! its display series: points spaced by time, each the highest value of its time bucket.
+//!
+//! A full-detail profile keeps the change list in memory ([`LogicalTimeline::totals`],
+//! [`LogicalTimeline::changes`]); a summary profile keeps it in a [`TimelineLog`] (a buffer,
+//! then an unnamed temporary file) and reads it back for each query. Every query streams the
+//! list ([`LogicalTimeline::for_each`]), so both answer alike.
 
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, Write};
+use std::sync::Arc;
 
 use serde::Serialize;
 use trace_schema::MemoryCategory;
@@ -37,14 +45,21 @@ pub struct CellChange {
 /// Live bytes over time as a change list: one [`TotalPoint`] and one [`CellChange`] per event
 /// that allocated or freed a storage, in the order the events apply (`(timestamp_ns, file
 /// order)`; several may share a timestamp). A cell absent before its first change is 0.
+///
+/// `totals` and `changes` hold the list in a full-detail profile and are empty in a summary
+/// profile, which keeps it in a temporary log: read it with [`Self::for_each`] (both).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct LogicalTimeline {
     /// Device labels; [`CellChange::device`] indexes this list (order of first appearance in time).
     pub devices: Vec<String>,
-    /// Total live bytes after each changing event.
+    /// Total live bytes after each changing event (full detail).
     pub totals: Vec<TotalPoint>,
-    /// The changed cell of each changing event (same length and order as `totals`).
+    /// The changed cell of each changing event (same length and order as `totals`; full
+    /// detail).
     pub changes: Vec<CellChange>,
+    /// The change list of a summary profile.
+    #[serde(skip)]
+    pub(crate) log: Option<SharedLog>,
 }
 
 /// One point of the display series: the full breakdown at one instant.
@@ -63,49 +78,117 @@ pub struct TimelinePoint {
     pub by_category: BTreeMap<MemoryCategory, u64>,
 }
 
-/// Where a display point comes from: the value carried into a bucket, or a change.
+/// Where a display point comes from: the value carried into a bucket, or the change with
+/// this position in the list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Source {
     Carried,
     Change(usize),
 }
 
+/// The series value of one device (or the total) along the change list.
+struct Series {
+    cells: Vec<u64>,
+    dev: Vec<u64>,
+    device: Option<usize>,
+}
+
+impl Series {
+    fn new(devices: usize, device: Option<usize>) -> Self {
+        Self {
+            cells: vec![0; devices * CATEGORIES],
+            dev: vec![0; devices],
+            device,
+        }
+    }
+
+    /// Applies a change; the series value after it.
+    fn apply(&mut self, total: &TotalPoint, ch: &CellChange) -> u64 {
+        let cell = ch.device as usize * CATEGORIES + category_index(ch.category);
+        let d = ch.device as usize;
+        self.dev[d] = self.dev[d] - self.cells[cell] + ch.live_bytes;
+        self.cells[cell] = ch.live_bytes;
+        match self.device {
+            Some(sel) => self.dev.get(sel).copied().unwrap_or(0),
+            None => total.live_bytes,
+        }
+    }
+}
+
 impl LogicalTimeline {
+    /// Calls `f` on every change, in order.
+    ///
+    /// # Panics
+    /// When the temporary log of a summary profile cannot be read back (the file vanished or
+    /// the disk failed).
+    pub fn for_each(&self, mut f: impl FnMut(&TotalPoint, &CellChange)) {
+        match &self.log {
+            Some(log) => {
+                if let Err(e) = log.0.for_each(f) {
+                    panic!("cannot read the memory timeline back: {e}");
+                }
+            }
+            None => {
+                for (t, c) in self.totals.iter().zip(&self.changes) {
+                    f(t, c);
+                }
+            }
+        }
+    }
+
+    /// Number of changes.
+    pub fn len(&self) -> usize {
+        self.log
+            .as_ref()
+            .map_or(self.totals.len(), |l| l.0.len as usize)
+    }
+
+    /// True without changes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Time of the last change, ns.
+    pub fn last_change_ns(&self) -> Option<u64> {
+        match &self.log {
+            Some(l) => (l.0.len > 0).then_some(l.0.last_ns),
+            None => self.totals.last().map(|p| p.timestamp_ns),
+        }
+    }
+
     /// A display series of `points` points spaced by time over `[from_ns, last change]`: the
     /// range is cut into `points` equal time buckets and each bucket keeps its first highest
     /// value (the value carried into it counts, at the bucket's start), so a one-event spike
     /// survives and the first-reached peak of the series is always a point at its own time.
     /// `device` selects one device (index into [`Self::devices`]); `None` is the total. The
     /// range starts earlier than `from_ns` when the series' peak lies before it. Empty without
-    /// changes or for `points == 0`. O(changes × cells + points × cells).
+    /// changes or for `points == 0`. Three passes over the change list, O(points × cells)
+    /// memory.
     pub fn display_series(
         &self,
         points: usize,
         from_ns: u64,
         device: Option<usize>,
     ) -> Vec<TimelinePoint> {
-        let n = self.changes.len();
+        let n = self.len();
         if points == 0 || n == 0 {
             return Vec::new();
         }
         let nd = self.devices.len();
-        // Pass 1: the series value after every change, and its first maximum.
-        let mut cells = vec![0u64; nd * CATEGORIES];
-        let mut dev = vec![0u64; nd];
-        let mut values = Vec::with_capacity(n);
-        for (i, ch) in self.changes.iter().enumerate() {
-            let cell = ch.device as usize * CATEGORIES + category_index(ch.category);
-            let d = ch.device as usize;
-            dev[d] = dev[d] - cells[cell] + ch.live_bytes;
-            cells[cell] = ch.live_bytes;
-            values.push(match device {
-                Some(sel) => dev.get(sel).copied().unwrap_or(0),
-                None => self.totals[i].live_bytes,
-            });
-        }
-        let peak = (0..n).fold(0usize, |b, i| if values[i] > values[b] { i } else { b });
-        let start = from_ns.min(self.changes[peak].timestamp_ns);
-        let end = self.changes[n - 1].timestamp_ns.max(start);
+        // Pass 1: the series' first maximum, and the last change's time.
+        let mut series = Series::new(nd, device);
+        let (mut peak_value, mut peak_ts, mut last_ts) = (0u64, 0u64, 0u64);
+        let mut first = true;
+        self.for_each(|t, ch| {
+            let v = series.apply(t, ch);
+            if first || v > peak_value {
+                (peak_value, peak_ts) = (v, ch.timestamp_ns);
+                first = false;
+            }
+            last_ts = ch.timestamp_ns;
+        });
+        let start = from_ns.min(peak_ts);
+        let end = last_ts.max(start);
         // Buckets cut the inclusive range into equal parts of `width` ns (at least 1 ns each).
         let width = (end - start) as u128 + 1;
         let points = (points as u128).min(width) as usize;
@@ -114,40 +197,41 @@ impl LogicalTimeline {
         // Pass 2: each bucket's first maximum, the value carried into it included.
         let mut chosen: Vec<(u64, Source, u64)> = Vec::with_capacity(points);
         let mut carried = 0u64;
+        // The best point of bucket `chosen.len()`, once a change falls in it.
+        let mut best: Option<(u64, Source, u64)> = None;
+        let mut series = Series::new(nd, device);
         let mut i = 0usize;
-        while i < n && self.changes[i].timestamp_ns < start {
-            carried = values[i];
-            i += 1;
-        }
-        for b in 0..points {
-            let mut best = (bucket_start(b), Source::Carried, carried);
-            while i < n && bucket_of(self.changes[i].timestamp_ns) == b {
-                if values[i] > best.2 {
-                    best = (self.changes[i].timestamp_ns, Source::Change(i), values[i]);
+        self.for_each(|t, ch| {
+            let v = series.apply(t, ch);
+            let ts = ch.timestamp_ns;
+            if ts >= start {
+                let b = bucket_of(ts);
+                while chosen.len() < b {
+                    let k = chosen.len();
+                    let done = best
+                        .take()
+                        .unwrap_or((bucket_start(k), Source::Carried, carried));
+                    chosen.push(done);
                 }
-                carried = values[i];
-                i += 1;
+                let cur = best.get_or_insert((bucket_start(b), Source::Carried, carried));
+                if v > cur.2 {
+                    *cur = (ts, Source::Change(i), v);
+                }
             }
-            chosen.push(best);
+            carried = v;
+            i += 1;
+        });
+        while chosen.len() < points {
+            let k = chosen.len();
+            let done = best
+                .take()
+                .unwrap_or((bucket_start(k), Source::Carried, carried));
+            chosen.push(done);
         }
         // Pass 3: the breakdown at each chosen point.
         let mut cells = vec![0u64; nd * CATEGORIES];
-        let mut c = 0usize;
         let mut out = Vec::with_capacity(chosen.len());
-        for (t, source, value) in chosen {
-            let upto = match source {
-                Source::Change(k) => k + 1,
-                Source::Carried => self.changes[c..]
-                    .iter()
-                    .position(|ch| ch.timestamp_ns >= t)
-                    .map_or(n, |p| c + p),
-            };
-            while c < upto.max(c) && c < n {
-                let ch = self.changes[c];
-                cells[ch.device as usize * CATEGORIES + category_index(ch.category)] =
-                    ch.live_bytes;
-                c += 1;
-            }
+        let snapshot = |cells: &[u64], (t, _, value): (u64, Source, u64)| {
             let mut by_device = BTreeMap::new();
             let mut by_category = BTreeMap::new();
             for (d, name) in self.devices.iter().enumerate() {
@@ -165,37 +249,319 @@ impl LogicalTimeline {
                     }
                 }
             }
-            out.push(TimelinePoint {
+            TimelinePoint {
                 timestamp_ns: t,
-                event_index: match source {
-                    Source::Change(k) => Some(self.changes[k].event_index),
-                    Source::Carried => None,
-                },
+                event_index: None,
                 live_bytes: value,
                 by_device,
                 by_category,
-            });
+            }
+        };
+        let mut next = 0usize;
+        let mut i = 0usize;
+        self.for_each(|_, ch| {
+            // Points before this change: carried values at times up to it.
+            while let Some(&p) = chosen.get(next) {
+                let before = match p.1 {
+                    Source::Carried => ch.timestamp_ns >= p.0,
+                    Source::Change(k) => k < i,
+                };
+                if !before {
+                    break;
+                }
+                out.push(snapshot(&cells, p));
+                next += 1;
+            }
+            cells[ch.device as usize * CATEGORIES + category_index(ch.category)] = ch.live_bytes;
+            if let Some(&p) = chosen.get(next) {
+                if p.1 == Source::Change(i) {
+                    let mut point = snapshot(&cells, p);
+                    point.event_index = Some(ch.event_index);
+                    out.push(point);
+                    next += 1;
+                }
+            }
+            i += 1;
+        });
+        while let Some(&p) = chosen.get(next) {
+            out.push(snapshot(&cells, p));
+            next += 1;
         }
         out
     }
 
     /// Total live bytes after every event at or before `t` (0 before the first change).
     pub fn live_bytes_at(&self, t: u64) -> u64 {
-        let i = self.totals.partition_point(|p| p.timestamp_ns <= t);
-        if i == 0 {
-            0
-        } else {
-            self.totals[i - 1].live_bytes
+        if self.log.is_none() {
+            let i = self.totals.partition_point(|p| p.timestamp_ns <= t);
+            return if i == 0 {
+                0
+            } else {
+                self.totals[i - 1].live_bytes
+            };
         }
+        let mut v = 0;
+        self.for_each(|p, _| {
+            if p.timestamp_ns <= t {
+                v = p.live_bytes;
+            }
+        });
+        v
     }
 
     /// Total live bytes after every event strictly before `t` (what an instant `t` begins with).
     pub fn live_bytes_entering(&self, t: u64) -> u64 {
-        let i = self.totals.partition_point(|p| p.timestamp_ns < t);
-        if i == 0 {
-            0
-        } else {
-            self.totals[i - 1].live_bytes
+        if self.log.is_none() {
+            let i = self.totals.partition_point(|p| p.timestamp_ns < t);
+            return if i == 0 {
+                0
+            } else {
+                self.totals[i - 1].live_bytes
+            };
+        }
+        let mut v = 0;
+        self.for_each(|p, _| {
+            if p.timestamp_ns < t {
+                v = p.live_bytes;
+            }
+        });
+        v
+    }
+}
+
+// ---- the log of a summary profile ------------------------------------------------------------
+
+/// Past this many buffered bytes the log moves to a temporary file.
+const TO_FILE_BYTES: usize = 8 << 20;
+
+fn put(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+#[inline]
+fn get(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    let mut shift = 0u32;
+    loop {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        v |= ((b & 0x7f) as u64) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+        shift += 7;
+        if shift >= 64 {
+            return Some(v);
         }
     }
 }
+
+/// Appends changes to a compact log (varints; times as deltas: changes come in time order).
+#[derive(Debug, Default)]
+pub(crate) struct TimelineLog {
+    buf: Vec<u8>,
+    file: Option<(io::BufWriter<File>, u64)>,
+    len: u64,
+    last_ns: u64,
+    error: Option<io::Error>,
+}
+
+impl TimelineLog {
+    pub fn push(&mut self, t: &TotalPoint, c: &CellChange) {
+        put(&mut self.buf, t.timestamp_ns - self.last_ns);
+        put(&mut self.buf, t.event_index as u64);
+        put(&mut self.buf, t.live_bytes);
+        put(&mut self.buf, c.device as u64);
+        self.buf.push(category_index(c.category) as u8);
+        put(&mut self.buf, c.live_bytes);
+        self.last_ns = t.timestamp_ns;
+        self.len += 1;
+        let limit = if self.file.is_some() {
+            1 << 20
+        } else {
+            TO_FILE_BYTES
+        };
+        if self.buf.len() >= limit {
+            if let Err(e) = self.flush() {
+                self.error.get_or_insert(e);
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.error.is_some() {
+            self.buf.clear();
+            return Ok(());
+        }
+        if self.file.is_none() {
+            self.file = Some((io::BufWriter::new(tempfile::tempfile()?), 0));
+        }
+        let (w, n) = self.file.as_mut().expect("set");
+        w.write_all(&self.buf)?;
+        *n += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// The finished log.
+    ///
+    /// # Errors
+    /// The first I/O error writing the temporary file.
+    pub fn finish(mut self) -> io::Result<SharedLog> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        let storage = if self.file.is_some() {
+            self.flush()?;
+            let (w, len) = self.file.take().expect("set");
+            let file = w.into_inner().map_err(|e| e.into_error())?;
+            Storage::File(file, len)
+        } else {
+            self.buf.shrink_to_fit();
+            Storage::Buffer(std::mem::take(&mut self.buf))
+        };
+        Ok(SharedLog(Arc::new(Frozen {
+            storage,
+            len: self.len,
+            last_ns: self.last_ns,
+        })))
+    }
+}
+
+#[derive(Debug)]
+enum Storage {
+    Buffer(Vec<u8>),
+    File(File, u64),
+}
+
+#[derive(Debug)]
+pub(crate) struct Frozen {
+    storage: Storage,
+    len: u64,
+    last_ns: u64,
+}
+
+fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+    }
+    #[cfg(windows)]
+    {
+        let (mut buf, mut offset) = (buf, offset);
+        while !buf.is_empty() {
+            let n = std::os::windows::fs::FileExt::seek_read(file, buf, offset)?;
+            if n == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            buf = &mut buf[n..];
+            offset += n as u64;
+        }
+        Ok(())
+    }
+}
+
+impl Frozen {
+    fn for_each(&self, mut f: impl FnMut(&TotalPoint, &CellChange)) -> io::Result<()> {
+        let mut decode = |buf: &[u8], pos: &mut usize, last: &mut u64| -> Option<()> {
+            let ts = *last + get(buf, pos)?;
+            let event = get(buf, pos)? as u32;
+            let total = get(buf, pos)?;
+            let device = get(buf, pos)? as u32;
+            let k = *buf.get(*pos)? as usize;
+            *pos += 1;
+            let value = get(buf, pos)?;
+            *last = ts;
+            f(
+                &TotalPoint {
+                    timestamp_ns: ts,
+                    event_index: event,
+                    live_bytes: total,
+                },
+                &CellChange {
+                    timestamp_ns: ts,
+                    event_index: event,
+                    device,
+                    category: MemoryCategory::ALL[k.min(CATEGORIES - 1)],
+                    live_bytes: value,
+                },
+            );
+            Some(())
+        };
+        let bad = || {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "timeline log ends inside a record",
+            )
+        };
+        let mut last = 0u64;
+        match &self.storage {
+            Storage::Buffer(b) => {
+                let mut pos = 0;
+                for _ in 0..self.len {
+                    decode(b, &mut pos, &mut last).ok_or_else(bad)?;
+                }
+            }
+            Storage::File(file, len) => {
+                // Records are at most ~50 bytes: decode whole records, carry the tail over.
+                const CHUNK: usize = 1 << 16;
+                let mut buf = vec![0u8; CHUNK + 64];
+                let (mut offset, mut filled, mut left) = (0u64, 0usize, self.len);
+                while left > 0 {
+                    let room = ((len - offset) as usize).min(CHUNK);
+                    read_at(file, &mut buf[filled..filled + room], offset)?;
+                    offset += room as u64;
+                    filled += room;
+                    let mut pos = 0;
+                    loop {
+                        if left == 0 {
+                            break;
+                        }
+                        let mut probe = pos;
+                        let mut probe_last = last;
+                        // decode only when the record is whole (or the file is exhausted)
+                        if offset < *len && filled - pos < 64 {
+                            break;
+                        }
+                        if decode(&buf[..filled], &mut probe, &mut probe_last).is_none() {
+                            return Err(bad());
+                        }
+                        pos = probe;
+                        last = probe_last;
+                        left -= 1;
+                    }
+                    buf.copy_within(pos..filled, 0);
+                    filled -= pos;
+                    if offset >= *len && left > 0 && filled == 0 {
+                        return Err(bad());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A shared log (profiles are `Clone`); equal when their changes are.
+#[derive(Debug, Clone)]
+pub(crate) struct SharedLog(Arc<Frozen>);
+
+impl PartialEq for SharedLog {
+    fn eq(&self, other: &Self) -> bool {
+        if Arc::ptr_eq(&self.0, &other.0) {
+            return true;
+        }
+        let collect = |l: &SharedLog| {
+            let mut v = Vec::new();
+            let _ = l.0.for_each(|t, c| v.push((*t, *c)));
+            v
+        };
+        collect(self) == collect(other)
+    }
+}
+
+impl Eq for SharedLog {}
