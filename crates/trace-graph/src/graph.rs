@@ -15,7 +15,7 @@ use trace_schema::{EdgeRecord, MemoryCategory, Pass, SharedStrings, SpanKind, Sy
 use crate::health::TraceHealth;
 use crate::index::{TraceIndex, NONE};
 use crate::timing::HostTiming;
-use trace_memory::natural_cmp;
+use trace_memory::{natural_cmp, Detail};
 
 /// Per-node memory metrics, from `trace_memory::node_memory_metrics` (definitions there).
 pub use trace_memory::NodeMemoryMetrics as NodeMemory;
@@ -196,7 +196,8 @@ pub struct Rankings {
     pub concurrent: ScopeRankings,
 }
 
-/// The execution graph.
+/// The execution graph. A summary-detail analysis ([`crate::analyze_with`]) keeps the span
+/// nodes only: no operation or tensor nodes, no edges, no per-node memory metrics.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ExecutionGraph {
     /// Entrypoint from the meta.
@@ -273,6 +274,7 @@ pub(crate) fn build_graph(
     measured: Option<usize>,
     memory: Option<&NodeMetrics>,
     incomplete_capture: bool,
+    detail: Detail,
 ) -> Result<ExecutionGraph, GraphRefusal> {
     let n_spans = doc.spans.len();
     // Scopes: the measured subtree is a contiguous range of the pre-order.
@@ -348,6 +350,24 @@ pub(crate) fn build_graph(
             requires_grad: None,
             dense_bytes: None,
             memory: mem_span(s),
+        });
+    }
+    // A summary graph stops at the span nodes, unless a span id could collide with a generated
+    // op or tensor id: then the whole graph is built (to refuse it alike) and cut afterwards.
+    let span_nodes = nodes.len();
+    let suspicious_spans = nodes
+        .iter()
+        .any(|n| n.id.contains("/op/") || n.id.starts_with("tensor/"));
+    if detail == Detail::Summary && !suspicious_spans {
+        let rankings = rank(doc, index, timing, &scope, memory, &mut texts);
+        return Ok(ExecutionGraph {
+            entrypoint: doc.meta.entrypoint.clone(),
+            measured_span: measured.map(|m| texts.get(doc.spans[m].id)),
+            outer_wall_time_ns: measured.and_then(|m| timing.total_ns[m]),
+            incomplete_capture,
+            nodes,
+            edges: Vec::new(),
+            rankings,
         });
     }
     // Tensors get node slots in order of first appearance: op inputs and outputs in canonical
@@ -626,6 +646,11 @@ pub(crate) fn build_graph(
         .collect();
 
     let rankings = rank(doc, index, timing, &scope, memory, &mut texts);
+    let (mut nodes, mut edges) = (nodes, edges);
+    if detail == Detail::Summary {
+        nodes.truncate(span_nodes);
+        edges.clear();
+    }
     Ok(ExecutionGraph {
         entrypoint: doc.meta.entrypoint.clone(),
         measured_span: measured.map(|m| texts.get(doc.spans[m].id)),

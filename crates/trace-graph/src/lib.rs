@@ -39,8 +39,10 @@ mod index;
 mod timing;
 
 use serde::Serialize;
-use trace_memory::{analyze_memory_with, node_memory_metrics, MemoryProfile, SpanIndex};
+use trace_memory::{analyze_memory_detail, node_memory_metrics, MemoryProfile, SpanIndex};
 use trace_schema::TraceDocument;
+
+pub use trace_memory::Detail;
 
 pub use capability::{
     assess_capabilities, observed_coverage, Capability, CapabilityKind, CapabilityLevel,
@@ -86,6 +88,9 @@ pub struct Analysis {
     /// The time origin of displays, ns: the start of the measured region, else of the first
     /// span or memory event, else 0. Times shown to a person are relative to it.
     pub time_origin_ns: u64,
+    /// How much per-event evidence the analysis kept (see [`analyze_with`]; not serialized).
+    #[serde(skip)]
+    pub detail: Detail,
 }
 
 /// The time origin of displays: the measured region's start, else the first span's or memory
@@ -95,14 +100,28 @@ pub fn time_origin(doc: &TraceDocument, spans: &SpanIndex) -> u64 {
         .measured_region(doc)
         .map(|(start, _)| start)
         .or_else(|| doc.spans.iter().map(|s| s.start_ns).min())
-        .or_else(|| doc.memory.iter().map(|m| m.timestamp_ns).min())
+        .or_else(|| doc.first_memory_ns())
         .unwrap_or(0)
 }
 
-/// Runs every analysis once on `doc`. O(n log n) in the number of events.
+/// Runs every analysis once on `doc`, in full detail. O(n log n) in the number of events.
 pub fn analyze(doc: &TraceDocument) -> Analysis {
+    analyze_with(doc, Detail::Full)
+}
+
+/// Runs every analysis once on `doc`, keeping `detail`:
+/// - [`Detail::Full`]: everything, as [`analyze`];
+/// - [`Detail::Summary`]: the same health, capabilities, gradients, findings, memory figures
+///   and time rankings, holding only the live set, the span tree and the answer — the memory
+///   profile keeps the storages its figures name and its timeline in a temporary log (see
+///   [`trace_memory::Detail`]); the graph has the span nodes only (no operation or tensor
+///   nodes, no edges, no per-node memory metrics, empty memory rankings). With a document whose
+///   memory events are spilled ([`trace_schema::LoadOptions::spill_memory`]) resident memory
+///   does not grow with the memory events. What `summary`, `memory` and `check` show is equal
+///   in both details.
+pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
     let spans = SpanIndex::build(doc);
-    let memory = analyze_memory_with(doc, &spans);
+    let memory = analyze_memory_detail(doc, &spans, detail);
     let logical = memory.logical.as_ref();
     let index = index::TraceIndex::build(doc, spans);
     let time_origin_ns = time_origin(doc, &index.spans);
@@ -114,9 +133,21 @@ pub fn analyze(doc: &TraceDocument) -> Analysis {
     let (graph, graph_refusal) = if reasons.is_empty() {
         let measured = index.measured;
         let timing = timing::HostTiming::compute(doc, &index, measured);
-        let metrics = node_memory_metrics(doc, logical);
+        let metrics = match detail {
+            Detail::Full => Some(node_memory_metrics(doc, logical)),
+            Detail::Summary => None,
+        };
         let incomplete = health.truncated;
-        match graph::build_graph(doc, &index, &timing, measured, Some(&metrics), incomplete) {
+        let built = graph::build_graph(
+            doc,
+            &index,
+            &timing,
+            measured,
+            metrics.as_ref(),
+            incomplete,
+            detail,
+        );
+        match built {
             Ok(g) => (Some(g), None),
             Err(r) => (None, Some(r)),
         }
@@ -149,5 +180,6 @@ pub fn analyze(doc: &TraceDocument) -> Analysis {
         findings,
         spans: index.spans,
         time_origin_ns,
+        detail,
     }
 }

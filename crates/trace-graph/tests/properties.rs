@@ -271,3 +271,96 @@ proptest! {
         prop_assert!(x == y, "{:?}", first_diff(&x, &y, ""));
     }
 }
+
+/// The comparable part of an analysis in summary detail: everything but the graph's operation
+/// and tensor nodes, edges and per-node memory figures, which summary detail does not keep.
+fn summary_part(a: &Analysis) -> serde_json::Value {
+    let graph = a.graph.as_ref().map(|g| {
+        let spans: Vec<_> = g
+            .nodes
+            .iter()
+            .filter(|n| !matches!(n.kind, NodeKind::Operation | NodeKind::Tensor))
+            .map(|n| {
+                let mut n = n.clone();
+                n.memory = Default::default();
+                n
+            })
+            .collect();
+        serde_json::json!({
+            "entrypoint": g.entrypoint,
+            "measured_span": g.measured_span,
+            "outer_wall_time_ns": g.outer_wall_time_ns,
+            "incomplete_capture": g.incomplete_capture,
+            "nodes": spans,
+            "slowest": g.rankings.measured.slowest_by_self_time,
+            "concurrent_slowest": g.rankings.concurrent.slowest_by_self_time,
+        })
+    });
+    let logical = a.memory.logical.as_ref().map(|l| {
+        let device_live: Vec<_> = l
+            .by_device
+            .iter()
+            .filter_map(|d| {
+                let p = d.peak.as_ref()?;
+                Some(l.live_allocations_after(p.event_index, Some(&d.device)))
+            })
+            .collect();
+        let end: Vec<_> = l.live_at_end_lifetimes().collect();
+        serde_json::json!({
+            "aliases_detectable": l.aliases_detectable,
+            "totals": l.totals,
+            "peak": l.peak,
+            "by_device": l.by_device,
+            "time_origin_ns": l.time_origin_ns,
+            "pass_peaks": l.pass_peaks,
+            "findings": l.findings,
+            "live_at_end": l.live_at_end,
+            "live_at_end_lifetimes": end,
+            "device_live": device_live,
+            "unmatched_frees": l.unmatched_frees,
+            "size_mismatches": l.size_mismatches,
+            "timeline": l.display_timeline(60, None).unwrap(),
+            "last_change_ns": l.timeline.last_change_ns(),
+        })
+    });
+    serde_json::json!({
+        "health": a.health,
+        "capabilities": a.capabilities,
+        "gradients": a.gradients,
+        "refusal": a.graph_refusal,
+        "findings": a.findings,
+        "time_origin_ns": a.time_origin_ns,
+        "graph": graph,
+        "logical": logical,
+        "physical": a.memory.physical,
+        "overflow": a.memory.logical_overflow,
+        "duplicates": a.memory.duplicate_allocations,
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// What `summary`, `memory` and `check` read is the same from the streaming path (memory
+    /// events spilled at load, summary detail) as from the in-memory full analysis.
+    #[test]
+    fn summary_detail_of_a_spilled_document_equals_the_full_analysis(
+        seed in any::<u64>(),
+        shuffle in any::<u64>(),
+        sloppy in any::<bool>(),
+    ) {
+        let events = interleave(&trace(seed, sloppy), shuffle);
+        let mut w = TraceWriter::new(Vec::new());
+        for e in &events {
+            w.write_event(e).unwrap();
+        }
+        w.flush().unwrap();
+        let bytes = w.into_inner();
+        let options = LoadOptions { spill_memory: true, chunk_bytes: 1000, ..LoadOptions::default() };
+        let spilled = load_reader_with(bytes.as_slice(), &options).unwrap();
+        let full = analyze(&load_reader(bytes.as_slice()).unwrap());
+        let summary = trace_graph::analyze_with(&spilled, trace_graph::Detail::Summary);
+        let (x, y) = (summary_part(&full), summary_part(&summary));
+        prop_assert!(x == y, "{:?}", first_diff(&x, &y, ""));
+    }
+}

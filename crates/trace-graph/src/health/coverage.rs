@@ -62,7 +62,7 @@ pub(super) fn check(
         operations: doc.ops.len() as u64,
         tensors: doc.tensors.len() as u64,
         tensor_stats: doc.tensor_stats.len() as u64,
-        memory_events: doc.memory.len() as u64,
+        memory_events: doc.memory_len() as u64,
         device_memory_samples: doc.device_memory.len() as u64,
         device_intervals: doc.device_intervals.len() as u64,
         gradients: doc.gradients.len() as u64,

@@ -1,46 +1,13 @@
-//! Logical memory checks. Unpaired frees, size mismatches and retained storages come from the
-//! memory profile (`trace_memory`, computed once); the only replay here detects
-//! `duplicate_allocation` (the same tensor allocating a live storage again), which the profile
-//! folds into aliases. Events apply in `(timestamp_ns, file order)`, keyed by
-//! `(device, storage_id)` (trace/6: `(device, tensor_id)`). O(n log n).
-
-use std::collections::HashMap;
+//! Logical memory checks, all from the memory profile (`trace_memory`, computed once): unpaired
+//! frees, size mismatches, retained storages and `duplicate_allocation` (the same tensor
+//! allocating a live storage again, which the profile folds into aliases and lists).
 
 use trace_format::{at, bytes as human_bytes};
 use trace_memory::{LogicalMemoryProfile, MemoryProfile, StorageLifetime};
-use trace_schema::{MemoryAction, MemoryCategory, Sym, TraceDocument};
+use trace_schema::MemoryCategory;
 
 use super::{HealthCode, IssueLocation, Issues};
 use crate::gradients::GradientSummary;
-
-/// Allocs (indices into `doc.memory`) by a tensor that already holds the live storage.
-pub(crate) fn duplicate_allocations(doc: &TraceDocument) -> Vec<usize> {
-    let mut order: Vec<u32> = (0..doc.memory.len() as u32).collect();
-    order.sort_by_key(|&i| doc.memory[i as usize].timestamp_ns);
-    let mut live: HashMap<(Sym, Sym), Vec<Option<Sym>>> = HashMap::new();
-    let mut out = Vec::new();
-    for i in order {
-        let i = i as usize;
-        let m = &doc.memory[i];
-        let Some(id) = m.storage.or(m.tensor) else {
-            continue;
-        };
-        match m.action {
-            MemoryAction::Alloc => match live.get_mut(&(m.device, id)) {
-                Some(tensors) if tensors.contains(&m.tensor) => out.push(i),
-                Some(tensors) => tensors.push(m.tensor),
-                None => {
-                    live.insert((m.device, id), vec![m.tensor]);
-                }
-            },
-            MemoryAction::Free => {
-                live.remove(&(m.device, id));
-            }
-        }
-    }
-    out.sort_unstable();
-    out
-}
 
 /// Storages allocated inside the window still live at the end: not pre-existing, not
 /// parameters or optimizer state.
@@ -64,25 +31,16 @@ pub(crate) fn lifetime_label(l: &StorageLifetime) -> String {
     format!("{}:{id}", l.device)
 }
 
-/// `{device}:{storage}` (or the tensor id in trace/6) of a memory event.
-pub(crate) fn storage_label(doc: &TraceDocument, i: usize) -> String {
-    let m = &doc.memory[i];
-    let id = m.storage.or(m.tensor).map_or("?", |s| doc.str(s));
-    format!("{}:{id}", doc.str(m.device))
-}
-
 pub(super) fn report(
-    doc: &TraceDocument,
     memory: &MemoryProfile,
     gradients: &GradientSummary,
-    duplicates: &[usize],
     origin_ns: u64,
     issues: &mut Issues,
 ) {
     let logical = memory.logical.as_ref();
-    for &i in duplicates {
-        let s = storage_label(doc, i);
-        let t = doc.memory[i].tensor.map_or("?", |t| doc.str(t));
+    for d in &memory.duplicate_allocations {
+        let s = format!("{}:{}", d.device, d.storage_id);
+        let t = d.tensor_id.as_deref().unwrap_or("?");
         issues.error(
             HealthCode::DuplicateAllocation,
             format!("tensor {t} allocates storage {s} again while it is live"),
@@ -90,7 +48,7 @@ pub(super) fn report(
         );
     }
     if let Some(o) = &memory.logical_overflow {
-        let s = storage_label(doc, o.event_index);
+        let s = format!("{}:{}", o.device, o.storage_id.as_deref().unwrap_or("?"));
         issues.error(
             HealthCode::MemoryBytesOverflow,
             format!("allocations add up past 2^64 bytes at storage {s} ({} bytes): these byte counts cannot be real, so no logical memory figure of this trace is computed", o.bytes),
@@ -119,7 +77,12 @@ pub(super) fn report(
         );
     }
     for f in &logical.unmatched_frees {
-        let s = storage_label(doc, f.event_index);
+        let id = f
+            .storage_id
+            .as_deref()
+            .or(f.tensor_id.as_deref())
+            .unwrap_or("?");
+        let s = format!("{}:{id}", f.device);
         issues.warning(
             HealthCode::UnpairedFree,
             format!("storage {s} is freed at {} but was not allocated inside the capture (memory from before the capture)", at(f.timestamp_ns, origin_ns)),

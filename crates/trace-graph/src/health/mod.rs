@@ -416,14 +416,7 @@ pub(crate) fn analyze_health(
     hierarchy::check(doc, index, state, origin_ns, &mut issues);
     references::check(doc, index, origin_ns, &mut issues);
     references::check_edges(doc, index, &mut issues);
-    memory::report(
-        doc,
-        memory_profile,
-        gradient_summary,
-        &memory::duplicate_allocations(doc),
-        origin_ns,
-        &mut issues,
-    );
+    memory::report(memory_profile, gradient_summary, origin_ns, &mut issues);
     gradients::check(doc, state, &mut issues);
     let coverage = coverage::check(doc, peak_categorized_share, &mut issues);
 

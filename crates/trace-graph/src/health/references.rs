@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use trace_schema::{EdgeRecord, Sym, TimingMode, TraceDocument};
+use trace_schema::{EdgeRecord, MemoryOrder, Sym, TimingMode, TraceDocument};
 
 use super::{HealthCode, IssueLocation, Issues};
 use crate::index::{recorded_end, TraceIndex, NONE};
@@ -134,13 +134,23 @@ pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, origin_ns: u64, iss
             );
         }
     }
-    // One warning per missing span id (allocator events may name spans that were lost).
+    // One warning per missing span id (allocator events may name spans that were lost), and
+    // memory events at times their span did not run (a clock mix-up or hand-written times):
+    // one pass over the memory events, in file order.
     let mut unknown_memory_spans: BTreeMap<Sym, u64> = BTreeMap::new();
-    for m in &doc.memory {
-        if let Some(s) = m.span.filter(|&s| doc.span_index(s).is_none()) {
+    let mut outside: BTreeMap<Sym, (u64, u64)> = BTreeMap::new();
+    doc.for_each_memory(MemoryOrder::File, |m| {
+        let Some(s) = m.span else { return };
+        let Some(span) = doc.span(s) else {
             *unknown_memory_spans.entry(s).or_default() += 1;
+            return;
+        };
+        let after_end = span.end_ns().is_some_and(|end| m.timestamp_ns > end);
+        if m.timestamp_ns < span.start_ns || after_end {
+            let e = outside.entry(span.id).or_insert((0, m.timestamp_ns));
+            e.0 += 1;
         }
-    }
+    });
     let mut unknown: Vec<(&str, u64)> = unknown_memory_spans
         .into_iter()
         .map(|(s, n)| (doc.str(s), n))
@@ -152,18 +162,6 @@ pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, origin_ns: u64, iss
             format!("{n} memory events name span {span}, which does not exist; they are kept but attributed to no node"),
             IssueLocation::node(span),
         );
-    }
-    // Memory events at times their span did not run: a clock mix-up or hand-written times.
-    let mut outside: BTreeMap<Sym, (u64, u64)> = BTreeMap::new();
-    for m in &doc.memory {
-        let Some(span) = m.span.and_then(|s| doc.span(s)) else {
-            continue;
-        };
-        let after_end = span.end_ns().is_some_and(|end| m.timestamp_ns > end);
-        if m.timestamp_ns < span.start_ns || after_end {
-            let e = outside.entry(span.id).or_insert((0, m.timestamp_ns));
-            e.0 += 1;
-        }
     }
     let mut outside: Vec<(&str, (u64, u64))> =
         outside.into_iter().map(|(s, v)| (doc.str(s), v)).collect();
