@@ -1,4 +1,15 @@
-//! Resolving and loading the trace a command reads.
+//! Resolving, loading and analysing the trace a command reads: the one entry point every
+//! command calls.
+//!
+//! [`analyze`] loads and runs every analysis with the detail a command needs: commands that show
+//! figures (`summary`, `memory`, `check`) ask for [`Detail::Summary`]: the memory events stay in
+//! a compact log on disk while loading and only the live set, the span tree and the answer are
+//! held, so resident memory does not grow with the memory events; commands that read every
+//! event or storage (`query`, `report`, `export`, `memory --group-by`) ask for [`Detail::Full`].
+//!
+//! A plain candle-graph trace is read in chunks parsed in parallel, with progress on stderr
+//! (bytes read of total) when stderr is a terminal and the load takes more than a second; a
+//! gzipped or PyTorch trace is read whole first.
 //!
 //! Accepted: a trace file (JSON Lines), or a directory that holds a `trace.jsonl`; a PyTorch
 //! profiler trace (Kineto Chrome-trace JSON) is recognised by its content and imported
@@ -6,11 +17,29 @@
 //! is an [`anyhow::Error`] whose chain reads as one line with `{:#}`, naming the path and, for
 //! content errors, the line and field (from [`trace_schema::LoadError`]).
 
+use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use trace_graph::{Analysis, Detail};
 use trace_import::{ContentKind, ImportReport};
-use trace_schema::TraceDocument;
+use trace_schema::{LoadOptions, TraceDocument};
+
+/// Environment variable that forces the full-detail analysis for every command (tests compare
+/// both paths with it): `CANDLE_GRAPH_DETAIL=full`.
+pub const DETAIL_ENV: &str = "CANDLE_GRAPH_DETAIL";
+
+/// A load shows progress once it has taken this long.
+const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+
+/// Bytes read first to tell a candle-graph trace (streamed) from the rest (read whole).
+const SNIFF_BYTES: usize = 1 << 20;
+
+/// The first bytes of a gzip stream.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// File name of the trace inside a directory input.
 pub const TRACE_FILE: &str = "trace.jsonl";
@@ -65,33 +94,89 @@ pub fn resolve(input: &Path) -> Result<PathBuf> {
     )
 }
 
-/// Resolves `input` and loads the trace. A truncated trace loads (its document says so); a
-/// PyTorch profiler trace is imported (a cut-short one too, truncated).
+/// Resolves `input`, loads the trace and runs every analysis once in `detail` (forced to
+/// [`Detail::Full`] by `CANDLE_GRAPH_DETAIL=full`); with [`Detail::Summary`] the memory events
+/// are spilled while loading (see the module docs).
+///
+/// # Errors
+/// As [`load_with`].
+pub fn analyze(input: &Path, detail: Detail) -> Result<(LoadedTrace, Analysis)> {
+    let detail = match std::env::var(DETAIL_ENV).as_deref() {
+        Ok("full") => Detail::Full,
+        _ => detail,
+    };
+    let trace = load_with(input, detail == Detail::Summary)?;
+    let analysis = trace_graph::analyze_with(&trace.doc, detail);
+    Ok((trace, analysis))
+}
+
+/// Resolves `input` and loads the trace: every event in memory, or the memory events in
+/// a compact log when `spill_memory` is set. A truncated trace loads (its
+/// document says so); a PyTorch profiler trace is imported (a cut-short one too, truncated).
 ///
 /// # Errors
 /// See [`resolve`]; unreadable files; a gzip stream that yields nothing; bytes that are not
 /// UTF-8 before the last line (a last line cut inside a character is truncation, not an error);
 /// every [`trace_schema::LoadError`] (not JSON, not a trace, unsupported schema) and
 /// [`trace_import::ImportError`], prefixed with the path.
-pub fn load(input: &Path) -> Result<LoadedTrace> {
+fn load_with(input: &Path, spill_memory: bool) -> Result<LoadedTrace> {
     let path = resolve(input)?;
-    let raw = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let decoded =
-        trace_import::decode(&raw).with_context(|| format!("cannot load {}", path.display()))?;
-    if trace_import::content_kind(&decoded.bytes) == ContentKind::ChromeTrace {
-        let imported = trace_import::import_decoded(&decoded)
-            .with_context(|| format!("cannot import {}", path.display()))?;
-        let doc = imported.document();
-        return Ok(LoadedTrace {
-            path,
-            doc,
-            import: Some(imported.report),
-        });
-    }
-    let bytes = decoded.bytes.as_ref();
-    check_utf8(bytes).with_context(|| format!("cannot load {}", path.display()))?;
-    let doc = trace_schema::load_reader(bytes)
-        .map_err(|e| anyhow::anyhow!(not_a_trace_hint(&e)).context(e.to_string()))
+    let mut file =
+        std::fs::File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let total = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut head = Vec::with_capacity(SNIFF_BYTES.min(total as usize));
+    (&mut file)
+        .take(SNIFF_BYTES as u64)
+        .read_to_end(&mut head)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let streamed = !head.starts_with(&GZIP_MAGIC)
+        && trace_import::content_kind(&head) == ContentKind::CandleTrace;
+    let loaded = if streamed {
+        // A plain candle-graph trace: read in chunks parsed in parallel, with progress.
+        let progress = Progress::new(total);
+        let report = |bytes: u64| progress.update(bytes);
+        let options = LoadOptions {
+            spill_memory,
+            require_utf8: true,
+            progress: Some(&report),
+            ..LoadOptions::default()
+        };
+        let loaded =
+            trace_schema::load_reader_with(std::io::Cursor::new(head).chain(file), &options);
+        progress.finish();
+        loaded
+    } else {
+        // Gzip, a PyTorch profiler trace or something else: the whole file at once.
+        let mut raw = head;
+        file.read_to_end(&mut raw)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let decoded = trace_import::decode(&raw)
+            .with_context(|| format!("cannot load {}", path.display()))?;
+        if trace_import::content_kind(&decoded.bytes) == ContentKind::ChromeTrace {
+            let imported = trace_import::import_decoded(&decoded)
+                .with_context(|| format!("cannot import {}", path.display()))?;
+            let doc = imported.document();
+            return Ok(LoadedTrace {
+                path,
+                doc,
+                import: Some(imported.report),
+            });
+        }
+        let options = LoadOptions {
+            spill_memory,
+            require_utf8: true,
+            ..LoadOptions::default()
+        };
+        trace_schema::load_reader_with(decoded.bytes.as_ref(), &options)
+    };
+    let doc = loaded
+        .map_err(|e| match e {
+            trace_schema::LoadError::NotUtf8 { .. } => anyhow::anyhow!(e.to_string()),
+            trace_schema::LoadError::Io { source, .. } => {
+                anyhow::anyhow!(source).context(format!("cannot read {}", path.display()))
+            }
+            e => anyhow::anyhow!(not_a_trace_hint(&e)).context(e.to_string()),
+        })
         .with_context(|| format!("cannot load {}", path.display()))?;
     Ok(LoadedTrace {
         path,
@@ -108,6 +193,49 @@ pub fn warn_import(trace: &LoadedTrace) {
                 "candle-graph: warning: {} (PyTorch profiler trace): {w}",
                 trace.path.display()
             );
+        }
+    }
+}
+
+/// Bytes read of total on stderr, once a load has taken [`PROGRESS_AFTER`] and only on a
+/// terminal.
+struct Progress {
+    bar: Option<ProgressBar>,
+    start: Instant,
+    shown: AtomicBool,
+}
+
+impl Progress {
+    fn new(total: u64) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "loading {bar:30} {binary_bytes}/{binary_total_bytes} ({elapsed})",
+                )
+                .expect("valid template"),
+            );
+            bar
+        });
+        Self {
+            bar,
+            start: Instant::now(),
+            shown: AtomicBool::new(false),
+        }
+    }
+
+    fn update(&self, bytes: u64) {
+        let Some(bar) = &self.bar else { return };
+        if !self.shown.load(Ordering::Relaxed) && self.start.elapsed() >= PROGRESS_AFTER {
+            self.shown.store(true, Ordering::Relaxed);
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
+        bar.set_position(bytes);
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
         }
     }
 }
@@ -130,34 +258,29 @@ fn not_a_trace_hint(e: &trace_schema::LoadError) -> String {
     }
 }
 
-/// Rejects invalid UTF-8 except inside the final, unterminated line (a crash can cut a
-/// multi-byte character; the loader then reports truncation).
-fn check_utf8(bytes: &[u8]) -> Result<()> {
-    let Err(e) = std::str::from_utf8(bytes) else {
-        return Ok(());
-    };
-    let at = e.valid_up_to();
-    let in_last_unterminated_line = !bytes[at..].contains(&b'\n');
-    if in_last_unterminated_line {
-        return Ok(());
-    }
-    let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
-    bail!("not UTF-8 text: invalid byte at offset {at} (line {line}); a trace is UTF-8 JSON Lines")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn utf8_errors_name_the_line() {
-        assert!(check_utf8(b"abc\n").is_ok());
-        let err = check_utf8(b"ok\n\xff\xfe\n").unwrap_err();
+        let dir = tempfile::tempdir().unwrap();
+        let meta = r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t"}"#;
+        let write = |bytes: &[u8]| {
+            let p = dir.path().join("t.jsonl");
+            let mut all = format!("{meta}\n").into_bytes();
+            all.extend_from_slice(bytes);
+            std::fs::write(&p, all).unwrap();
+            p
+        };
+        assert!(load(&write(b"")).is_ok());
+        let err = load(&write(b"ok\n\xff\xfe\n")).err().unwrap();
         assert_eq!(
-            err.to_string(),
-            "not UTF-8 text: invalid byte at offset 3 (line 2); a trace is UTF-8 JSON Lines"
+            format!("{err:#}").split_once(": ").unwrap().1,
+            "not UTF-8 text: invalid byte at offset 114 (line 3); a trace is UTF-8 JSON Lines"
         );
         // a cut multi-byte character in the unterminated last line is truncation
-        assert!(check_utf8(b"ok\n{\"a\":\"\xc3").is_ok());
+        let doc = load(&write(b"{\"a\":\"\xc3")).unwrap().doc;
+        assert!(doc.is_truncated());
     }
 }

@@ -21,6 +21,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Parser;
+use trace_graph::Detail;
 
 use crate::cli::{Cli, Command};
 use crate::commands::query::Filter;
@@ -99,11 +100,15 @@ fn warn_truncated(trace: &input::LoadedTrace) {
     }
 }
 
-fn load(path: &std::path::Path) -> Result<(input::LoadedTrace, trace_graph::Analysis)> {
-    let trace = input::load(path)?;
+/// Loads and analyses through the one entry point ([`input::analyze`]); warns on stderr when
+/// the trace was cut short.
+fn load(
+    path: &std::path::Path,
+    detail: trace_graph::Detail,
+) -> Result<(input::LoadedTrace, trace_graph::Analysis)> {
+    let (trace, analysis) = input::analyze(path, detail)?;
     input::warn_import(&trace);
     warn_truncated(&trace);
-    let analysis = trace_graph::analyze(&trace.doc);
     Ok((trace, analysis))
 }
 
@@ -113,7 +118,7 @@ fn run(cli: Cli) -> Result<Output> {
             let progress = !args.json && std::io::stderr().is_terminal();
             let report = commands::demo::run(&args, progress)?;
             eprintln!("{}", commands::demo::describe(&args, &report));
-            let (trace, analysis) = load(&report.trace_path)?;
+            let (trace, analysis) = load(&report.trace_path, Detail::Summary)?;
             let summary = commands::summary::build(&trace.doc, &analysis);
             Ok(Output::ok(if args.json {
                 to_json("summary", Some(InputRecord::of(&trace)), &summary)?
@@ -128,7 +133,7 @@ fn run(cli: Cli) -> Result<Output> {
             commands::import::run(&args).map(|(stdout, code)| Output { stdout, code })
         }
         Command::Summary(args) => {
-            let (trace, analysis) = load(&args.trace)?;
+            let (trace, analysis) = load(&args.trace, Detail::Summary)?;
             let summary = commands::summary::build(&trace.doc, &analysis);
             Ok(Output::ok(if args.json {
                 to_json("summary", Some(InputRecord::of(&trace)), &summary)?
@@ -140,7 +145,12 @@ fn run(cli: Cli) -> Result<Output> {
             }))
         }
         Command::Memory(args) => {
-            let (trace, analysis) = load(&args.input.trace)?;
+            // grouping reads every storage live at the peak, which only the full detail keeps
+            let detail = match args.group_by {
+                Some(_) => Detail::Full,
+                None => Detail::Summary,
+            };
+            let (trace, analysis) = load(&args.input.trace, detail)?;
             let report = commands::memory::build(
                 &trace.doc,
                 &analysis,
@@ -155,7 +165,7 @@ fn run(cli: Cli) -> Result<Output> {
             }))
         }
         Command::Check(args) => {
-            let (trace, analysis) = load(&args.input.trace)?;
+            let (trace, analysis) = load(&args.input.trace, Detail::Summary)?;
             let report = commands::check::build(&analysis);
             let code = if args.require_valid && !report.valid_and_complete {
                 1
@@ -180,7 +190,7 @@ fn run(cli: Cli) -> Result<Output> {
             })
         }
         Command::Query(args) => {
-            let (trace, analysis) = load(&args.trace)?;
+            let (trace, analysis) = load(&args.trace, Detail::Full)?;
             let filter = match (args.label, args.label_prefix) {
                 (Some(l), _) => Some(Filter::Label(l)),
                 (None, Some(p)) => Some(Filter::LabelPrefix(p)),
@@ -194,7 +204,7 @@ fn run(cli: Cli) -> Result<Output> {
             )?))
         }
         Command::Report(args) => {
-            let (trace, analysis) = load(&args.trace)?;
+            let (trace, analysis) = load(&args.trace, Detail::Full)?;
             let path = trace.path.display().to_string();
             let written = commands::report::write(&trace.doc, &analysis, &path, &args.output)?;
             eprintln!(
@@ -205,7 +215,7 @@ fn run(cli: Cli) -> Result<Output> {
             Ok(Output::ok(String::new()))
         }
         Command::Export(args) => {
-            let (trace, analysis) = load(&args.trace)?;
+            let (trace, analysis) = load(&args.trace, Detail::Full)?;
             let cli::ExportFormat::Chrome = args.format;
             let written =
                 commands::export::run(&trace.doc, &analysis, &args.output, args.span, args.window)?;

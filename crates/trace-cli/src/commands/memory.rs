@@ -167,10 +167,7 @@ pub fn build(
     let timeline_range_ns = match (logical, series.first(), series.last()) {
         (Some(l), Some(_), Some(_)) => Some((
             l.time_origin_ns.min(series[0].timestamp_ns),
-            l.timeline
-                .totals
-                .last()
-                .map_or(l.time_origin_ns, |p| p.timestamp_ns),
+            l.timeline.last_change_ns().unwrap_or(l.time_origin_ns),
         )),
         _ => None,
     };

@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod demo;
+mod detail;
 mod device_check;
 mod exact;
 mod export;
