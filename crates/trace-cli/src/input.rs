@@ -105,8 +105,17 @@ pub fn analyze(input: &Path, detail: Detail) -> Result<(LoadedTrace, Analysis)> 
         Ok("full") => Detail::Full,
         _ => detail,
     };
+    let t0 = Instant::now();
     let trace = load_with(input, detail == Detail::Summary)?;
+    let t1 = Instant::now();
     let analysis = trace_graph::analyze_with(&trace.doc, detail);
+    if std::env::var_os("CANDLE_GRAPH_TIMING").is_some() {
+        eprintln!(
+            "load {:.3}s analyze {:.3}s",
+            (t1 - t0).as_secs_f64(),
+            t1.elapsed().as_secs_f64()
+        );
+    }
     Ok((trace, analysis))
 }
 

@@ -101,15 +101,17 @@ fn warn_truncated(trace: &input::LoadedTrace) {
 }
 
 /// Loads and analyses through the one entry point ([`input::analyze`]); warns on stderr when
-/// the trace was cut short.
+/// the trace was cut short. The trace and its analysis live until the process exits (one
+/// command per process): the OS takes the memory back at once, where dropping a large analysis
+/// record by record would take a noticeable share of the run.
 fn load(
     path: &std::path::Path,
     detail: trace_graph::Detail,
-) -> Result<(input::LoadedTrace, trace_graph::Analysis)> {
+) -> Result<(&'static input::LoadedTrace, &'static trace_graph::Analysis)> {
     let (trace, analysis) = input::analyze(path, detail)?;
     input::warn_import(&trace);
     warn_truncated(&trace);
-    Ok((trace, analysis))
+    Ok((Box::leak(Box::new(trace)), Box::leak(Box::new(analysis))))
 }
 
 fn run(cli: Cli) -> Result<Output> {
@@ -119,9 +121,9 @@ fn run(cli: Cli) -> Result<Output> {
             let report = commands::demo::run(&args, progress)?;
             eprintln!("{}", commands::demo::describe(&args, &report));
             let (trace, analysis) = load(&report.trace_path, Detail::Summary)?;
-            let summary = commands::summary::build(&trace.doc, &analysis);
+            let summary = commands::summary::build(&trace.doc, analysis);
             Ok(Output::ok(if args.json {
-                to_json("summary", Some(InputRecord::of(&trace)), &summary)?
+                to_json("summary", Some(InputRecord::of(trace)), &summary)?
             } else {
                 terminal_safe(commands::summary::render(
                     &summary,
@@ -134,9 +136,9 @@ fn run(cli: Cli) -> Result<Output> {
         }
         Command::Summary(args) => {
             let (trace, analysis) = load(&args.trace, Detail::Summary)?;
-            let summary = commands::summary::build(&trace.doc, &analysis);
+            let summary = commands::summary::build(&trace.doc, analysis);
             Ok(Output::ok(if args.json {
-                to_json("summary", Some(InputRecord::of(&trace)), &summary)?
+                to_json("summary", Some(InputRecord::of(trace)), &summary)?
             } else {
                 terminal_safe(commands::summary::render(
                     &summary,
@@ -145,35 +147,37 @@ fn run(cli: Cli) -> Result<Output> {
             }))
         }
         Command::Memory(args) => {
-            // grouping reads every storage live at the peak, which only the full detail keeps
-            let detail = match args.group_by {
-                Some(_) => Detail::Full,
-                None => Detail::Summary,
+            // A summary analysis lists the largest SUMMARY_TOP storages of each peak; grouping
+            // reads every storage live at the peak: both need the full detail beyond that.
+            let detail = if args.top > trace_memory::SUMMARY_TOP || args.group_by.is_some() {
+                Detail::Full
+            } else {
+                Detail::Summary
             };
             let (trace, analysis) = load(&args.input.trace, detail)?;
             let report = commands::memory::build(
                 &trace.doc,
-                &analysis,
+                analysis,
                 args.device.as_deref(),
                 args.top,
                 args.group_by,
             )?;
             Ok(Output::ok(if args.input.json {
-                to_json("memory", Some(InputRecord::of(&trace)), &report)?
+                to_json("memory", Some(InputRecord::of(trace)), &report)?
             } else {
                 terminal_safe(commands::memory::render(&report))
             }))
         }
         Command::Check(args) => {
             let (trace, analysis) = load(&args.input.trace, Detail::Summary)?;
-            let report = commands::check::build(&analysis);
+            let report = commands::check::build(analysis);
             let code = if args.require_valid && !report.valid_and_complete {
                 1
             } else {
                 0
             };
             let stdout = if args.input.json {
-                to_json("check", Some(InputRecord::of(&trace)), &report)?
+                to_json("check", Some(InputRecord::of(trace)), &report)?
             } else {
                 terminal_safe(commands::check::render(&report))
             };
@@ -196,10 +200,10 @@ fn run(cli: Cli) -> Result<Output> {
                 (None, Some(p)) => Some(Filter::LabelPrefix(p)),
                 (None, None) => None,
             };
-            let report = commands::query::run(&trace.doc, &analysis, args.kind, filter)?;
+            let report = commands::query::run(&trace.doc, analysis, args.kind, filter)?;
             Ok(Output::ok(to_json(
                 "query",
-                Some(InputRecord::of(&trace)),
+                Some(InputRecord::of(trace)),
                 &report,
             )?))
         }

@@ -418,7 +418,7 @@ pub(crate) fn memory_findings(
             &peak.by_category,
             &peak.context,
             &top,
-            peak.live_allocations.len() as u64,
+            peak.live_allocation_count,
             None,
             bound,
             origin_ns,

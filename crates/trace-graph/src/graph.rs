@@ -370,6 +370,10 @@ pub(crate) fn build_graph(
             rankings,
         });
     }
+    // The ops' tensor ids, when a spilled document keeps them out of its records.
+    let full = doc.with_op_tensors();
+    let doc = &*full;
+    let mut texts = SharedStrings::new(doc);
     // Tensors get node slots in order of first appearance: op inputs and outputs in canonical
     // op order, then tensor events by span, then explicit data edges.
     let mut tensor_slot = vec![u32::MAX; doc.strings.len()];

@@ -30,9 +30,17 @@ impl Deref for TraceIndex {
     }
 }
 
-impl TraceIndex {
-    /// Resolves the ops of `doc` over its span index.
-    pub fn build(doc: &TraceDocument, spans: SpanIndex) -> Self {
+/// The op part of a [`TraceIndex`].
+#[derive(Debug, Clone)]
+pub(crate) struct OpIndex {
+    ops_by_span: Vec<Vec<u32>>,
+    op_span: Vec<u32>,
+    op_ordinal: Vec<u32>,
+}
+
+impl OpIndex {
+    /// Resolves the ops of `doc` over its spans.
+    pub fn build(doc: &TraceDocument) -> Self {
         let n = doc.spans.len();
         let mut ops_by_span: Vec<Vec<u32>> = vec![Vec::new(); n];
         let mut op_span = vec![NONE; doc.ops.len()];
@@ -54,11 +62,28 @@ impl TraceIndex {
             }
         }
         Self {
-            spans,
             ops_by_span,
             op_span,
             op_ordinal,
         }
+    }
+}
+
+impl TraceIndex {
+    /// The index of a document from its span index and op index.
+    pub fn new(spans: SpanIndex, ops: OpIndex) -> Self {
+        Self {
+            spans,
+            ops_by_span: ops.ops_by_span,
+            op_span: ops.op_span,
+            op_ordinal: ops.op_ordinal,
+        }
+    }
+
+    /// Resolves the ops of `doc` over its span index.
+    #[allow(dead_code)]
+    pub fn build(doc: &TraceDocument, spans: SpanIndex) -> Self {
+        Self::new(spans, OpIndex::build(doc))
     }
 
     /// Node id of op `i`: `{span}/op/{n}`.

@@ -39,7 +39,7 @@ mod index;
 mod timing;
 
 use serde::Serialize;
-use trace_memory::{analyze_memory_detail, node_memory_metrics, MemoryProfile, SpanIndex};
+use trace_memory::{analyze_memory_observed, node_memory_metrics, MemoryProfile, SpanIndex};
 use trace_schema::TraceDocument;
 
 pub use trace_memory::Detail;
@@ -121,18 +121,37 @@ pub fn analyze(doc: &TraceDocument) -> Analysis {
 ///   in both details.
 pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
     let spans = SpanIndex::build(doc);
-    let memory = analyze_memory_detail(doc, &spans, detail);
+    // The memory replay (the longest pass) runs beside the op index, the gradients and the
+    // host timing, which do not depend on it.
+    let mut memory_spans = health::MemorySpans::default();
+    let (memory, (ops, gradients)) = rayon::join(
+        || {
+            let mut observe = |m: &trace_schema::MemoryItem<'_>| memory_spans.observe(doc, m);
+            analyze_memory_observed(doc, &spans, detail, &mut observe)
+        },
+        || (index::OpIndex::build(doc), summarize_gradients(doc)),
+    );
     let logical = memory.logical.as_ref();
-    let index = index::TraceIndex::build(doc, spans);
+    let index = index::TraceIndex::new(spans, ops);
     let time_origin_ns = time_origin(doc, &index.spans);
-    let gradients = summarize_gradients(doc);
-    let health = health::analyze_health(doc, &index, &memory, &gradients, time_origin_ns);
+    let measured = index.measured;
+    let (health, timing) = rayon::join(
+        || {
+            health::analyze_health(
+                doc,
+                &index,
+                &memory_spans,
+                &memory,
+                &gradients,
+                time_origin_ns,
+            )
+        },
+        || timing::HostTiming::compute(doc, &index, measured),
+    );
     let capabilities = assess_capabilities(doc, &health);
 
     let reasons = graph::refusal_reasons(doc, &health);
     let (graph, graph_refusal) = if reasons.is_empty() {
-        let measured = index.measured;
-        let timing = timing::HostTiming::compute(doc, &index, measured);
         let metrics = match detail {
             Detail::Full => Some(node_memory_metrics(doc, logical)),
             Detail::Summary => None,

@@ -82,7 +82,7 @@ pub use passes::{ActivationsAtSpan, FindingsSupport, PassPeak, PassPeakPoint, PA
 pub use physical::{
     LogicalVsPhysical, Observed, PhysicalDeviceStats, PhysicalMemoryProfile, PhysicalSample,
 };
-pub use replay::{alloc_bytes_overflow, Detail};
+pub use replay::{alloc_bytes_overflow, Detail, SUMMARY_TOP};
 pub use spans::{natural_cmp, SpanIndex};
 pub use timeline::{CellChange, LogicalTimeline, TimelinePoint, TotalPoint};
 
@@ -160,7 +160,36 @@ pub fn analyze_memory_detail(
     spans: &SpanIndex,
     detail: Detail,
 ) -> MemoryProfile {
-    let (logical, logical_overflow, duplicate_allocations) = logical_plane(doc, spans, detail);
+    analyze_memory_observed(doc, spans, detail, &mut |_| {})
+}
+
+/// [`analyze_memory_detail`], showing every memory event to `observe` as the replay applies it
+/// (in `(timestamp_ns, file order)`), so that a caller's own per-event check needs no pass of
+/// its own.
+///
+/// # Panics
+/// As [`analyze_memory_detail`].
+pub fn analyze_memory_observed(
+    doc: &TraceDocument,
+    spans: &SpanIndex,
+    detail: Detail,
+    observe: &mut dyn FnMut(&trace_schema::MemoryItem<'_>),
+) -> MemoryProfile {
+    analyze_memory_top(doc, spans, detail, SUMMARY_TOP, observe)
+}
+
+/// [`analyze_memory_observed`] with `top` storages listed per peak in summary detail instead of
+/// [`SUMMARY_TOP`] (tests compare small lists with the full ones).
+#[doc(hidden)]
+pub fn analyze_memory_top(
+    doc: &TraceDocument,
+    spans: &SpanIndex,
+    detail: Detail,
+    top: usize,
+    observe: &mut dyn FnMut(&trace_schema::MemoryItem<'_>),
+) -> MemoryProfile {
+    let (logical, logical_overflow, duplicate_allocations) =
+        logical_plane(doc, spans, detail, top, observe);
     let physical = physical::analyze_physical(doc, logical.as_ref());
     MemoryProfile {
         logical,
@@ -174,6 +203,8 @@ fn logical_plane(
     doc: &TraceDocument,
     spans: &SpanIndex,
     detail: Detail,
+    top: usize,
+    observe: &mut dyn FnMut(&trace_schema::MemoryItem<'_>),
 ) -> (
     Option<LogicalMemoryProfile>,
     Option<BytesOverflow>,
@@ -187,7 +218,7 @@ fn logical_plane(
         passes: passes::pass_intervals(doc),
         spans: watched.map(|s| s.map(|i| (doc.spans[i].start_ns, doc.spans[i].end_ns()))),
     };
-    let mut r = replay::replay(doc, watch, detail);
+    let mut r = replay::replay(doc, watch, detail, top, observe);
     let mut duplicates: Vec<DuplicateAllocation> = r
         .duplicates
         .drain(..)
@@ -218,7 +249,7 @@ fn logical_plane(
         return (None, overflow, duplicates);
     }
     (
-        Some(logical::analyze_logical(doc, spans, r)),
+        Some(logical::analyze_logical(doc, spans, r, top)),
         None,
         duplicates,
     )

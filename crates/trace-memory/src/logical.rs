@@ -32,21 +32,28 @@ pub struct LogicalPeak {
     /// The span, pass and dominant category holding the peak.
     #[serde(flatten)]
     pub context: PeakContext,
-    /// Every storage live at the peak, ranked by bytes (descending), then alloc time, device,
-    /// storage id. Displays show the top N and "M more = X bytes"; nothing is dropped here.
+    /// Number of storages live at the peak.
+    pub live_allocation_count: u64,
+    /// The storages live at the peak, ranked by bytes (descending), then alloc time, device,
+    /// storage id: every one ([`Detail::Full`]), or the first [`crate::SUMMARY_TOP`]
+    /// ([`Detail::Summary`]). Displays show the top N and "M more = X bytes" from
+    /// `live_allocation_count` and `live_bytes`.
     pub live_allocations: Vec<StorageLifetime>,
 }
 
 impl LogicalPeak {
-    /// The top `n` live allocations and the count and bytes of the rest (the rest's bytes are a
-    /// checked sum: `None` when it overflows).
+    /// The top `n` live allocations (at most the listed ones) and the count and bytes of the
+    /// rest (of every storage live at the peak, listed or not; the bytes are always known:
+    /// `live_bytes` less the shown ones').
     pub fn top(&self, n: usize) -> (&[StorageLifetime], usize, Option<u64>) {
         let n = n.min(self.live_allocations.len());
-        let rest = &self.live_allocations[n..];
+        let shown = &self.live_allocations[..n];
+        // bytes of distinct storages live at the peak: bounded by live_bytes
+        let shown_bytes: u64 = shown.iter().map(|l| l.bytes).sum();
         (
-            &self.live_allocations[..n],
-            rest.len(),
-            crate::sum_bytes(rest.iter().map(|l| l.bytes)),
+            shown,
+            (self.live_allocation_count - n as u64) as usize,
+            Some(self.live_bytes - shown_bytes),
         )
     }
 }
@@ -270,6 +277,10 @@ pub struct LogicalMemoryProfile {
     pub detail: Detail,
     #[serde(skip)]
     pub(crate) compact: Compact,
+    /// Summary detail: the first [`crate::SUMMARY_TOP`] storages live at each device's peak,
+    /// ranked: `(event index, device label, storages)`.
+    #[serde(skip)]
+    pub(crate) device_lists: Vec<(usize, String, Vec<StorageLifetime>)>,
 }
 
 impl LogicalMemoryProfile {
@@ -342,14 +353,27 @@ impl LogicalMemoryProfile {
 
     /// Storages live right after the event `event_index` (index into `doc.memory`) was applied,
     /// on `device` only when given, ranked like [`LogicalPeak::live_allocations`] — e.g. the
-    /// live set of a [`DevicePeak`]. Empty for an index past the events; a
-    /// [`Detail::Summary`] profile answers only for the events of the global and device peaks
-    /// (empty for any other).
+    /// live set of a [`DevicePeak`]. Empty for an index past the events. A [`Detail::Summary`]
+    /// profile answers for a device's peak (with that device) and for the global peak (all
+    /// devices), listing the first [`crate::SUMMARY_TOP`]; empty for any other question.
     pub fn live_allocations_after(
         &self,
         event_index: usize,
         device: Option<&str>,
     ) -> Vec<&StorageLifetime> {
+        if self.detail == Detail::Summary {
+            if let Some(d) = device {
+                let list = self
+                    .device_lists
+                    .iter()
+                    .find(|(e, name, _)| *e == event_index && name == d);
+                return list.map_or(Vec::new(), |(_, _, l)| l.iter().collect());
+            }
+            return match &self.peak {
+                Some(p) if p.event_index == event_index => p.live_allocations.iter().collect(),
+                _ => Vec::new(),
+            };
+        }
         match self.compact.seq_of_event.get(event_index) {
             Some(seq) => self.ranked_after_seq(seq, device),
             None => Vec::new(),
@@ -384,6 +408,7 @@ pub(crate) fn analyze_logical(
     doc: &TraceDocument,
     spans: &SpanIndex,
     mut r: Replay,
+    summary_top: usize,
 ) -> LogicalMemoryProfile {
     let mut res = SharedStrings::new(doc);
     let devices = std::mem::take(&mut r.devices);
@@ -392,11 +417,22 @@ pub(crate) fn analyze_logical(
     let detail = r.detail;
     let lt = |d: &Done, res: &mut SharedStrings<'_>| to_lifetime(d, &devices, res);
 
-    // Global peak: the storages live at it, ranked.
+    let listed = |t: &crate::replay::Tracker, n: Option<usize>, res: &mut SharedStrings<'_>| {
+        let mut set = ranked(doc, &devices, t.listed(&r.end));
+        if let Some(n) = n {
+            set.truncate(n);
+        }
+        set.iter().map(|d| lt(d, res)).collect::<Vec<_>>()
+    };
+    let top = match detail {
+        Detail::Full => None,
+        Detail::Summary => Some(summary_top),
+    };
+
+    // Global peak: its figures from the counts at that moment, the storages live at it ranked.
     let peak = r.peak.map(|p| {
-        let set = ranked(doc, &devices, r.peak_set.set_of(&r.end));
-        let live: Vec<StorageLifetime> = set.iter().map(|d| lt(d, &mut res)).collect();
-        let (by_device, by_category) = breakdown(live.iter());
+        let counts = &r.peak_set.counts;
+        let (by_device, by_category) = counts_breakdown(counts, None, &device_names);
         LogicalPeak {
             timestamp_ns: p.timestamp_ns,
             event_index: p.event as usize,
@@ -404,7 +440,8 @@ pub(crate) fn analyze_logical(
             context: peak_context(doc, spans, &mut res, p.span, p.timestamp_ns, &by_category),
             by_device,
             by_category,
-            live_allocations: live,
+            live_allocation_count: counts.count(None),
+            live_allocations: listed(&r.peak_set, top, &mut res),
         }
     });
 
@@ -459,6 +496,7 @@ pub(crate) fn analyze_logical(
         }
     }
     let mut by_device: Vec<LogicalDeviceStats> = Vec::with_capacity(nd);
+    let mut device_lists = Vec::new();
     for (d, acc) in r.device_acc.iter().enumerate() {
         totals.allocation_count += acc.allocation_count;
         totals.matched_free_count += acc.matched_free_count;
@@ -466,21 +504,21 @@ pub(crate) fn analyze_logical(
         totals.pre_existing_count += acc.pre_existing_count;
         totals.pre_existing_bytes += acc.pre_existing_bytes;
         let peak = acc.peak.map(|p| {
-            let set = r.device_sets[d].set_of(&r.end);
-            let mut cells = [0u64; CATEGORIES];
-            for l in &set {
-                cells[category_index(l.desc.category)] += l.bytes;
-            }
-            let by_category = category_map(&cells);
+            let counts = &r.device_sets[d].counts;
+            let (_, by_category) = counts_breakdown(counts, Some(d), &device_names);
             DevicePeak {
                 timestamp_ns: p.timestamp_ns,
                 event_index: p.event as usize,
                 live_bytes: p.live_bytes,
                 context: peak_context(doc, spans, &mut res, p.span, p.timestamp_ns, &by_category),
                 by_category,
-                live_allocation_count: set.len() as u64,
+                live_allocation_count: counts.count(Some(d as u32)),
             }
         });
+        if let (Some(p), Detail::Summary) = (acc.peak, detail) {
+            let list = listed(&r.device_sets[d], top, &mut res);
+            device_lists.push((p.event as usize, device_names[d].clone(), list));
+        }
         by_device.push(LogicalDeviceStats {
             device: device_names[d].clone(),
             allocation_count: acc.allocation_count,
@@ -526,7 +564,7 @@ pub(crate) fn analyze_logical(
         })
         .collect();
 
-    let pass_peaks = pass_peaks(doc, spans, &r, &devices, &mut res);
+    let pass_peaks = pass_peaks(doc, spans, &r, &devices, &device_names, &mut res);
     let findings = findings_support(doc, spans, &r, &mut res);
     let time_origin_ns = spans
         .measured_region(doc)
@@ -558,26 +596,12 @@ pub(crate) fn analyze_logical(
             (lifetimes, compact, timeline)
         }
         Detail::Summary => {
-            let mut named: Vec<&Done> = r.peak_set.set_of(&r.end);
-            for t in &r.device_sets {
-                named.extend(t.set_of(&r.end));
-            }
-            named.extend(r.end.iter().map(|d| &**d));
-            named.sort_unstable_by_key(|d| d.life);
-            named.dedup_by_key(|d| d.life);
-            let lifetimes = named.iter().map(|d| lt(d, &mut res)).collect();
-            let lives = named.iter().map(|d| d.life()).collect();
-            let mut seqs: Vec<(u32, u32)> = r
-                .peak
-                .iter()
-                .chain(r.device_acc.iter().filter_map(|a| a.peak.as_ref()))
-                .map(|p| (p.event, p.seq))
-                .collect();
-            seqs.sort_unstable();
-            seqs.dedup();
+            // The storages live at the end (the device peaks' lists are kept apart).
+            let lifetimes = r.end.iter().map(|d| lt(d, &mut res)).collect();
+            let lives = r.end.iter().map(|d| d.life()).collect();
             let compact = Compact {
                 lives,
-                seq_of_event: SeqOfEvent::Sparse(seqs),
+                seq_of_event: SeqOfEvent::Sparse(Vec::new()),
                 time_of_seq: Vec::new(),
             };
             let log = r.log.take().map(|l| match l.finish() {
@@ -608,7 +632,35 @@ pub(crate) fn analyze_logical(
         lifetimes,
         detail,
         compact,
+        device_lists,
     }
+}
+
+/// Live bytes per device (devices with a storage live at the moment, even of 0 bytes) and per
+/// category (non-zero) at a tracked moment, of one device or all.
+pub(crate) fn counts_breakdown(
+    counts: &crate::replay::Counts,
+    device: Option<usize>,
+    names: &[String],
+) -> (BTreeMap<String, u64>, BTreeMap<MemoryCategory, u64>) {
+    let mut by_device = BTreeMap::new();
+    let mut cats = [0u64; CATEGORIES];
+    for (d, name) in names.iter().enumerate() {
+        if device.is_some_and(|x| x != d) {
+            continue;
+        }
+        let row: Vec<u64> = (0..CATEGORIES)
+            .map(|k| counts.cell(d * CATEGORIES + k))
+            .collect();
+        // sums of distinct storages' bytes: bounded by the checked total
+        if counts.count(Some(d as u32)) > 0 {
+            by_device.insert(name.clone(), row.iter().sum());
+        }
+        for (k, b) in row.into_iter().enumerate() {
+            cats[k] += b;
+        }
+    }
+    (by_device, category_map(&cats))
 }
 
 /// Non-zero categories of a per-category array.
@@ -619,24 +671,4 @@ pub(crate) fn category_map(cells: &[u64; CATEGORIES]) -> BTreeMap<MemoryCategory
         .filter(|(_, &b)| b > 0)
         .map(|(k, &b)| (MemoryCategory::ALL[k], b))
         .collect()
-}
-
-/// Bytes per device (by label) and per category of a set of lifetimes; O(k + devices).
-pub(crate) fn breakdown<'a>(
-    lifetimes: impl Iterator<Item = &'a StorageLifetime>,
-) -> (BTreeMap<String, u64>, BTreeMap<MemoryCategory, u64>) {
-    // Sums of distinct lifetimes' bytes: bounded by the checked total of the trace.
-    let mut by_device: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut cats = [0u64; CATEGORIES];
-    for l in lifetimes {
-        *by_device.entry(&*l.device).or_insert(0) += l.bytes;
-        cats[category_index(l.category)] += l.bytes;
-    }
-    (
-        by_device
-            .into_iter()
-            .map(|(d, b)| (d.to_string(), b))
-            .collect(),
-        category_map(&cats),
-    )
 }

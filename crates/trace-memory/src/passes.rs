@@ -9,8 +9,8 @@ use trace_schema::{MemoryCategory, Pass, SharedStrings, Sym, TraceDocument};
 
 use crate::context::{peak_context, PeakContext};
 use crate::lifetime::{to_lifetime, top, StorageLifetime};
-use crate::logical::category_map;
-use crate::replay::{category_index, PassIntervals, PassPos, Replay, CATEGORIES, OPEN};
+use crate::logical::counts_breakdown;
+use crate::replay::{PassIntervals, PassPos, Replay, OPEN};
 use crate::spans::SpanIndex;
 
 /// How many allocations a pass peak lists (the full live set is one
@@ -133,6 +133,7 @@ pub(crate) fn pass_peaks(
     spans: &SpanIndex,
     r: &Replay,
     devices: &[Sym],
+    device_names: &[String],
     res: &mut SharedStrings<'_>,
 ) -> Vec<PassPeak> {
     // Allocations (pre-existing excluded) whose span's effective pass is this one. Sums of
@@ -151,26 +152,10 @@ pub(crate) fn pass_peaks(
             continue;
         };
         let (ts, pos, live_bytes) = p.best.unwrap_or((0, PassPos::Carried, 0));
-        let set = p.tracker.set_of(&r.end);
-        let count = set.len() as u64;
-        let (by_device, by_category) = {
-            let mut by_device: BTreeMap<&str, u64> = BTreeMap::new();
-            let mut cells = [0u64; CATEGORIES];
-            for d in &set {
-                *by_device
-                    .entry(doc.str(devices[d.device as usize]))
-                    .or_insert(0) += d.bytes;
-                cells[category_index(d.desc.category)] += d.bytes;
-            }
-            (
-                by_device
-                    .into_iter()
-                    .map(|(d, b)| (d.to_string(), b))
-                    .collect(),
-                category_map(&cells),
-            )
-        };
-        let top: Vec<StorageLifetime> = top(doc, devices, set, PASS_PEAK_TOP)
+        let counts = &p.tracker.counts;
+        let (by_device, by_category) = counts_breakdown(counts, None, device_names);
+        let count = counts.count(None);
+        let top: Vec<StorageLifetime> = top(doc, devices, p.tracker.listed(&r.end), PASS_PEAK_TOP)
             .into_iter()
             .map(|d| to_lifetime(d, devices, res))
             .collect();

@@ -66,7 +66,11 @@ pub enum Detail {
     Summary,
 }
 
-/// A compact storage lifetime (full detail: one per lifetime; summary: the reported ones).
+/// How many storages a summary-detail profile lists at each peak (the largest, ranked); the
+/// counts and byte breakdowns always cover every storage.
+pub const SUMMARY_TOP: usize = 256;
+
+/// A compact storage lifetime (full detail: one per lifetime).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Life {
     /// Time of the alloc, ns.
@@ -150,35 +154,104 @@ impl Done {
     }
 }
 
-/// A live storage.
-#[derive(Debug)]
-struct Entry {
-    device: u32,
-    /// The identity is the tensor id (trace/6) rather than the storage id.
-    by_tensor: bool,
-    id: Arc<str>,
-    life: u32,
-    start_seq: u32,
-    start_ns: u64,
-    bytes: u64,
-    cell: u32,
-    event: u32,
-    storage: Option<Arc<str>>,
-    alloc_tensor: Option<Arc<str>>,
-    /// Other tensor ids seen on it (aliases, the free).
-    extra: Vec<Arc<str>>,
-    /// Tensors (or none) of its aliases; with the alloc's, a repeat is a duplicate allocation.
-    allocs_by: Vec<Option<Arc<str>>>,
-    desc: Desc,
-    /// Bit k: counted among the activations live when finding span k began.
-    marks: u8,
+/// The order storages are listed in: bytes descending, then alloc time, device, storage id, and
+/// finally file order of the alloc event — a total order (`Less`: listed first).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RankKey<'a> {
+    pub bytes: u64,
+    pub start_ns: u64,
+    pub device: &'a str,
+    pub storage: Option<&'a str>,
+    pub event: u32,
 }
 
+impl RankKey<'_> {
+    pub fn cmp(&self, other: &RankKey<'_>) -> std::cmp::Ordering {
+        other
+            .bytes
+            .cmp(&self.bytes)
+            .then(self.start_ns.cmp(&other.start_ns))
+            .then_with(|| self.device.cmp(other.device))
+            .then_with(|| self.storage.cmp(&other.storage))
+            .then(self.event.cmp(&other.event))
+    }
+}
+
+/// What is rarely there: tensor ids seen on a storage besides its alloc's, and the tensors of
+/// its aliases (a repeat is a duplicate allocation).
+#[derive(Debug, Default)]
+struct Extra {
+    tensors: Vec<Box<str>>,
+    allocs_by: Vec<Option<Box<str>>>,
+}
+
+/// A live storage, compact: its ids in one allocation.
+#[derive(Debug)]
+struct Entry {
+    /// The storage id followed by the alloc's tensor id.
+    ids: Box<str>,
+    /// Length of the storage id part.
+    split: u32,
+    /// Bit 0: has a storage id; bit 1: has a tensor id; bit 2: identified by its tensor id.
+    flags: u8,
+    /// Bit k: counted among the activations live when finding span k began.
+    marks: u8,
+    life: u32,
+    start_seq: u32,
+    event: u32,
+    /// Device × category cell.
+    cell: u32,
+    start_ns: u64,
+    bytes: u64,
+    desc: Desc,
+    extra: Option<Box<Extra>>,
+}
+
+const HAS_STORAGE: u8 = 1;
+const HAS_TENSOR: u8 = 2;
+const BY_TENSOR: u8 = 4;
+
 impl Entry {
+    fn storage(&self) -> Option<&str> {
+        (self.flags & HAS_STORAGE != 0).then(|| &self.ids[..self.split as usize])
+    }
+
+    fn tensor(&self) -> Option<&str> {
+        (self.flags & HAS_TENSOR != 0).then(|| &self.ids[self.split as usize..])
+    }
+
+    fn device(&self) -> u32 {
+        self.cell / CATEGORIES as u32
+    }
+
+    fn by_tensor(&self) -> bool {
+        self.flags & BY_TENSOR != 0
+    }
+
+    /// The identity: storage id, or (trace/6) tensor id.
+    fn id(&self) -> &str {
+        if self.by_tensor() {
+            self.tensor().unwrap_or("")
+        } else {
+            self.storage().unwrap_or("")
+        }
+    }
+
+    fn key<'a>(&'a self, names: &'a [Arc<str>]) -> RankKey<'a> {
+        RankKey {
+            bytes: self.bytes,
+            start_ns: self.start_ns,
+            device: &names[self.device() as usize],
+            storage: self.storage(),
+            event: self.event,
+        }
+    }
+
     fn done(&self, end_ns: u64, end_seq: u32) -> Done {
-        let mut tensors: Vec<Arc<str>> = Vec::with_capacity(1 + self.extra.len());
-        tensors.extend(self.alloc_tensor.iter().cloned());
-        tensors.extend(self.extra.iter().cloned());
+        let extra = self.extra.as_ref().map_or(&[][..], |x| &x.tensors[..]);
+        let mut tensors: Vec<Arc<str>> = Vec::with_capacity(1 + extra.len());
+        tensors.extend(self.tensor().map(Arc::from));
+        tensors.extend(extra.iter().map(|t| Arc::from(&**t)));
         if tensors.len() > 1 {
             tensors.sort_unstable();
             tensors.dedup();
@@ -190,9 +263,9 @@ impl Entry {
             start_ns: self.start_ns,
             end_ns,
             bytes: self.bytes,
-            device: self.device,
+            device: self.device(),
             event: self.event,
-            storage: self.storage.clone(),
+            storage: self.storage().map(Arc::from),
             tensors: tensors.into(),
             desc: self.desc,
         }
@@ -210,38 +283,157 @@ pub(crate) struct PeakPoint {
     pub span: Option<Sym>,
 }
 
-/// The storages live at one moment, reconstructed at the end: live then (their start sequence
-/// is below `applied`, the number of events applied at that moment) and either still live at
-/// the end or freed since (`log`).
-#[derive(Debug, Default)]
+/// The counts at a tracked moment: storages live per device, live bytes per device × category.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Counts {
+    pub per_device: Vec<u64>,
+    pub cells: Vec<u64>,
+}
+
+impl Counts {
+    /// Storages live on `device` (all devices: `None`).
+    pub fn count(&self, device: Option<u32>) -> u64 {
+        match device {
+            Some(d) => self.per_device.get(d as usize).copied().unwrap_or(0),
+            None => self.per_device.iter().sum(),
+        }
+    }
+
+    /// Live bytes of one device × category cell (0 for a device not seen yet at the moment).
+    pub fn cell(&self, cell: usize) -> u64 {
+        self.cells.get(cell).copied().unwrap_or(0)
+    }
+}
+
+/// Which storages a tracker lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// None: counts only.
+    Counts,
+    /// Every storage live at the moment.
+    All,
+    /// The first `n` in rank order.
+    Top(usize),
+}
+
+/// A candidate of a top list, ordered by rank (the heap's top is the last in rank order).
+#[derive(Debug)]
+struct Cand {
+    done: Rc<Done>,
+    name: Arc<str>,
+}
+
+impl Cand {
+    fn key(&self) -> RankKey<'_> {
+        RankKey {
+            bytes: self.done.bytes,
+            start_ns: self.done.start_ns,
+            device: &self.name,
+            storage: self.done.storage.as_deref(),
+            event: self.done.event,
+        }
+    }
+}
+
+impl PartialEq for Cand {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+impl Eq for Cand {}
+impl PartialOrd for Cand {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Cand {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+/// The storages live at one moment and what they hold, reconstructed at the end: live then
+/// (their start sequence is below `applied`, the number of events applied at that moment) and
+/// either still live at the end or freed since (the record: every one, or the best `n`).
+#[derive(Debug)]
 pub(crate) struct Tracker {
     /// Events applied at the tracked moment (`None` before there is one).
     pub applied: Option<u32>,
     /// Only storages of this device.
     pub device: Option<u32>,
-    /// Storages live at the moment and freed since.
-    pub log: Vec<Rc<Done>>,
+    pub keep: Keep,
+    /// The counts at the moment.
+    pub counts: Counts,
+    /// Storages live at the moment and freed since ([`Keep::All`]).
+    log: Vec<Rc<Done>>,
+    /// The best of them ([`Keep::Top`]).
+    top: std::collections::BinaryHeap<Cand>,
 }
 
 impl Tracker {
-    fn set(&mut self, applied: u32) {
-        self.applied = Some(applied);
-        self.log.clear();
+    fn new(keep: Keep, device: Option<u32>) -> Self {
+        Self {
+            applied: None,
+            device,
+            keep,
+            counts: Counts::default(),
+            log: Vec::new(),
+            top: std::collections::BinaryHeap::new(),
+        }
     }
 
     fn wants(&self, e: &Entry) -> bool {
-        self.applied.is_some_and(|a| e.start_seq < a) && self.device.is_none_or(|d| d == e.device)
+        self.keep != Keep::Counts
+            && self.applied.is_some_and(|a| e.start_seq < a)
+            && self.device.is_none_or(|d| d == e.device())
     }
 
-    /// The set: live entries at the end that it wants, plus its log.
-    pub fn set_of<'a>(&'a self, end: &'a [Rc<Done>]) -> Vec<&'a Done> {
-        let Some(a) = self.applied else {
+    /// Whether a freed `e` would enter the list (it was live at the moment and, for a top list,
+    /// ranks among the best so far).
+    fn would_keep(&self, e: &Entry, names: &[Arc<str>]) -> bool {
+        if !self.wants(e) {
+            return false;
+        }
+        match self.keep {
+            Keep::Top(n) if self.top.len() >= n => self
+                .top
+                .peek()
+                .is_some_and(|worst| e.key(names).cmp(&worst.key()).is_lt()),
+            Keep::Top(0) => false,
+            _ => true,
+        }
+    }
+
+    fn keep(&mut self, done: &Rc<Done>, names: &[Arc<str>]) {
+        match self.keep {
+            Keep::Counts => {}
+            Keep::All => self.log.push(done.clone()),
+            Keep::Top(n) => {
+                self.top.push(Cand {
+                    done: done.clone(),
+                    name: names[done.device as usize].clone(),
+                });
+                if self.top.len() > n {
+                    self.top.pop();
+                }
+            }
+        }
+    }
+
+    /// The listed storages: live ones at the end it wants, plus its record (unranked; for a
+    /// top list, a superset of the best `n`).
+    pub fn listed<'a>(&'a self, end: &'a [Rc<Done>]) -> Vec<&'a Done> {
+        let Some(a) = self.applied.filter(|_| self.keep != Keep::Counts) else {
             return Vec::new();
         };
+        let record: Vec<&Done> = match self.keep {
+            Keep::All => self.log.iter().map(|d| &**d).collect(),
+            _ => self.top.iter().map(|c| &*c.done).collect(),
+        };
         end.iter()
-            .filter(|d| d.start_seq < a && self.device.is_none_or(|x| x == d.device))
-            .chain(self.log.iter())
             .map(|d| &**d)
+            .filter(|d| d.start_seq < a && self.device.is_none_or(|x| x == d.device))
+            .chain(record)
             .collect()
     }
 }
@@ -280,7 +472,7 @@ pub(crate) enum PassPos {
 }
 
 /// The running peak of one pass over its merged intervals.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct PassTrack {
     /// Merged `[start, end)` intervals (an open span runs to [`OPEN`]).
     pub intervals: Vec<(u64, u64)>,
@@ -397,34 +589,41 @@ fn hash_key(device: u32, by_tensor: bool, id: &str) -> u64 {
 }
 
 /// The online state.
-struct State {
+struct State<'d> {
+    doc: &'d TraceDocument,
     r: Replay,
     device_of_sym: FxHashMap<Sym, u32>,
+    names: Vec<Arc<str>>,
     live: HashTable<Entry>,
     unidentified: Vec<Entry>,
     cells: Vec<u64>,
+    /// Storages live per device.
+    live_count: Vec<u64>,
     total: u64,
     alloc_sum: u64,
     seq: u32,
     /// Time marks in order: `(time, what)`; what = pass (0..3) or finding span (3..5).
     marks: Vec<(u64, u8)>,
     next_mark: usize,
+    /// Which list a device tracker keeps.
+    device_keep: Keep,
 }
 
-impl State {
+impl State<'_> {
     fn device(&mut self, sym: Sym) -> u32 {
         if let Some(&d) = self.device_of_sym.get(&sym) {
             return d;
         }
         let d = self.r.devices.len() as u32;
         self.r.devices.push(sym);
+        self.names.push(Arc::from(self.doc.str(sym)));
         self.r.device_acc.push(DeviceAcc::default());
-        self.r.device_sets.push(Tracker {
-            device: Some(d),
-            ..Tracker::default()
-        });
+        self.r
+            .device_sets
+            .push(Tracker::new(self.device_keep, Some(d)));
         self.device_of_sym.insert(sym, d);
         self.cells.resize(self.cells.len() + CATEGORIES, 0);
+        self.live_count.push(0);
         d
     }
 
@@ -442,6 +641,30 @@ impl State {
         })
     }
 
+    /// Starts tracking the moment after `applied` events: snapshot the counts, clear the record.
+    fn set(t: &mut Tracker, applied: u32, cells: &[u64], live_count: &[u64]) {
+        t.applied = Some(applied);
+        t.log.clear();
+        t.top.clear();
+        t.counts.cells.clear();
+        t.counts.per_device.clear();
+        match t.device {
+            None => {
+                t.counts.cells.extend_from_slice(cells);
+                t.counts.per_device.extend_from_slice(live_count);
+            }
+            Some(d) => {
+                let d = d as usize;
+                t.counts.cells.resize(d * CATEGORIES, 0);
+                t.counts
+                    .cells
+                    .extend_from_slice(&cells[d * CATEGORIES..(d + 1) * CATEGORIES]);
+                t.counts.per_device.resize(d, 0);
+                t.counts.per_device.push(live_count[d]);
+            }
+        }
+    }
+
     /// Crosses the time marks at or before `t` (`None`: all, at the end), before the event at
     /// `t` applies.
     fn cross(&mut self, t: Option<u64>) {
@@ -457,19 +680,18 @@ impl State {
                 p.crossed += 1;
                 if p.best.is_none_or(|b| total > b.2) {
                     p.best = Some((at, PassPos::Carried, total));
-                    p.tracker.set(applied);
+                    Self::set(&mut p.tracker, applied, &self.cells, &self.live_count);
                 }
             } else {
                 let k = what as usize - 3;
                 let w = self.r.spans[k].as_mut().expect("marked");
                 w.crossed = true;
                 let bit = 1u8 << k;
-                let activation = |e: &Entry| e.desc.category == MemoryCategory::Activation;
                 for e in self.live.iter_mut().chain(self.unidentified.iter_mut()) {
-                    if activation(e) {
+                    if e.desc.category == MemoryCategory::Activation {
                         w.count += 1;
-                        // distinct lifetimes: bounded by the checked total (wrapping only once the
-                        // total overflowed, when every figure is refused)
+                        // distinct lifetimes: bounded by the checked total (wrapping only once
+                        // the total overflowed, when every figure is refused)
                         w.bytes = w.bytes.wrapping_add(e.bytes);
                         e.marks |= bit;
                     }
@@ -517,7 +739,7 @@ impl State {
             let inside = ts >= s && (ts < e || (s == e && ts == s));
             if inside && p.best.is_none_or(|b| total > b.2) {
                 p.best = Some((ts, PassPos::Event(event, span), total));
-                p.tracker.set(seq + 1);
+                Self::set(&mut p.tracker, seq + 1, &self.cells, &self.live_count);
             }
         }
         if !alloc {
@@ -532,12 +754,17 @@ impl State {
         };
         if self.r.peak.is_none_or(|p| total > p.live_bytes) {
             self.r.peak = Some(point(total));
-            self.r.peak_set.set(seq + 1);
+            Self::set(&mut self.r.peak_set, seq + 1, &self.cells, &self.live_count);
         }
         let acc = &mut self.r.device_acc[device];
         if acc.peak.is_none_or(|p| acc.live_bytes > p.live_bytes) {
             acc.peak = Some(point(acc.live_bytes));
-            self.r.device_sets[device].set(seq + 1);
+            Self::set(
+                &mut self.r.device_sets[device],
+                seq + 1,
+                &self.cells,
+                &self.live_count,
+            );
         }
     }
 
@@ -564,12 +791,11 @@ impl State {
         };
         let hash = key.map(|(by_tensor, id)| hash_key(device, by_tensor, id));
         let find = |e: &Entry, (by_tensor, id): (bool, &str)| {
-            e.device == device && e.by_tensor == by_tensor && &*e.id == id
+            e.device() == device && e.by_tensor() == by_tensor && e.id() == id
         };
         match m.action {
             MemoryAction::Alloc => {
-                let bytes_or_zero = m.bytes.unwrap_or(0);
-                self.alloc_sum = match self.alloc_sum.checked_add(bytes_or_zero) {
+                self.alloc_sum = match self.alloc_sum.checked_add(m.bytes.unwrap_or(0)) {
                     Some(s) => s,
                     None => {
                         self.r.overflowed = true;
@@ -579,22 +805,28 @@ impl State {
                 if let (Some(k), Some(h)) = (key, hash) {
                     if let Some(entry) = self.live.find_mut(h, |e| find(e, k)) {
                         self.r.alias_event_count += 1;
+                        let extra = entry.extra.get_or_insert_with(Default::default);
+                        let alloc_tensor = if entry.flags & HAS_TENSOR != 0 {
+                            Some(&entry.ids[entry.split as usize..])
+                        } else {
+                            None
+                        };
                         if let Some(t) = m.tensor {
-                            if entry.alloc_tensor.as_deref() != Some(t) {
-                                entry.extra.push(Arc::from(t));
+                            if alloc_tensor != Some(t) {
+                                extra.tensors.push(Box::from(t));
                             }
                         }
-                        let again = entry.alloc_tensor.as_deref() == m.tensor
-                            || entry.allocs_by.iter().any(|x| x.as_deref() == m.tensor);
+                        let again = alloc_tensor == m.tensor
+                            || extra.allocs_by.iter().any(|x| x.as_deref() == m.tensor);
                         if again {
                             self.r.duplicates.push(Duplicate {
                                 event: m.index,
                                 device: m.device,
-                                id: entry.id.clone(),
+                                id: Arc::from(entry.id()),
                                 tensor: m.tensor.map(Arc::from),
                             });
                         } else {
-                            entry.allocs_by.push(m.tensor.map(Arc::from));
+                            extra.allocs_by.push(m.tensor.map(Box::from));
                         }
                         self.seq += 1;
                         return;
@@ -611,40 +843,45 @@ impl State {
                 self.r.life_count += 1;
                 let k = category_index(m.category);
                 let cell = device as usize * CATEGORIES + k;
-                let storage: Option<Arc<str>> = m.storage.map(Arc::from);
-                let alloc_tensor: Option<Arc<str>> = m.tensor.map(Arc::from);
-                let id = match key {
-                    Some((false, _)) => storage.clone(),
-                    Some((true, _)) => alloc_tensor.clone(),
-                    None => None,
-                };
-                let desc = Desc {
-                    span: m.span,
-                    op_name: m.op_name,
-                    label: m.label,
-                    shape: m.shape,
-                    dtype: m.dtype,
-                    category: m.category,
-                    category_source: m.category_source,
-                    source: m.source,
-                    pre_existing: m.pre_existing,
-                };
+                let mut ids = String::with_capacity(
+                    m.storage.map_or(0, str::len) + m.tensor.map_or(0, str::len),
+                );
+                ids.push_str(m.storage.unwrap_or(""));
+                let split = ids.len() as u32;
+                ids.push_str(m.tensor.unwrap_or(""));
+                let mut flags = 0;
+                if m.storage.is_some() {
+                    flags |= HAS_STORAGE;
+                }
+                if m.tensor.is_some() {
+                    flags |= HAS_TENSOR;
+                }
+                if matches!(key, Some((true, _))) {
+                    flags |= BY_TENSOR;
+                }
                 let entry = Entry {
-                    device,
-                    by_tensor: matches!(key, Some((true, _))),
-                    id: id.clone().unwrap_or_else(|| Arc::from("")),
+                    ids: ids.into_boxed_str(),
+                    split,
+                    flags,
+                    marks: 0,
                     life,
                     start_seq: seq,
+                    event: m.index,
+                    cell: cell as u32,
                     start_ns: ts,
                     bytes,
-                    cell: cell as u32,
-                    event: m.index,
-                    storage,
-                    allocs_by: Vec::new(),
-                    alloc_tensor,
-                    extra: Vec::new(),
-                    desc,
-                    marks: 0,
+                    desc: Desc {
+                        span: m.span,
+                        op_name: m.op_name,
+                        label: m.label,
+                        shape: m.shape,
+                        dtype: m.dtype,
+                        category: m.category,
+                        category_source: m.category_source,
+                        source: m.source,
+                        pre_existing: m.pre_existing,
+                    },
+                    extra: None,
                 };
                 if self.r.detail == Detail::Full {
                     self.r.lives.push(Life {
@@ -664,14 +901,16 @@ impl State {
                 }
                 match hash {
                     Some(h) => {
-                        self.live
-                            .insert_unique(h, entry, |e| hash_key(e.device, e.by_tensor, &e.id));
+                        self.live.insert_unique(h, entry, |e| {
+                            hash_key(e.device(), e.by_tensor(), e.id())
+                        });
                     }
                     None => {
                         self.r.unidentified_alloc_count += 1;
                         self.unidentified.push(entry);
                     }
                 }
+                self.live_count[device as usize] += 1;
                 let cat = &mut self.r.categories[k];
                 cat.seen = true;
                 if m.pre_existing {
@@ -687,10 +926,8 @@ impl State {
                     }
                 }
                 let acc = &self.r.device_acc[device as usize];
-                let (pc, pb, ac, ab, lb) = (
-                    acc.pre_existing_count,
+                let (pb, ab, lb) = (
                     acc.pre_existing_bytes,
-                    acc.allocation_count,
                     acc.total_allocated_bytes,
                     acc.live_bytes,
                 );
@@ -704,9 +941,9 @@ impl State {
                 let total = self.add(self.total, bytes);
                 let acc = &mut self.r.device_acc[device as usize];
                 if m.pre_existing {
-                    acc.pre_existing_count = pc + 1;
+                    acc.pre_existing_count += 1;
                 } else {
-                    acc.allocation_count = ac + 1;
+                    acc.allocation_count += 1;
                 }
                 acc.pre_existing_bytes = pb;
                 acc.total_allocated_bytes = ab;
@@ -741,16 +978,17 @@ impl State {
                 if let Some(b) = m.bytes.filter(|&b| b != bytes) {
                     self.r.mismatches.push(Mismatch {
                         life: entry.life,
-                        device: entry.device,
-                        storage: entry.storage.clone(),
+                        device: entry.device(),
+                        storage: entry.storage().map(Arc::from),
                         alloc_bytes: bytes,
                         free_bytes: b,
                         free_timestamp_ns: ts,
                     });
                 }
                 if let Some(t) = m.tensor {
-                    if entry.alloc_tensor.as_deref() != Some(t) {
-                        entry.extra.push(Arc::from(t));
+                    if entry.tensor() != Some(t) {
+                        let extra = entry.extra.get_or_insert_with(Default::default);
+                        extra.tensors.push(Box::from(t));
                     }
                 }
                 for (k, w) in self.r.spans.iter_mut().enumerate() {
@@ -762,42 +1000,44 @@ impl State {
                         }
                     }
                 }
-                // The trackers whose moment it was live at, before any new peak clears them.
-                let wanted = self.r.peak_set.wants(&entry)
-                    || self.r.device_sets[device as usize].wants(&entry)
-                    || self
-                        .r
-                        .passes
-                        .iter()
-                        .flatten()
-                        .any(|p| p.tracker.wants(&entry));
-                if wanted || self.r.detail == Detail::Full {
+                // The lists whose moment it was live at, before any new peak clears them.
+                let names = &self.names;
+                let d = device as usize;
+                let global = self.r.peak_set.would_keep(&entry, names);
+                let dev = self.r.device_sets[d].would_keep(&entry, names);
+                let mut passes = [false; 3];
+                for (i, p) in self.r.passes.iter().enumerate() {
+                    passes[i] = p
+                        .as_ref()
+                        .is_some_and(|p| p.tracker.would_keep(&entry, names));
+                }
+                let full = self.r.detail == Detail::Full;
+                if global || dev || passes.iter().any(|&x| x) || full {
                     let done = Rc::new(entry.done(ts, seq));
-                    if self.r.peak_set.wants(&entry) {
-                        self.r.peak_set.log.push(done.clone());
+                    if global {
+                        self.r.peak_set.keep(&done, names);
                     }
-                    if self.r.device_sets[device as usize].wants(&entry) {
-                        self.r.device_sets[device as usize].log.push(done.clone());
+                    if dev {
+                        self.r.device_sets[d].keep(&done, names);
                     }
-                    for p in self.r.passes.iter_mut().flatten() {
-                        if p.tracker.wants(&entry) {
-                            p.tracker.log.push(done.clone());
+                    for (i, p) in self.r.passes.iter_mut().enumerate() {
+                        if passes[i] {
+                            p.as_mut().expect("kept").tracker.keep(&done, names);
                         }
                     }
-                    if self.r.detail == Detail::Full {
+                    if full {
                         let l = &mut self.r.lives[entry.life as usize];
                         l.end_ns = ts;
                         l.end_seq = seq;
                         self.r.lifetimes[entry.life as usize] = Some(done);
                     }
                 }
+                self.live_count[d] -= 1;
                 let cell = entry.cell as usize;
-                let acc = &self.r.device_acc[device as usize];
-                let lb = acc.live_bytes;
-                let lb = self.sub(lb, bytes);
+                let lb = self.sub(self.r.device_acc[d].live_bytes, bytes);
                 let cellv = self.sub(self.cells[cell], bytes);
                 let total = self.sub(self.total, bytes);
-                let acc = &mut self.r.device_acc[device as usize];
+                let acc = &mut self.r.device_acc[d];
                 acc.matched_free_count += 1;
                 acc.live_bytes = lb;
                 self.cells[cell] = cellv;
@@ -829,7 +1069,13 @@ impl State {
 }
 
 /// Runs the pass over the memory events of `doc` (see the module docs).
-pub(crate) fn replay(doc: &TraceDocument, watch: Watch, detail: Detail) -> Replay {
+pub(crate) fn replay(
+    doc: &TraceDocument,
+    watch: Watch,
+    detail: Detail,
+    top: usize,
+    observe: &mut dyn FnMut(&MemoryItem<'_>),
+) -> Replay {
     let mut marks: Vec<(u64, u8)> = Vec::new();
     let mut passes: [Option<PassTrack>; 3] = Default::default();
     for (i, p) in watch.passes.into_iter().enumerate() {
@@ -838,7 +1084,9 @@ pub(crate) fn replay(doc: &TraceDocument, watch: Watch, detail: Detail) -> Repla
             passes[i] = Some(PassTrack {
                 intervals,
                 span_count,
-                ..PassTrack::default()
+                crossed: 0,
+                best: None,
+                tracker: Tracker::new(Keep::Top(crate::PASS_PEAK_TOP), None),
             });
         }
     }
@@ -853,11 +1101,12 @@ pub(crate) fn replay(doc: &TraceDocument, watch: Watch, detail: Detail) -> Repla
         }
     }
     marks.sort_by_key(|&(t, what)| (t, what));
-    let log = match detail {
-        Detail::Full => None,
-        Detail::Summary => Some(TimelineLog::default()),
+    let (log, peak_keep, device_keep) = match detail {
+        Detail::Full => (None, Keep::All, Keep::Counts),
+        Detail::Summary => (Some(TimelineLog::default()), Keep::Top(top), Keep::Top(top)),
     };
     let mut st = State {
+        doc,
         r: Replay {
             detail,
             devices: Vec::new(),
@@ -866,7 +1115,7 @@ pub(crate) fn replay(doc: &TraceDocument, watch: Watch, detail: Detail) -> Repla
             life_count: 0,
             end: Vec::new(),
             peak: None,
-            peak_set: Tracker::default(),
+            peak_set: Tracker::new(peak_keep, None),
             device_sets: Vec::new(),
             passes,
             spans,
@@ -891,16 +1140,22 @@ pub(crate) fn replay(doc: &TraceDocument, watch: Watch, detail: Detail) -> Repla
             log,
         },
         device_of_sym: FxHashMap::default(),
+        names: Vec::new(),
         live: HashTable::new(),
         unidentified: Vec::new(),
         cells: Vec::new(),
+        live_count: Vec::new(),
         total: 0,
         alloc_sum: 0,
         seq: 0,
         marks,
         next_mark: 0,
+        device_keep,
     };
-    doc.for_each_memory(trace_schema::MemoryOrder::Replay, |m| st.apply(m));
+    doc.for_each_memory(trace_schema::MemoryOrder::Replay, |m| {
+        observe(m);
+        st.apply(m);
+    });
     st.finish()
 }
 

@@ -238,6 +238,32 @@ proptest! {
         let summary_spilled = profile(&spill, Detail::Summary);
         prop_assert_eq!(summary_figures(&summary_spilled), want);
         prop_assert_eq!(json(&summary_spilled), json(&summary));
+        // Short lists (a top of `k`) are the first `k` of the full ranked lists.
+        if let Some(f) = &full.logical {
+            for k in [0usize, 1, 2, 5] {
+                let spans = SpanIndex::build(&spill);
+                let short = trace_memory::analyze_memory_top(&spill, &spans, Detail::Summary, k, &mut |_| {});
+                let s = short.logical.as_ref().unwrap();
+                let first = |v: &[trace_memory::StorageLifetime]| v[..k.min(v.len())].to_vec();
+                if let (Some(fp), Some(sp)) = (&f.peak, &s.peak) {
+                    prop_assert_eq!(&sp.live_allocations, &first(&fp.live_allocations));
+                    prop_assert_eq!(sp.live_allocation_count, fp.live_allocation_count);
+                    prop_assert_eq!(sp.live_allocation_count as usize, fp.live_allocations.len());
+                    for n in 0..=k {
+                        let (a, b) = (fp.top(n), sp.top(n));
+                        prop_assert_eq!((a.1, a.2), (b.1, b.2));
+                        prop_assert_eq!(&a.0[..a.0.len().min(k)], b.0);
+                    }
+                }
+                for d in &f.by_device {
+                    let Some(p) = &d.peak else { continue };
+                    let want: Vec<_> = f.live_allocations_after(p.event_index, Some(&d.device)).into_iter().cloned().collect();
+                    prop_assert_eq!(want.len() as u64, p.live_allocation_count);
+                    let got: Vec<_> = s.live_allocations_after(p.event_index, Some(&d.device)).into_iter().cloned().collect();
+                    prop_assert_eq!(got, first(&want));
+                }
+            }
+        }
         if let Some(l) = &summary.logical {
             prop_assert_eq!(l.detail, Detail::Summary);
             prop_assert!(l.timeline.totals.is_empty());

@@ -127,7 +127,8 @@ impl PeakRecord {
         lower_bound: bool,
         group_by: Option<GroupBy>,
     ) -> Option<Self> {
-        let (live_bytes, timestamp_ns, by_device, by_category, context, live) = match device {
+        let (live_bytes, timestamp_ns, by_device, by_category, context, live, count) = match device
+        {
             None => {
                 let p = logical.peak.as_ref()?;
                 (
@@ -137,6 +138,7 @@ impl PeakRecord {
                     p.by_category.clone(),
                     p.context.clone(),
                     p.live_allocations.iter().collect::<Vec<&StorageLifetime>>(),
+                    p.live_allocation_count,
                 )
             }
             Some(d) => {
@@ -148,11 +150,13 @@ impl PeakRecord {
                     p.by_category.clone(),
                     p.context.clone(),
                     logical.live_allocations_after(p.event_index, Some(d)),
+                    p.live_allocation_count,
                 )
             }
         };
+        // The listed storages come first in rank order (a summary analysis lists the first
+        // trace_memory::SUMMARY_TOP); the rest is every other storage live at the peak.
         let shown = top.min(live.len());
-        let rest = &live[shown..];
         let span_id = context.span_id.as_deref().map(str::to_string);
         Some(Self {
             device: device.map(str::to_string),
@@ -169,8 +173,10 @@ impl PeakRecord {
                 .iter()
                 .map(|l| StorageRow::of(l, doc, spans))
                 .collect(),
-            held_more_count: rest.len(),
-            held_more_bytes: trace_memory::sum_bytes(rest.iter().map(|l| l.bytes)),
+            held_more_count: usize::try_from(count.saturating_sub(shown as u64))
+                .unwrap_or(usize::MAX),
+            held_more_bytes: trace_memory::sum_bytes(live[..shown].iter().map(|l| l.bytes))
+                .and_then(|shown_bytes| live_bytes.checked_sub(shown_bytes)),
             lower_bound,
             held_groups: group_by.map(|by| held_groups(&live, doc, spans, by, top)),
         })

@@ -20,6 +20,7 @@ use crate::index::TraceIndex;
 
 pub use coverage::EvidenceCoverage;
 pub(crate) use memory::{lifetime_label, retained};
+pub(crate) use references::MemorySpans;
 
 /// How bad an issue or finding is.
 #[derive(
@@ -403,6 +404,7 @@ impl CaptureState {
 pub(crate) fn analyze_health(
     doc: &TraceDocument,
     index: &TraceIndex,
+    memory_spans: &MemorySpans,
     memory_profile: &trace_memory::MemoryProfile,
     gradient_summary: &crate::gradients::GradientSummary,
     origin_ns: u64,
@@ -414,7 +416,7 @@ pub(crate) fn analyze_health(
     semantic(doc, &mut issues);
     capture(doc, state, &mut issues);
     hierarchy::check(doc, index, state, origin_ns, &mut issues);
-    references::check(doc, index, origin_ns, &mut issues);
+    references::check(doc, index, memory_spans, origin_ns, &mut issues);
     references::check_edges(doc, index, &mut issues);
     memory::report(memory_profile, gradient_summary, origin_ns, &mut issues);
     gradients::check(doc, state, &mut issues);

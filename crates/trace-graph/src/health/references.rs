@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use trace_schema::{EdgeRecord, MemoryOrder, Sym, TimingMode, TraceDocument};
+use trace_schema::{EdgeRecord, MemoryItem, Sym, TimingMode, TraceDocument};
 
 use super::{HealthCode, IssueLocation, Issues};
 use crate::index::{recorded_end, TraceIndex, NONE};
@@ -13,7 +13,45 @@ fn known_span(doc: &TraceDocument, id: &str) -> bool {
     doc.sym(id).and_then(|s| doc.span_index(s)).is_some()
 }
 
-pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, origin_ns: u64, issues: &mut Issues) {
+/// Memory events naming a span that does not exist, and memory events outside the interval of
+/// the span they name: gathered while the memory replay runs (any order: counts, and the
+/// first event in file order by its index).
+#[derive(Debug, Default)]
+pub(crate) struct MemorySpans {
+    unknown: BTreeMap<Sym, u64>,
+    /// Per span: events outside, and `(index, time)` of the first of them in file order.
+    outside: BTreeMap<Sym, (u64, (u32, u64))>,
+}
+
+impl MemorySpans {
+    /// Takes one memory event into account.
+    pub fn observe(&mut self, doc: &TraceDocument, m: &MemoryItem<'_>) {
+        let Some(s) = m.span else { return };
+        let Some(span) = doc.span(s) else {
+            *self.unknown.entry(s).or_default() += 1;
+            return;
+        };
+        let after_end = span.end_ns().is_some_and(|end| m.timestamp_ns > end);
+        if m.timestamp_ns < span.start_ns || after_end {
+            let e = self
+                .outside
+                .entry(span.id)
+                .or_insert((0, (m.index, m.timestamp_ns)));
+            e.0 += 1;
+            if m.index < e.1 .0 {
+                e.1 = (m.index, m.timestamp_ns);
+            }
+        }
+    }
+}
+
+pub(super) fn check(
+    doc: &TraceDocument,
+    index: &TraceIndex,
+    memory_spans: &MemorySpans,
+    origin_ns: u64,
+    issues: &mut Issues,
+) {
     let t = |ns: u64| trace_format::at(ns, origin_ns);
     for (i, op) in doc.ops.iter().enumerate() {
         let node = || index.op_node_id(doc, i);
@@ -135,25 +173,11 @@ pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, origin_ns: u64, iss
         }
     }
     // One warning per missing span id (allocator events may name spans that were lost), and
-    // memory events at times their span did not run (a clock mix-up or hand-written times):
-    // one pass over the memory events, in file order.
-    let mut unknown_memory_spans: BTreeMap<Sym, u64> = BTreeMap::new();
-    let mut outside: BTreeMap<Sym, (u64, u64)> = BTreeMap::new();
-    doc.for_each_memory(MemoryOrder::File, |m| {
-        let Some(s) = m.span else { return };
-        let Some(span) = doc.span(s) else {
-            *unknown_memory_spans.entry(s).or_default() += 1;
-            return;
-        };
-        let after_end = span.end_ns().is_some_and(|end| m.timestamp_ns > end);
-        if m.timestamp_ns < span.start_ns || after_end {
-            let e = outside.entry(span.id).or_insert((0, m.timestamp_ns));
-            e.0 += 1;
-        }
-    });
+    // memory events at times their span did not run (a clock mix-up or hand-written times).
+    let unknown_memory_spans = &memory_spans.unknown;
     let mut unknown: Vec<(&str, u64)> = unknown_memory_spans
-        .into_iter()
-        .map(|(s, n)| (doc.str(s), n))
+        .iter()
+        .map(|(&s, &n)| (doc.str(s), n))
         .collect();
     unknown.sort();
     for (span, n) in unknown {
@@ -163,8 +187,11 @@ pub(super) fn check(doc: &TraceDocument, index: &TraceIndex, origin_ns: u64, iss
             IssueLocation::node(span),
         );
     }
-    let mut outside: Vec<(&str, (u64, u64))> =
-        outside.into_iter().map(|(s, v)| (doc.str(s), v)).collect();
+    let mut outside: Vec<(&str, (u64, u64))> = memory_spans
+        .outside
+        .iter()
+        .map(|(&s, &(n, (_, first_ns)))| (doc.str(s), (n, first_ns)))
+        .collect();
     outside.sort();
     for (span, (n, first_ns)) in outside {
         issues.warning(
@@ -293,10 +320,11 @@ pub(super) fn check_edges(doc: &TraceDocument, index: &TraceIndex, issues: &mut 
                 if !tensors_built {
                     tensors_built = true;
                     known_tensors.extend(doc.tensors.iter().map(|t| t.tensor_id));
-                    for op in &doc.ops {
-                        known_tensors.extend(op.inputs.iter().copied());
-                        known_tensors.extend(op.output);
-                    }
+                    // A tensor id that is not interned names no edge endpoint.
+                    doc.for_each_op_tensors(|_, inputs, output| {
+                        let ids = inputs.iter().copied().chain(output);
+                        known_tensors.extend(ids.filter_map(|t| doc.sym(t)));
+                    });
                 }
                 for end in [from_tensor, to_tensor] {
                     if !known_tensors.contains(&end) {

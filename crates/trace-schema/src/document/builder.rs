@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use super::op_tensors::OpTensorLogWriter;
 use super::records::*;
 use super::semantic::{gradient_issue, meta_issues, terminal_reason_issue};
 use super::spill::{MemoryItem, MemoryLogWriter};
@@ -23,6 +24,8 @@ pub struct TraceBuilder {
     terminal_line: u64,
     /// Memory events go here instead of `doc.memory` (a document with a spilled memory plane).
     memory_log: Option<MemoryLogWriter>,
+    /// Ops' tensor ids go here instead of `doc.ops` (a spilled document).
+    op_log: Option<OpTensorLogWriter>,
     /// First I/O error of the memory log (reported by [`TraceBuilder::finish_spilled`]).
     log_error: Option<std::io::Error>,
     /// Chunk-local string id → document symbol, for the chunk being pushed.
@@ -71,11 +74,13 @@ impl TraceBuilder {
                 span_index: HashMap::new(),
                 dropped_events_ns: None,
                 memory_log: None,
+                op_tensor_log: None,
             },
             span_end_seen: HashMap::new(),
             latest_evidence_ns: 0,
             terminal_line: 0,
             memory_log: None,
+            op_log: None,
             log_error: None,
             local: Vec::new(),
         }
@@ -86,6 +91,7 @@ impl TraceBuilder {
     pub fn spilled(version: SchemaVersion) -> Self {
         Self {
             memory_log: Some(MemoryLogWriter::default()),
+            op_log: Some(OpTensorLogWriter::default()),
             ..Self::new(version)
         }
     }
@@ -139,11 +145,27 @@ impl TraceBuilder {
             }
             TraceEvent::SpanEnd(e) => self.add_span_end(line, &e.id, e.duration_ns),
             TraceEvent::Op(e) => {
+                let spill = self.op_log.is_some();
+                if let Some(log) = self.op_log.as_mut() {
+                    let pushed = log.push(e.inputs.iter().map(String::as_str), e.output.as_deref());
+                    if let Err(err) = pushed {
+                        self.log_error.get_or_insert(err);
+                    }
+                }
+                let doc = &mut self.doc;
+                let (inputs, output) = if spill {
+                    (Box::default(), None)
+                } else {
+                    (
+                        e.inputs.iter().map(|i| doc.strings.intern(i)).collect(),
+                        e.output.as_deref().map(|x| doc.strings.intern(x)),
+                    )
+                };
                 let op = OpIn {
                     span: doc.strings.intern(&e.span_id),
                     op_name: doc.strings.intern(&e.op_name),
-                    inputs: e.inputs.iter().map(|i| doc.strings.intern(i)).collect(),
-                    output: e.output.as_deref().map(|x| doc.strings.intern(x)),
+                    inputs,
+                    output,
                     shape: &e.shape,
                     dtype: &e.dtype,
                     dtype_sym: doc.strings.intern(&e.dtype),
@@ -317,16 +339,29 @@ impl TraceBuilder {
             }
             Item::Op(o) => {
                 self.doc.event_count += 1;
-                let inputs: Box<[Sym]> = chunk
-                    .ids(o.inputs)
-                    .iter()
-                    .map(|&id| self.local(chunk, id))
-                    .collect();
+                let (inputs, output): (Box<[Sym]>, Option<Sym>) = match self.op_log.as_mut() {
+                    Some(log) => {
+                        let ids = chunk.ids(o.inputs).iter().map(|&id| chunk.strings.get(id));
+                        let output = o.output.map(|id| chunk.strings.get(id));
+                        if let Err(err) = log.push(ids, output) {
+                            self.log_error.get_or_insert(err);
+                        }
+                        (Box::default(), None)
+                    }
+                    None => (
+                        chunk
+                            .ids(o.inputs)
+                            .iter()
+                            .map(|&id| self.local(chunk, id))
+                            .collect(),
+                        self.local_opt(chunk, o.output),
+                    ),
+                };
                 let op = OpIn {
                     span: self.local(chunk, o.span),
                     op_name: self.local(chunk, o.op_name),
                     inputs,
-                    output: self.local_opt(chunk, o.output),
+                    output,
                     shape: chunk.dims(o.shape),
                     dtype: chunk.strings.get(o.dtype),
                     dtype_sym: self.local(chunk, o.dtype),
@@ -490,6 +525,9 @@ impl TraceBuilder {
         }
         if let Some(log) = self.memory_log.take() {
             self.doc.memory_log = Some(std::sync::Arc::new(log.finish()?));
+        }
+        if let Some(log) = self.op_log.take() {
+            self.doc.op_tensor_log = Some(std::sync::Arc::new(log.finish()?));
         }
         if let Some(terminal) = &self.doc.terminal {
             if terminal.timestamp_ns < self.latest_evidence_ns {

@@ -9,6 +9,7 @@
 //! [`builder`] (assembly).
 
 pub mod builder;
+pub mod op_tensors;
 pub mod records;
 pub mod semantic;
 pub mod spill;
@@ -16,6 +17,7 @@ pub mod spill;
 use std::collections::HashMap;
 
 pub use builder::TraceBuilder;
+pub use op_tensors::OpTensorLog;
 pub use records::*;
 pub use semantic::{SemanticCode, SemanticIssue, Truncation};
 pub use spill::{MemoryItem, MemoryLog, MemoryOrder};
@@ -38,7 +40,9 @@ pub struct TraceDocument {
     pub shapes: ShapeTable,
     /// Spans in `span_start` file order (duplicates dropped).
     pub spans: Vec<SpanRecord>,
-    /// Operations in file order.
+    /// Operations in file order. In a spilled document ([`crate::LoadOptions::spill_memory`])
+    /// their `inputs` are empty and `output` is `None`: the tensor ids are in an
+    /// [`OpTensorLog`]; read them with [`TraceDocument::for_each_op_tensors`] (both kinds).
     pub ops: Vec<OpRecord>,
     /// Tensor facts in file order.
     pub tensors: Vec<TensorRecord>,
@@ -73,6 +77,8 @@ pub struct TraceDocument {
     dropped_events_ns: Option<u64>,
     /// The memory events, when kept out of `memory`.
     memory_log: Option<std::sync::Arc<MemoryLog>>,
+    /// The ops' tensor ids, when kept out of `ops`.
+    op_tensor_log: Option<std::sync::Arc<OpTensorLog>>,
 }
 
 impl TraceDocument {
@@ -176,6 +182,47 @@ impl TraceDocument {
         }
     }
 
+    /// True when the ops' tensor ids are kept in an [`OpTensorLog`] rather than in `ops`.
+    pub fn op_tensors_spilled(&self) -> bool {
+        self.op_tensor_log.is_some()
+    }
+
+    /// Calls `f(op index, inputs, output)` for every op in file order, whether the tensor ids
+    /// are in `ops` or in the op tensor log.
+    ///
+    /// # Panics
+    /// When a spilled log cannot be read back (the temporary file vanished or the disk failed).
+    pub fn for_each_op_tensors(&self, mut f: impl FnMut(usize, &[&str], Option<&str>)) {
+        if let Some(log) = &self.op_tensor_log {
+            if let Err(e) = log.for_each(f) {
+                panic!("cannot read the spilled op tensor ids back: {e}");
+            }
+            return;
+        }
+        let mut inputs: Vec<&str> = Vec::new();
+        for (i, op) in self.ops.iter().enumerate() {
+            inputs.clear();
+            inputs.extend(op.inputs.iter().map(|&s| self.str(s)));
+            f(i, &inputs, op.output.map(|s| self.str(s)));
+        }
+    }
+
+    /// This document with its ops' tensor ids back in `ops` (interned): itself when they are
+    /// there already.
+    pub fn with_op_tensors(&self) -> std::borrow::Cow<'_, TraceDocument> {
+        if self.op_tensor_log.is_none() {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut doc = self.clone();
+        doc.op_tensor_log = None;
+        self.for_each_op_tensors(|i, inputs, output| {
+            let op = &mut doc.ops[i];
+            op.inputs = inputs.iter().map(|s| doc.strings.intern(s)).collect();
+            op.output = output.map(|s| doc.strings.intern(s));
+        });
+        std::borrow::Cow::Owned(doc)
+    }
+
     /// Time of the earliest memory event.
     pub fn first_memory_ns(&self) -> Option<u64> {
         let mut first: Option<u64> = None;
@@ -231,12 +278,19 @@ impl TraceDocument {
                 }));
             }
         }
-        for op in &self.ops {
+        let mut tensors: Vec<(Vec<String>, Option<String>)> = Vec::with_capacity(self.ops.len());
+        self.for_each_op_tensors(|_, inputs, output| {
+            tensors.push((
+                inputs.iter().map(|x| x.to_string()).collect(),
+                output.map(str::to_string),
+            ));
+        });
+        for (op, (inputs, output)) in self.ops.iter().zip(tensors) {
             out.push(TraceEvent::Op(OpEvent {
                 span_id: s(op.span),
                 op_name: s(op.op_name),
-                inputs: op.inputs.iter().map(|&x| s(x)).collect(),
-                output: o(op.output),
+                inputs,
+                output,
                 shape: self.shape(op.shape).to_vec(),
                 dtype: s(op.dtype),
                 device: s(op.device),
