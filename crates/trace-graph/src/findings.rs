@@ -43,7 +43,8 @@ pub struct Evidence {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub node_ids: Vec<String>,
     /// `{device}:{storage_id}` of storages (ids for scripts; summaries name storages by label,
-    /// shape, dtype, category and allocating span instead).
+    /// shape, dtype, category and allocating span instead). A summary-detail analysis names at
+    /// most [`trace_memory::SUMMARY_TOP`], the largest first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub storages: Vec<String>,
     /// `root/key` of gradients.
@@ -486,8 +487,13 @@ pub(crate) fn memory_findings(
                 top.join(", ")
             ),
             evidence: Evidence {
+                // a summary analysis names the largest ones only
                 storages: ranked
                     .iter()
+                    .take(match logical.detail {
+                        trace_memory::Detail::Full => usize::MAX,
+                        trace_memory::Detail::Summary => trace_memory::SUMMARY_TOP,
+                    })
                     .map(|l| crate::health::lifetime_label(l))
                     .collect(),
                 bytes,

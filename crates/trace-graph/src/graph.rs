@@ -196,8 +196,20 @@ pub struct Rankings {
     pub concurrent: ScopeRankings,
 }
 
-/// The execution graph. A summary-detail analysis ([`crate::analyze_with`]) keeps the span
-/// nodes only: no operation or tensor nodes, no edges, no per-node memory metrics.
+impl Rankings {
+    /// Keeps the first `n` spans of each ranking.
+    pub fn truncate(&mut self, n: usize) {
+        for r in [&mut self.measured, &mut self.concurrent] {
+            r.slowest_by_self_time.truncate(n);
+            r.heaviest_by_direct_allocated.truncate(n);
+            r.heaviest_by_subtree_peak.truncate(n);
+        }
+    }
+}
+
+/// The execution graph. A summary-detail analysis ([`crate::analyze_with`]) keeps no nodes or
+/// edges, and the first [`trace_memory::SUMMARY_TOP`] spans of each ranking (no memory
+/// rankings: no per-node memory metrics).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ExecutionGraph {
     /// Entrypoint from the meta.
@@ -310,6 +322,27 @@ pub(crate) fn build_graph(
         }
     }
 
+    // A summary graph has no nodes and keeps the first SUMMARY_TOP spans of each ranking,
+    // unless a span id could collide with a generated op or tensor id: then the whole graph is
+    // built (to refuse it alike) and cut afterwards.
+    let suspicious_spans = doc.spans.iter().any(|span| {
+        let id = doc.str(span.id);
+        id.contains("/op/") || id.starts_with("tensor/")
+    });
+    if detail == Detail::Summary && !suspicious_spans {
+        let mut texts = SharedStrings::new(doc);
+        let mut rankings = rank(doc, index, timing, &scope, memory, &mut texts);
+        rankings.truncate(trace_memory::SUMMARY_TOP);
+        return Ok(ExecutionGraph {
+            entrypoint: doc.meta.entrypoint.clone(),
+            measured_span: measured.map(|m| texts.get(doc.spans[m].id)),
+            outer_wall_time_ns: measured.and_then(|m| timing.total_ns[m]),
+            incomplete_capture,
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            rankings,
+        });
+    }
     let mem_span = |i: usize| {
         memory
             .and_then(|m| m.spans.get(i))
@@ -350,24 +383,6 @@ pub(crate) fn build_graph(
             requires_grad: None,
             dense_bytes: None,
             memory: mem_span(s),
-        });
-    }
-    // A summary graph stops at the span nodes, unless a span id could collide with a generated
-    // op or tensor id: then the whole graph is built (to refuse it alike) and cut afterwards.
-    let span_nodes = nodes.len();
-    let suspicious_spans = nodes
-        .iter()
-        .any(|n| n.id.contains("/op/") || n.id.starts_with("tensor/"));
-    if detail == Detail::Summary && !suspicious_spans {
-        let rankings = rank(doc, index, timing, &scope, memory, &mut texts);
-        return Ok(ExecutionGraph {
-            entrypoint: doc.meta.entrypoint.clone(),
-            measured_span: measured.map(|m| texts.get(doc.spans[m].id)),
-            outer_wall_time_ns: measured.and_then(|m| timing.total_ns[m]),
-            incomplete_capture,
-            nodes,
-            edges: Vec::new(),
-            rankings,
         });
     }
     // The ops' tensor ids, when a spilled document keeps them out of its records.
@@ -649,11 +664,12 @@ pub(crate) fn build_graph(
         })
         .collect();
 
-    let rankings = rank(doc, index, timing, &scope, memory, &mut texts);
+    let mut rankings = rank(doc, index, timing, &scope, memory, &mut texts);
     let (mut nodes, mut edges) = (nodes, edges);
     if detail == Detail::Summary {
-        nodes.truncate(span_nodes);
+        nodes.clear();
         edges.clear();
+        rankings.truncate(trace_memory::SUMMARY_TOP);
     }
     Ok(ExecutionGraph {
         entrypoint: doc.meta.entrypoint.clone(),

@@ -114,8 +114,8 @@ pub fn analyze(doc: &TraceDocument) -> Analysis {
 /// - [`Detail::Summary`]: the same health, capabilities, gradients, findings, memory figures
 ///   and time rankings, holding only the live set, the span tree and the answer — the memory
 ///   profile keeps the storages its figures name and its timeline in a temporary log (see
-///   [`trace_memory::Detail`]); the graph has the span nodes only (no operation or tensor
-///   nodes, no edges, no per-node memory metrics, empty memory rankings). With a document whose
+///   [`trace_memory::Detail`]); the graph has no nodes or edges and its rankings the first
+///   [`trace_memory::SUMMARY_TOP`] spans (no memory rankings). With a document whose
 ///   memory events are spilled ([`trace_schema::LoadOptions::spill_memory`]) resident memory
 ///   does not grow with the memory events. What `summary`, `memory` and `check` show is equal
 ///   in both details.

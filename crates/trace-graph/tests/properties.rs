@@ -272,28 +272,19 @@ proptest! {
     }
 }
 
-/// The comparable part of an analysis in summary detail: everything but the graph's operation
-/// and tensor nodes, edges and per-node memory figures, which summary detail does not keep.
+/// The comparable part of an analysis in summary detail: everything but the graph's nodes and
+/// edges and memory rankings, which summary detail does not keep.
 fn summary_part(a: &Analysis) -> serde_json::Value {
     let graph = a.graph.as_ref().map(|g| {
-        let spans: Vec<_> = g
-            .nodes
-            .iter()
-            .filter(|n| !matches!(n.kind, NodeKind::Operation | NodeKind::Tensor))
-            .map(|n| {
-                let mut n = n.clone();
-                n.memory = Default::default();
-                n
-            })
-            .collect();
+        let top =
+            |v: &[trace_graph::SpanCost]| v[..v.len().min(trace_memory::SUMMARY_TOP)].to_vec();
         serde_json::json!({
             "entrypoint": g.entrypoint,
             "measured_span": g.measured_span,
             "outer_wall_time_ns": g.outer_wall_time_ns,
             "incomplete_capture": g.incomplete_capture,
-            "nodes": spans,
-            "slowest": g.rankings.measured.slowest_by_self_time,
-            "concurrent_slowest": g.rankings.concurrent.slowest_by_self_time,
+            "slowest": top(&g.rankings.measured.slowest_by_self_time),
+            "concurrent_slowest": top(&g.rankings.concurrent.slowest_by_self_time),
         })
     });
     let logical = a.memory.logical.as_ref().map(|l| {

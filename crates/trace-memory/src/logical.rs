@@ -10,7 +10,7 @@ use crate::context::{peak_context, PeakContext};
 use crate::error::MemoryQueryError;
 use crate::lifetime::{ranked, to_lifetime, StorageLifetime};
 use crate::passes::{findings_support, pass_peaks, FindingsSupport, PassPeak};
-use crate::replay::{category_index, Detail, Done, Life, Replay, CATEGORIES};
+use crate::replay::{Detail, Done, Life, Replay, CATEGORIES};
 use crate::spans::SpanIndex;
 use crate::timeline::{LogicalTimeline, TimelinePoint};
 
@@ -418,10 +418,10 @@ pub(crate) fn analyze_logical(
     let lt = |d: &Done, res: &mut SharedStrings<'_>| to_lifetime(d, &devices, res);
 
     let listed = |t: &crate::replay::Tracker, n: Option<usize>, res: &mut SharedStrings<'_>| {
-        let mut set = ranked(doc, &devices, t.listed(&r.end));
-        if let Some(n) = n {
-            set.truncate(n);
-        }
+        let set = match n {
+            None => ranked(doc, &devices, t.listed(&r.end)),
+            Some(n) => crate::lifetime::top(doc, &devices, t.listed(&r.end), n),
+        };
         set.iter().map(|d| lt(d, res)).collect::<Vec<_>>()
     };
     let top = match detail {
@@ -455,18 +455,15 @@ pub(crate) fn analyze_logical(
         t.pre_existing_count = c.pre_existing_count;
         t.pre_existing_bytes = c.pre_existing_bytes;
     }
-    let mut dev_end = vec![(0u64, 0u64); nd];
-    let mut dev_end_cat = vec![[0u64; CATEGORIES]; nd];
-    for d in &r.end {
-        let k = category_index(d.desc.category);
-        let cat = &mut cat_totals[k];
-        cat.live_at_end_count += 1;
-        cat.live_at_end_bytes += d.bytes;
-        let dev = d.device as usize;
-        dev_end[dev].0 += 1;
-        dev_end[dev].1 += d.bytes;
-        dev_end_cat[dev][k] += d.bytes;
+    let stats = &r.end_stats;
+    for (k, &(count, bytes)) in stats.category.iter().enumerate() {
+        cat_totals[k].live_at_end_count = count;
+        cat_totals[k].live_at_end_bytes = bytes;
     }
+    let dev_end = &stats.device;
+    let dev_end_cat: Vec<&[u64]> = (0..nd)
+        .map(|d| &stats.cells[d * CATEGORIES..(d + 1) * CATEGORIES])
+        .collect();
     let mut totals = LogicalTotals::default();
     for (k, c) in cat_totals.into_iter().enumerate() {
         if r.categories[k].seen {
@@ -597,10 +594,9 @@ pub(crate) fn analyze_logical(
         }
         Detail::Summary => {
             // The storages live at the end (the device peaks' lists are kept apart).
-            let lifetimes = r.end.iter().map(|d| lt(d, &mut res)).collect();
-            let lives = r.end.iter().map(|d| d.life()).collect();
+            let lifetimes = std::mem::take(&mut r.end_lifetimes);
             let compact = Compact {
-                lives,
+                lives: Vec::new(),
                 seq_of_event: SeqOfEvent::Sparse(Vec::new()),
                 time_of_seq: Vec::new(),
             };

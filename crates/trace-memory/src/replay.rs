@@ -124,7 +124,6 @@ pub(crate) struct Desc {
 pub(crate) struct Done {
     pub life: u32,
     pub start_seq: u32,
-    pub end_seq: u32,
     pub start_ns: u64,
     pub end_ns: u64,
     pub bytes: u64,
@@ -134,24 +133,6 @@ pub(crate) struct Done {
     /// Every tensor id seen on the storage, sorted, deduplicated.
     pub tensors: Arc<[Arc<str>]>,
     pub desc: Desc,
-}
-
-impl Done {
-    pub fn life(&self) -> Life {
-        Life {
-            start_ns: self.start_ns,
-            end_ns: self.end_ns,
-            start_seq: self.start_seq,
-            end_seq: self.end_seq,
-            bytes: self.bytes,
-            event: self.event,
-            device: self.device,
-            span: self.desc.span,
-            op_name: self.desc.op_name,
-            category: self.desc.category,
-            pre_existing: self.desc.pre_existing,
-        }
-    }
 }
 
 /// The order storages are listed in: bytes descending, then alloc time, device, storage id, and
@@ -247,7 +228,7 @@ impl Entry {
         }
     }
 
-    fn done(&self, end_ns: u64, end_seq: u32) -> Done {
+    fn done(&self, end_ns: u64) -> Done {
         let extra = self.extra.as_ref().map_or(&[][..], |x| &x.tensors[..]);
         let mut tensors: Vec<Arc<str>> = Vec::with_capacity(1 + extra.len());
         tensors.extend(self.tensor().map(Arc::from));
@@ -259,7 +240,6 @@ impl Entry {
         Done {
             life: self.life,
             start_seq: self.start_seq,
-            end_seq,
             start_ns: self.start_ns,
             end_ns,
             bytes: self.bytes,
@@ -316,6 +296,17 @@ pub(crate) enum Keep {
     Top(usize),
 }
 
+/// The rank key of a finished lifetime.
+fn done_key<'a>(d: &'a Done, names: &'a [Arc<str>]) -> RankKey<'a> {
+    RankKey {
+        bytes: d.bytes,
+        start_ns: d.start_ns,
+        device: &names[d.device as usize],
+        storage: d.storage.as_deref(),
+        event: d.event,
+    }
+}
+
 /// A candidate of a top list, ordered by rank (the heap's top is the last in rank order).
 #[derive(Debug)]
 struct Cand {
@@ -368,6 +359,8 @@ pub(crate) struct Tracker {
     log: Vec<Rc<Done>>,
     /// The best of them ([`Keep::Top`]).
     top: std::collections::BinaryHeap<Cand>,
+    /// Summary detail: the listed storages, decided when the pass ended.
+    final_list: Option<Vec<Rc<Done>>>,
 }
 
 impl Tracker {
@@ -379,6 +372,7 @@ impl Tracker {
             counts: Counts::default(),
             log: Vec::new(),
             top: std::collections::BinaryHeap::new(),
+            final_list: None,
         }
     }
 
@@ -423,6 +417,9 @@ impl Tracker {
     /// The listed storages: live ones at the end it wants, plus its record (unranked; for a
     /// top list, a superset of the best `n`).
     pub fn listed<'a>(&'a self, end: &'a [Rc<Done>]) -> Vec<&'a Done> {
+        if let Some(list) = &self.final_list {
+            return list.iter().map(|d| &**d).collect();
+        }
         let Some(a) = self.applied.filter(|_| self.keep != Keep::Counts) else {
             return Vec::new();
         };
@@ -540,6 +537,15 @@ pub(crate) struct Watch {
     pub spans: [Option<(u64, Option<u64>)>; 2],
 }
 
+/// What is live at the end: per device storages and bytes, per device × category bytes, per
+/// category storages and bytes.
+#[derive(Debug, Default)]
+pub(crate) struct EndStats {
+    pub device: Vec<(u64, u64)>,
+    pub cells: Vec<u64>,
+    pub category: [(u64, u64); CATEGORIES],
+}
+
 /// Everything the pass produces.
 #[derive(Debug)]
 pub(crate) struct Replay {
@@ -549,8 +555,12 @@ pub(crate) struct Replay {
     pub categories: [CategoryAcc; CATEGORIES],
     /// Lifetimes counted (allocations and pre-existing storages).
     pub life_count: u32,
-    /// Storages live at the end, in lifetime order.
+    /// Storages live at the end, in lifetime order (full detail).
     pub end: Vec<Rc<Done>>,
+    /// Storages live at the end, in lifetime order (summary detail).
+    pub end_lifetimes: Vec<crate::StorageLifetime>,
+    /// Counts of the storages live at the end.
+    pub end_stats: EndStats,
     /// The first-reached global peak and the storages live at it.
     pub peak: Option<PeakPoint>,
     pub peak_set: Tracker,
@@ -588,13 +598,101 @@ fn hash_key(device: u32, by_tensor: bool, id: &str) -> u64 {
     FxBuildHasher.hash_one((device, by_tensor, id))
 }
 
+/// Entries per slab chunk.
+const CHUNK: usize = 4096;
+
+/// The live storages: entries in fixed-size chunks (no large reallocation while the live set
+/// grows), found through a table of 4-byte slots.
+#[derive(Default)]
+struct LiveSet {
+    chunks: Vec<Vec<Option<Entry>>>,
+    free: Vec<u32>,
+    table: HashTable<u32>,
+}
+
+impl LiveSet {
+    fn get(&self, i: u32) -> &Entry {
+        self.chunks[i as usize / CHUNK][i as usize % CHUNK]
+            .as_ref()
+            .expect("a slot in the table holds an entry")
+    }
+
+    fn get_mut(&mut self, i: u32) -> &mut Entry {
+        self.chunks[i as usize / CHUNK][i as usize % CHUNK]
+            .as_mut()
+            .expect("a slot in the table holds an entry")
+    }
+
+    fn find(&self, hash: u64, eq: impl Fn(&Entry) -> bool) -> Option<u32> {
+        self.table.find(hash, |&i| eq(self.get(i))).copied()
+    }
+
+    fn insert(&mut self, hash: u64, e: Entry) {
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.chunks[i as usize / CHUNK][i as usize % CHUNK] = Some(e);
+                i
+            }
+            None => {
+                if self.chunks.last().is_none_or(|c| c.len() == CHUNK) {
+                    self.chunks.push(Vec::with_capacity(CHUNK));
+                }
+                let n = (self.chunks.len() - 1) * CHUNK + self.chunks.last().map_or(0, Vec::len);
+                self.chunks.last_mut().expect("pushed").push(Some(e));
+                n as u32
+            }
+        };
+        let chunks = &self.chunks;
+        self.table.insert_unique(hash, i, |&j| {
+            let e = chunks[j as usize / CHUNK][j as usize % CHUNK]
+                .as_ref()
+                .expect("live");
+            hash_key(e.device(), e.by_tensor(), e.id())
+        });
+    }
+
+    fn remove(&mut self, hash: u64, eq: impl Fn(&Entry) -> bool) -> Option<Entry> {
+        let chunks = &self.chunks;
+        let i = self
+            .table
+            .find_entry(hash, |&i| {
+                eq(chunks[i as usize / CHUNK][i as usize % CHUNK]
+                    .as_ref()
+                    .expect("live"))
+            })
+            .ok()?
+            .remove()
+            .0;
+        self.free.push(i);
+        self.chunks[i as usize / CHUNK][i as usize % CHUNK].take()
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Entry> {
+        self.chunks.iter_mut().flatten().flatten()
+    }
+
+    fn drain(&mut self) -> impl Iterator<Item = Entry> + '_ {
+        self.table.clear();
+        self.free.clear();
+        self.chunks.drain(..).flatten().flatten()
+    }
+}
+
+impl std::fmt::Debug for LiveSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveSet")
+            .field("live", &self.table.len())
+            .finish()
+    }
+}
+
 /// The online state.
 struct State<'d> {
     doc: &'d TraceDocument,
     r: Replay,
     device_of_sym: FxHashMap<Sym, u32>,
     names: Vec<Arc<str>>,
-    live: HashTable<Entry>,
+    live: LiveSet,
     unidentified: Vec<Entry>,
     cells: Vec<u64>,
     /// Storages live per device.
@@ -803,7 +901,8 @@ impl State<'_> {
                     }
                 };
                 if let (Some(k), Some(h)) = (key, hash) {
-                    if let Some(entry) = self.live.find_mut(h, |e| find(e, k)) {
+                    if let Some(slot) = self.live.find(h, |e| find(e, k)) {
+                        let entry = self.live.get_mut(slot);
                         self.r.alias_event_count += 1;
                         let extra = entry.extra.get_or_insert_with(Default::default);
                         let alloc_tensor = if entry.flags & HAS_TENSOR != 0 {
@@ -901,9 +1000,7 @@ impl State<'_> {
                 }
                 match hash {
                     Some(h) => {
-                        self.live.insert_unique(h, entry, |e| {
-                            hash_key(e.device(), e.by_tensor(), e.id())
-                        });
+                        self.live.insert(h, entry);
                     }
                     None => {
                         self.r.unidentified_alloc_count += 1;
@@ -954,11 +1051,7 @@ impl State<'_> {
             }
             MemoryAction::Free => {
                 let removed = match (key, hash) {
-                    (Some(k), Some(h)) => self
-                        .live
-                        .find_entry(h, |e| find(e, k))
-                        .ok()
-                        .map(|o| o.remove().0),
+                    (Some(k), Some(h)) => self.live.remove(h, |e| find(e, k)),
                     _ => None,
                 };
                 let Some(mut entry) = removed else {
@@ -1013,7 +1106,7 @@ impl State<'_> {
                 }
                 let full = self.r.detail == Detail::Full;
                 if global || dev || passes.iter().any(|&x| x) || full {
-                    let done = Rc::new(entry.done(ts, seq));
+                    let done = Rc::new(entry.done(ts));
                     if global {
                         self.r.peak_set.keep(&done, names);
                     }
@@ -1050,19 +1143,80 @@ impl State<'_> {
 
     fn finish(mut self) -> Replay {
         self.cross(None);
-        let mut end: Vec<Rc<Done>> = self
+        let mut entries: Vec<Entry> = self
             .live
             .drain()
             .chain(self.unidentified.drain(..))
-            .map(|e| Rc::new(e.done(OPEN, OPEN_SEQ)))
             .collect();
-        end.sort_unstable_by_key(|d| d.life);
-        if self.r.detail == Detail::Full {
-            for d in &end {
-                self.r.lifetimes[d.life as usize] = Some(d.clone());
+        entries.sort_unstable_by_key(|e| e.life);
+        let nd = self.r.devices.len();
+        let stats = &mut self.r.end_stats;
+        stats.device = vec![(0, 0); nd];
+        stats.cells = vec![0; nd * CATEGORIES];
+        for e in &entries {
+            // sums of distinct storages' bytes: bounded by the checked total (wrapping only
+            // once it overflowed, when every figure is refused)
+            let d = &mut stats.device[e.device() as usize];
+            d.0 += 1;
+            d.1 = d.1.wrapping_add(e.bytes);
+            let c = &mut stats.cells[e.cell as usize];
+            *c = c.wrapping_add(e.bytes);
+            let k = &mut stats.category[e.cell as usize % CATEGORIES];
+            k.0 += 1;
+            k.1 = k.1.wrapping_add(e.bytes);
+        }
+        match self.r.detail {
+            Detail::Full => {
+                let end: Vec<Rc<Done>> = entries.iter().map(|e| Rc::new(e.done(OPEN))).collect();
+                for d in &end {
+                    self.r.lifetimes[d.life as usize] = Some(d.clone());
+                }
+                self.r.end = end;
+            }
+            Detail::Summary => {
+                // Each list: the best of its record and of the end's storages it wants, without
+                // building every end storage twice.
+                let names = &self.names;
+                let decide = |t: &mut Tracker| {
+                    let (Keep::Top(n), Some(a)) = (t.keep, t.applied) else {
+                        return;
+                    };
+                    let mut idx: Vec<usize> = (0..entries.len())
+                        .filter(|&i| {
+                            let e = &entries[i];
+                            e.start_seq < a && t.device.is_none_or(|d| d == e.device())
+                        })
+                        .collect();
+                    let cmp =
+                        |a: &usize, b: &usize| entries[*a].key(names).cmp(&entries[*b].key(names));
+                    if idx.len() > n && n > 0 {
+                        idx.select_nth_unstable_by(n - 1, cmp);
+                    }
+                    idx.truncate(n);
+                    let mut list: Vec<Rc<Done>> = idx
+                        .into_iter()
+                        .map(|i| Rc::new(entries[i].done(OPEN)))
+                        .chain(t.top.drain().map(|c| c.done))
+                        .collect();
+                    list.sort_by(|a, b| done_key(a, names).cmp(&done_key(b, names)));
+                    list.truncate(n);
+                    t.final_list = Some(list);
+                };
+                decide(&mut self.r.peak_set);
+                for t in &mut self.r.device_sets {
+                    decide(t);
+                }
+                for p in self.r.passes.iter_mut().flatten() {
+                    decide(&mut p.tracker);
+                }
+                let mut res = trace_schema::SharedStrings::new(self.doc);
+                let devices = &self.r.devices;
+                self.r.end_lifetimes = entries
+                    .iter()
+                    .map(|e| crate::lifetime::to_lifetime(&e.done(OPEN), devices, &mut res))
+                    .collect();
             }
         }
-        self.r.end = end;
         self.r.events = self.seq;
         self.r
     }
@@ -1114,6 +1268,8 @@ pub(crate) fn replay(
             categories: Default::default(),
             life_count: 0,
             end: Vec::new(),
+            end_lifetimes: Vec::new(),
+            end_stats: EndStats::default(),
             peak: None,
             peak_set: Tracker::new(peak_keep, None),
             device_sets: Vec::new(),
@@ -1141,7 +1297,7 @@ pub(crate) fn replay(
         },
         device_of_sym: FxHashMap::default(),
         names: Vec::new(),
-        live: HashTable::new(),
+        live: LiveSet::default(),
         unidentified: Vec::new(),
         cells: Vec::new(),
         live_count: Vec::new(),

@@ -406,6 +406,10 @@ impl MemoryLogWriter {
         w.write_all(&self.buf)?;
         *n += self.buf.len() as u64;
         self.buf.clear();
+        // The buffer grew to the in-memory limit; appends to the file need far less.
+        if self.buf.capacity() > 2 << 20 {
+            self.buf = Vec::with_capacity(1 << 20);
+        }
         Ok(())
     }
 
