@@ -271,6 +271,10 @@ fn not_a_trace_hint(e: &trace_schema::LoadError) -> String {
 mod tests {
     use super::*;
 
+    fn load(path: &Path) -> Result<LoadedTrace> {
+        load_with(path, false)
+    }
+
     #[test]
     fn utf8_errors_name_the_line() {
         let dir = tempfile::tempdir().unwrap();

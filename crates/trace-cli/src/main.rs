@@ -210,7 +210,7 @@ fn run(cli: Cli) -> Result<Output> {
         Command::Report(args) => {
             let (trace, analysis) = load(&args.trace, Detail::Full)?;
             let path = trace.path.display().to_string();
-            let written = commands::report::write(&trace.doc, &analysis, &path, &args.output)?;
+            let written = commands::report::write(&trace.doc, analysis, &path, &args.output)?;
             eprintln!(
                 "candle-graph: wrote {} ({}); open it in a browser (it loads nothing from the network)",
                 args.output.display(),
@@ -222,7 +222,7 @@ fn run(cli: Cli) -> Result<Output> {
             let (trace, analysis) = load(&args.trace, Detail::Full)?;
             let cli::ExportFormat::Chrome = args.format;
             let written =
-                commands::export::run(&trace.doc, &analysis, &args.output, args.span, args.window)?;
+                commands::export::run(&trace.doc, analysis, &args.output, args.span, args.window)?;
             if let Some(path) = &written.path {
                 let s = written.stats;
                 eprintln!(

@@ -1,7 +1,8 @@
 //! The commands that stream (`summary`, `memory`, `check`: memory events spilled at load, summary
 //! detail) print exactly what the full in-memory analysis prints (`CANDLE_GRAPH_DETAIL=full`),
 //! text and JSON, on the golden fixtures, the hand-written traces and a generated trace with two
-//! devices — also when another producer lays its lines out differently (keys sorted, spaces).
+//! devices — also when another producer lays its lines out differently (keys sorted, spaces),
+//! gzipped or imported from a PyTorch profiler trace.
 
 use std::process::Command;
 
@@ -96,4 +97,17 @@ fn streamed_commands_print_what_the_full_analysis_prints() {
     let b = run_with(&["summary", s(&other), "--json"], false).1;
     let strip = |x: &str| x.replace(s(&synth), "P").replace(s(&other), "P");
     assert_eq!(strip(&a), strip(&b));
+
+    // A gzipped trace (read whole, not streamed) and a PyTorch profiler trace (imported).
+    let gz = dir.path().join("synth.jsonl.gz");
+    let mut enc = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).unwrap(),
+        flate2::Compression::fast(),
+    );
+    std::io::Write::write_all(&mut enc, &std::fs::read(&synth).unwrap()).unwrap();
+    enc.finish().unwrap();
+    same_both_ways(s(&gz), &["cpu"]);
+    let c = run_with(&["summary", s(&gz), "--json"], false).1;
+    assert_eq!(strip(&a), c.replace(s(&gz), "P"));
+    same_both_ways("../trace-import/tests/data/pytorch/mlp.json.gz", &[]);
 }
