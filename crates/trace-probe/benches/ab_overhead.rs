@@ -1,33 +1,117 @@
-//! Same-process paired A/B of the probe's wrappers on an MLP training step (784-512-512-10 by
-//! default, batch 64, AdamW, CPU). Blocks of steps alternate between the plain model and the
-//! probed one (probed `Linear`s from `trace_probe::nn`, `ProbedOptimizer`, the tracing layer installed), swapping the
-//! order every pair; prints the median of the per-pair time ratios and their range. Reported in
-//! the README, never asserted.
+//! Same-process paired A/B of the whole captured step against a plain step: an MLP training
+//! step (784-512-512-10 by default, batch 64, AdamW, CPU) with the probe's tracking allocator
+//! installed as the global allocator (disarmed outside the captured step, as in a user's
+//! binary).
 //!
-//! Two probed variants:
-//! - `idle`: wrappers and layer present, not the captured step (the steady-state cost);
-//! - `captured`: every step is a captured step of a fresh session writing to `std::io::sink()`
-//!   (session open, meta, passes, gradient facts with one device read, finish; a fresh AdamW per
-//!   step, since a session captures one step). The layers' `tracing` spans were created under
-//!   the idle session's subscriber and report there, so this variant records no module spans;
-//! - `fresh`: the same fresh session and AdamW per step without capturing (separates the cost
-//!   of building them from the cost of capturing).
+//! Variants, run in blocks of `AB_STEPS` steps, all four per round in rotated order (reversed
+//! every other cycle), each compared with the plain block of its round:
+//! - `plain`: candle-nn `Linear`s and `AdamW`;
+//! - `idle`: probed `Linear`s, `ProbedOptimizer`, the tracing layer installed, the step not
+//!   captured (the steady-state cost);
+//! - `fresh` (the control): step 2 of a fresh run (session, probed layers over the shared
+//!   weights, fresh `ProbedOptimizer<AdamW>`, step 1 run), not captured;
+//! - `captured`: the same, step 2 captured, writing to `std::io::sink()` — meta, root span,
+//!   passes, module spans, gradient facts, the storage capture (armed allocator, ring drains,
+//!   registration, memory events) and device samples. Building the run and `finish()` are
+//!   outside the measured step and reported apart (once per run for a user).
 //!
-//! `cargo bench -p trace-probe --bench ab_overhead` (env: `AB_PAIRS`, `AB_STEPS`, `AB_HIDDEN`).
+//! Each step is measured three ways: the training thread's CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`: the probe's cost on the hot path, insensitive to other jobs on a
+//! shared machine), the process's CPU time (adds the writer thread's formatting and, with
+//! several Candle threads, their work) and wall time. A pair's ratio is the sum over its block
+//! of probed steps over the sum of its plain block; printed: median and range over the rounds.
+//! Run with `RAYON_NUM_THREADS=1` so that Candle's kernels run on the training thread and its
+//! CPU time is the whole step's.
+//!
+//! With `AB_PARTS=1` it also times the parts of the captured step separately (CPU time of the
+//! training thread, median over `AB_PAIRS` repetitions): gradient facts, one span open/close,
+//! one device sample.
+//!
+//! `RAYON_NUM_THREADS=1 cargo bench -p trace-probe --bench ab_overhead` (env: `AB_PAIRS` rounds,
+//! default 30; `AB_STEPS` per block, default 5; `AB_HIDDEN`, default 512; `AB_ONLY=captured`,
+//! `fresh` or `plain` runs only those steps, for a sampling profiler).
 
 use std::time::Instant;
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{loss, AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use trace_probe::nn::{self, Traced};
-use trace_probe::{ProbedOptimizer, ProfileRun, TraceSession};
+use trace_probe::{ProbedOptimizer, ProfileRun, SpanKind, TraceSession, Tracking};
 use tracing_subscriber::{filter::LevelFilter, layer::SubscriberExt, Layer, Registry};
+
+#[global_allocator]
+static ALLOC: Tracking = Tracking::system();
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// One reading of the three clocks, in ns.
+#[derive(Debug, Clone, Copy)]
+struct Clocks {
+    thread_ns: u64,
+    process_ns: u64,
+    wall: Instant,
+}
+
+fn cpu_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock ids are the standard ones.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl Clocks {
+    fn now() -> Self {
+        Self {
+            thread_ns: cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID),
+            process_ns: cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID),
+            wall: Instant::now(),
+        }
+    }
+
+    /// Elapsed since `self`: (thread CPU, process CPU, wall), seconds.
+    fn since(&self) -> Cost {
+        let now = Self::now();
+        Cost {
+            thread: (now.thread_ns - self.thread_ns) as f64 * 1e-9,
+            process: (now.process_ns - self.process_ns) as f64 * 1e-9,
+            wall: now.wall.duration_since(self.wall).as_secs_f64(),
+        }
+    }
+}
+
+/// Seconds spent, by clock.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cost {
+    thread: f64,
+    process: f64,
+    wall: f64,
+}
+
+impl std::ops::AddAssign for Cost {
+    fn add_assign(&mut self, o: Self) {
+        self.thread += o.thread;
+        self.process += o.process;
+        self.wall += o.wall;
+    }
+}
+
+impl Cost {
+    fn ratio(self, base: Self) -> Self {
+        Self {
+            thread: self.thread / base.thread,
+            process: self.process / base.process,
+            wall: self.wall / base.wall,
+        }
+    }
 }
 
 struct Dims {
@@ -69,8 +153,9 @@ impl Plain {
     }
 }
 
-struct Wrapped {
-    varmap: VarMap,
+/// The probed model: probed `Linear`s (module spans through the session's layer), the
+/// optimizer wrapper and the step guard.
+struct Probed {
     l1: Traced<Linear>,
     l2: Traced<Linear>,
     l3: Traced<Linear>,
@@ -78,31 +163,27 @@ struct Wrapped {
     session: TraceSession,
 }
 
-impl Wrapped {
-    fn new(d: &Dims, session: &TraceSession) -> candle_core::Result<Self> {
-        let varmap = VarMap::new();
-        let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+impl Probed {
+    /// Builds the model under `session`'s layer (the layers' spans belong to the subscriber
+    /// that is the default when they are created) over the weights in `varmap` (created there
+    /// on first use, reused after).
+    fn new(
+        d: &Dims,
+        session: &TraceSession,
+        varmap: &VarMap,
+    ) -> Result<Self, Box<dyn std::error::Error>> {
+        let vb = VarBuilder::from_varmap(varmap, DType::F32, &Device::Cpu);
         let l1 = nn::linear(d.input, d.hidden, vb.pp("l1"))?;
         let l2 = nn::linear(d.hidden, d.hidden, vb.pp("l2"))?;
         let l3 = nn::linear(d.hidden, d.classes, vb.pp("l3"))?;
         let opt = ProbedOptimizer::for_session(session, varmap.all_vars(), ParamsAdamW::default())?;
         Ok(Self {
-            varmap,
             l1,
             l2,
             l3,
             opt,
             session: session.clone(),
         })
-    }
-
-    /// Rebinds the optimizer (a fresh AdamW) to a new session (the layers' spans reach
-    /// whichever session's layer is installed).
-    fn rebind(&mut self, session: &TraceSession) -> Result<(), trace_probe::ProbeError> {
-        self.opt =
-            ProbedOptimizer::for_session(session, self.varmap.all_vars(), ParamsAdamW::default())?;
-        self.session = session.clone();
-        Ok(())
     }
 
     fn step(&mut self, n: u64, x: &Tensor, y: &Tensor) -> candle_core::Result<()> {
@@ -116,7 +197,47 @@ impl Wrapped {
     }
 }
 
-fn median(v: &mut [f64]) -> f64 {
+fn subscriber(session: &TraceSession) -> impl tracing::Subscriber + Send + Sync {
+    Registry::default().with(session.layer().with_filter(LevelFilter::TRACE))
+}
+
+/// One run of a user's loop, a fresh session writing to `std::io::sink()`: the session
+/// capturing step 2 (or, as the control, step 3, so that step 2 is not captured), the model
+/// built under its layer over the shared weights, a fresh `ProbedOptimizer<AdamW>`, the layer
+/// installed, and step 1 run (as in a training loop: the optimizer state is warm when the
+/// captured step runs).
+struct Run {
+    model: Probed,
+    _default: tracing::subscriber::DefaultGuard,
+}
+
+impl Run {
+    fn new(d: &Dims, varmap: &VarMap, capture: bool, x: &Tensor, y: &Tensor) -> Res<Self> {
+        let step = if capture { 2 } else { 3 };
+        let session = TraceSession::new(ProfileRun::training("ab", step), std::io::sink())?;
+        let default = tracing::subscriber::set_default(subscriber(&session));
+        let mut model = Probed::new(d, &session, varmap)?;
+        model.step(1, x, y)?;
+        Ok(Self {
+            model,
+            _default: default,
+        })
+    }
+
+    /// Step 2, measured; then `finish()`, measured apart.
+    fn step(mut self, x: &Tensor, y: &Tensor) -> Res<(Cost, Cost)> {
+        let t = Clocks::now();
+        self.model.step(2, x, y)?;
+        let step = t.since();
+        let t = Clocks::now();
+        // The control never reaches its capture step: `finish` says so, as it should.
+        let _ = self.model.session.finish();
+        Ok((step, t.since()))
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();
     if n % 2 == 1 {
@@ -126,12 +247,38 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn range(v: &[f64]) -> (f64, f64) {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (lo, hi)
+}
+
+/// `label: median (range)` of one clock's ratios.
+fn describe(label: &str, ratios: &[Cost]) {
+    let line = |name: &str, f: fn(&Cost) -> f64| {
+        let v: Vec<f64> = ratios.iter().map(f).collect();
+        let (lo, hi) = range(&v);
+        format!("{name} {:.3} ({lo:.3}–{hi:.3})", median(&v))
+    };
+    println!(
+        "{label}: median ratio (range) — thread CPU {}; process CPU {}; wall {}",
+        line("", |c| c.thread).trim_start(),
+        line("", |c| c.process).trim_start(),
+        line("", |c| c.wall).trim_start(),
+    );
+}
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// The variants, in the order of the first pair (rotated every pair).
+const VARIANTS: [&str; 4] = ["plain", "idle", "fresh", "captured"];
+
+fn main() -> Res<()> {
     if std::env::args().any(|a| a == "--list") {
         return Ok(()); // `cargo test --benches` lists benchmarks; there is nothing to list.
     }
-    let pairs = env("AB_PAIRS", 10);
-    let steps = env("AB_STEPS", 20);
+    let pairs = env("AB_PAIRS", 30);
+    let steps = env("AB_STEPS", 5);
     let d = Dims {
         input: 784,
         hidden: env("AB_HIDDEN", 512),
@@ -140,113 +287,167 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let (x, y) = batch(&d)?;
     let mut plain = Plain::new(&d)?;
+    trace_probe::storage::availability()
+        .calibration
+        .map_err(|e| format!("allocator calibration: {e}"))?;
+    let weights = VarMap::new();
 
-    // The layer stays installed for the whole process (as a user would install it).
+    match std::env::var("AB_ONLY").as_deref() {
+        Ok(which @ ("captured" | "fresh")) => {
+            for _ in 0..pairs * steps {
+                Run::new(&d, &weights, which == "captured", &x, &y)?.step(&x, &y)?;
+            }
+            return Ok(());
+        }
+        Ok("plain") => {
+            for _ in 0..pairs * steps {
+                plain.step(&x, &y)?;
+            }
+            return Ok(());
+        }
+        _ => {}
+    }
+
+    // The idle model's layer stays installed for the process (as a user would install it);
+    // runs install their own session's layer over it while they run.
     let idle_session = TraceSession::new(ProfileRun::training("ab", u64::MAX), std::io::sink())?;
-    let _default = tracing::subscriber::set_default(
-        Registry::default().with(idle_session.layer().with_filter(LevelFilter::TRACE)),
-    );
-    let mut idle = Wrapped::new(&d, &idle_session)?;
-    let captured_template = TraceSession::new(ProfileRun::training("ab", 1), std::io::sink())?;
-    let mut captured = Wrapped::new(&d, &captured_template)?;
+    let _default = tracing::subscriber::set_default(subscriber(&idle_session));
+    let idle_weights = VarMap::new();
+    let mut idle = Probed::new(&d, &idle_session, &idle_weights)?;
 
     // Warm-up.
     for _ in 0..3 {
         plain.step(&x, &y)?;
         idle.step(2, &x, &y)?;
+        Run::new(&d, &weights, false, &x, &y)?.step(&x, &y)?;
+        Run::new(&d, &weights, true, &x, &y)?.step(&x, &y)?;
     }
 
-    let time_plain = |plain: &mut Plain| -> candle_core::Result<f64> {
-        let t = Instant::now();
+    let mut setup = Vec::new();
+    let mut finish = Vec::new();
+    let mut block = |variant: &str| -> Res<Cost> {
+        let mut total = Cost::default();
         for _ in 0..steps {
-            plain.step(&x, &y)?;
+            match variant {
+                "plain" => {
+                    let t = Clocks::now();
+                    plain.step(&x, &y)?;
+                    total += t.since();
+                }
+                "idle" => {
+                    let t = Clocks::now();
+                    idle.step(2, &x, &y)?;
+                    total += t.since();
+                }
+                _ => {
+                    let capture = variant == "captured";
+                    let t = Clocks::now();
+                    let run = Run::new(&d, &weights, capture, &x, &y)?;
+                    let made = t.since();
+                    let (step, fin) = run.step(&x, &y)?;
+                    total += step;
+                    if capture {
+                        setup.push(made.thread * 1e3);
+                        finish.push(fin.thread * 1e3);
+                    }
+                }
+            }
         }
-        Ok(t.elapsed().as_secs_f64() / steps as f64)
+        Ok(total)
     };
-    let mut ratios_idle = Vec::new();
-    let mut ratios_captured = Vec::new();
-    let mut ratios_fresh = Vec::new();
+    // ratios[v][pair]: variant v over plain, same pair.
+    let mut ratios: Vec<Vec<Cost>> = vec![Vec::new(); VARIANTS.len()];
+    let mut captured_over_fresh = Vec::new();
     let mut plain_ms = Vec::new();
     for pair in 0..pairs {
-        let mut run_idle = || -> candle_core::Result<f64> {
-            let t = Instant::now();
-            for _ in 0..steps {
-                idle.step(2, &x, &y)?;
-            }
-            Ok(t.elapsed().as_secs_f64() / steps as f64)
-        };
-        let (p, i) = if pair % 2 == 0 {
-            let p = time_plain(&mut plain)?;
-            (p, run_idle()?)
-        } else {
-            let i = run_idle()?;
-            (time_plain(&mut plain)?, i)
-        };
-        let mut run_fresh = || -> Result<f64, Box<dyn std::error::Error>> {
-            let t = Instant::now();
-            for _ in 0..steps {
-                let session = TraceSession::new(ProfileRun::training("ab", 1), std::io::sink())?;
-                captured.rebind(&session)?;
-                captured.step(2, &x, &y)?;
-                let _ = session.finish();
-            }
-            Ok(t.elapsed().as_secs_f64() / steps as f64)
-        };
-        let (p3, f) = if pair % 2 == 0 {
-            let p3 = time_plain(&mut plain)?;
-            (p3, run_fresh()?)
-        } else {
-            let f = run_fresh()?;
-            (time_plain(&mut plain)?, f)
-        };
-        ratios_fresh.push(f / p3);
-        let mut run_captured = || -> Result<f64, Box<dyn std::error::Error>> {
-            let t = Instant::now();
-            for _ in 0..steps {
-                let session = TraceSession::new(ProfileRun::training("ab", 1), std::io::sink())?;
-                captured.rebind(&session)?;
-                captured.step(1, &x, &y)?;
-                session.finish()?;
-            }
-            Ok(t.elapsed().as_secs_f64() / steps as f64)
-        };
-        let (p2, c) = if pair % 2 == 0 {
-            let p2 = time_plain(&mut plain)?;
-            (p2, run_captured()?)
-        } else {
-            let c = run_captured()?;
-            (time_plain(&mut plain)?, c)
-        };
-        plain_ms.push(p * 1e3);
-        ratios_idle.push(i / p);
-        ratios_captured.push(c / p2);
+        let mut order: Vec<usize> = (0..VARIANTS.len()).collect();
+        order.rotate_left(pair % VARIANTS.len());
+        if (pair / VARIANTS.len()) % 2 == 1 {
+            order.reverse();
+        }
+        let mut cost = [Cost::default(); VARIANTS.len()];
+        for v in order {
+            cost[v] = block(VARIANTS[v])?;
+        }
+        plain_ms.push(cost[0].thread / steps as f64 * 1e3);
+        for v in 1..VARIANTS.len() {
+            ratios[v].push(cost[v].ratio(cost[0]));
+        }
+        captured_over_fresh.push(cost[3].ratio(cost[2]));
     }
-    let range = |v: &[f64]| {
-        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        (lo, hi)
-    };
-    let (il, ih) = range(&ratios_idle);
-    let (cl, ch) = range(&ratios_captured);
     println!(
-        "MLP 784-{h}-{h}-10 batch 64 AdamW, {pairs} pairs x {steps} steps, plain median {:.2} ms/step",
-        median(&mut plain_ms.clone()),
+        "MLP 784-{h}-{h}-10 batch 64 AdamW, tracking allocator installed, {pairs} rounds x {steps} steps per variant, \
+         RAYON_NUM_THREADS={}, plain step median {:.2} ms thread CPU",
+        std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "unset".into()),
+        median(&plain_ms),
         h = d.hidden
     );
-    println!(
-        "idle (wrappers + layer, not captured): median ratio {:.3}, range {il:.3}-{ih:.3}",
-        median(&mut ratios_idle)
+    describe(
+        "idle / plain (wrappers + layer, step not captured)",
+        &ratios[1],
     );
-    let (fl, fh) = range(&ratios_fresh);
-    println!(
-        "fresh session + optimizer per step, not captured: median ratio {:.3}, range {fl:.3}-{fh:.3}",
-        median(&mut ratios_fresh)
+    describe(
+        "fresh / plain (step 2 of a fresh run, not captured)",
+        &ratios[2],
     );
+    describe(
+        "captured / plain (step 2 of a fresh run, captured, allocator armed)",
+        &ratios[3],
+    );
+    describe("captured / fresh (the capture alone)", &captured_over_fresh);
     println!(
-        "captured (fresh session per step, sink): median ratio {:.3}, range {cl:.3}-{ch:.3}",
-        median(&mut ratios_captured)
+        "per run, outside the step (thread CPU, median): session + model + optimizer + step 1 {:.2} ms, finish {:.2} ms",
+        median(&setup),
+        median(&finish)
     );
     let _ = idle_session.finish();
-    let _ = captured_template.finish();
+    if env("AB_PARTS", 0) == 1 {
+        parts(&d, &weights, &x, &y, pairs)?;
+    }
+    Ok(())
+}
+
+/// Times the parts of a captured step on their own (training thread CPU).
+fn parts(d: &Dims, weights: &VarMap, x: &Tensor, y: &Tensor, reps: usize) -> Res<()> {
+    let mut facts = Vec::new();
+    let mut span = Vec::new();
+    let mut sample = Vec::new();
+    for _ in 0..reps {
+        let run = Run::new(d, weights, true, x, y)?;
+        let session = run.model.session.clone();
+        let guard = session.step(2);
+        let h = run
+            .model
+            .l2
+            .forward(&run.model.l1.forward(x)?.relu()?)?
+            .relu()?;
+        let l = loss::cross_entropy(&run.model.l3.forward(&h)?, y)?;
+        let grads = l.backward()?;
+        let t = Clocks::now();
+        session.gradient_facts("model", run.model.opt.parameters(), &grads)?;
+        facts.push(t.since().thread * 1e6);
+        const SPANS: usize = 20;
+        let t = Clocks::now();
+        for _ in 0..SPANS {
+            let _span = session.span("part", SpanKind::Function);
+        }
+        span.push(t.since().thread * 1e6 / SPANS as f64);
+        let t = Clocks::now();
+        let _ = trace_probe::device_mem::sample(
+            &Device::Cpu,
+            trace_probe::DeviceLabel::Cpu,
+            session.now_ns(),
+        );
+        sample.push(t.since().thread * 1e6);
+        drop((grads, l, h));
+        drop(guard);
+        session.finish()?;
+    }
+    println!(
+        "parts (thread CPU, median of {reps}): gradient facts {:.0} µs, span open+close {:.1} µs, device sample {:.1} µs",
+        median(&facts),
+        median(&span),
+        median(&sample)
+    );
     Ok(())
 }

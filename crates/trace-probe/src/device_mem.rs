@@ -62,11 +62,34 @@ pub fn sample(device: &Device, device_label: DeviceLabel, timestamp_ns: u64) -> 
 }
 
 /// Process resident set size in bytes from `/proc/self/statm` (Linux); `None` elsewhere or on
-/// any read or parse error.
+/// any read or parse error. The file stays open (re-read from offset 0 each time: procfs
+/// regenerates it), so a sample costs one `pread` instead of open, read and close (a sample is
+/// taken at every span end of the captured step).
 pub fn resident_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let mut buf = [0u8; 256];
+    let n = read_statm(&mut buf)?;
+    let text = std::str::from_utf8(&buf[..n]).ok()?;
     let pages: u64 = text.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * page_size()?)
+}
+
+/// Reads `/proc/self/statm` into `buf` through a kept descriptor (reopened after a fork: the
+/// descriptor names the process that opened it).
+#[cfg(unix)]
+fn read_statm(buf: &mut [u8]) -> Option<usize> {
+    use std::os::unix::fs::FileExt;
+    static STATM: std::sync::Mutex<Option<(u32, std::fs::File)>> = std::sync::Mutex::new(None);
+    let pid = std::process::id();
+    let mut slot = STATM.lock().unwrap_or_else(|e| e.into_inner());
+    if slot.as_ref().map(|(p, _)| *p) != Some(pid) {
+        *slot = Some((pid, std::fs::File::open("/proc/self/statm").ok()?));
+    }
+    slot.as_ref()?.1.read_at(buf, 0).ok()
+}
+
+#[cfg(not(unix))]
+fn read_statm(_buf: &mut [u8]) -> Option<usize> {
+    None
 }
 
 /// The page size in bytes (`statm` counts pages): the `KernelPageSize` of the first mapping in

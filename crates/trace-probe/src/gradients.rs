@@ -71,21 +71,56 @@ fn reductions(grad: &Tensor) -> candle_core::Result<[Tensor; 3]> {
     Ok([non_finite, max_abs, sum_sq])
 }
 
-/// Facts of values whose squares cannot overflow f64 (f32 and narrower): one pass.
-fn narrow_facts(values: impl Iterator<Item = f32>) -> GradFacts {
+/// Lanes of independent accumulators in [`sum_of_squares`]: one running sum is bound by the
+/// latency of a floating-point add (≈ 0.7 ms for the MLP's 0.67 M gradient elements, 7% of its
+/// step); independent lanes let the compiler vectorize the loop.
+const LANES: usize = 8;
+
+/// The f64 sum of the squares of `values` converted by `to_f32`, accumulated in [`LANES`]
+/// interleaved lanes (element `i` in lane `i % LANES`, lanes added in order at the end: the
+/// same figure on every machine). Non-finite when any element is.
+fn sum_of_squares<T: Copy>(values: &[T], to_f32: &impl Fn(T) -> f32) -> f64 {
+    let mut lanes = [0f64; LANES];
+    let chunks = values.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for (acc, &v) in lanes.iter_mut().zip(chunk) {
+            let v = f64::from(to_f32(v));
+            *acc += v * v;
+        }
+    }
+    for (acc, &v) in lanes.iter_mut().zip(rest) {
+        let v = f64::from(to_f32(v));
+        *acc += v * v;
+    }
+    lanes.iter().sum()
+}
+
+/// Facts of values whose squares cannot overflow f64 (f32 and narrower: a sum of up to 2^53
+/// squares of at most 3.4e38 stays below f64's range). One vectorized pass; only when its sum
+/// is not finite — some element is not — a second pass counts the non-finite elements and sums
+/// the finite ones.
+fn narrow_facts<T: Copy>(values: &[T], to_f32: impl Fn(T) -> f32) -> GradFacts {
+    let sum_sq = sum_of_squares(values, &to_f32);
+    if sum_sq.is_finite() {
+        return GradFacts {
+            non_finite: 0,
+            norm: sum_sq.sqrt(),
+        };
+    }
     let mut non_finite = 0u64;
-    let mut sum_sq = 0f64;
-    for v in values {
+    let mut finite_sum_sq = 0f64;
+    for &v in values {
+        let v = to_f32(v);
         if v.is_finite() {
-            let v = f64::from(v);
-            sum_sq += v * v;
+            finite_sum_sq += f64::from(v) * f64::from(v);
         } else {
             non_finite += 1;
         }
     }
     GradFacts {
         non_finite,
-        norm: sum_sq.sqrt(),
+        norm: finite_sum_sq.sqrt(),
     }
 }
 
@@ -121,9 +156,9 @@ fn host_facts(grad: &Tensor) -> Option<GradFacts> {
     };
     let (start, end) = layout.contiguous_offsets()?;
     Some(match cpu {
-        CpuStorage::F32(v) => narrow_facts(v.get(start..end)?.iter().copied()),
-        CpuStorage::F16(v) => narrow_facts(v.get(start..end)?.iter().map(|x| x.to_f32())),
-        CpuStorage::BF16(v) => narrow_facts(v.get(start..end)?.iter().map(|x| x.to_f32())),
+        CpuStorage::F32(v) => narrow_facts(v.get(start..end)?, |x| x),
+        CpuStorage::F16(v) => narrow_facts(v.get(start..end)?, |x| x.to_f32()),
+        CpuStorage::BF16(v) => narrow_facts(v.get(start..end)?, |x| x.to_f32()),
         CpuStorage::F64(v) => wide_facts(v.get(start..end)?),
         _ => return None,
     })

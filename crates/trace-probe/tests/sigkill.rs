@@ -34,8 +34,10 @@ fn sigkill_child() {
             .expect("forward");
         session.tensor("logits", &logits);
     }
-    session.flush().expect("flush");
+    // Opening backward closes the forward pass the step guard opened; its end is flushed
+    // within the writer's interval, and `flush` waits for it.
     let _backward = session.pass(Pass::Backward);
+    session.flush().expect("flush");
     let mut out = std::io::stdout();
     writeln!(out, "\n{READY}").expect("stdout");
     out.flush().expect("stdout");

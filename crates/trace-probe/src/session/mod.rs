@@ -190,8 +190,8 @@ impl TraceSession {
     }
 
     /// Blocks until every event recorded so far is written and flushed to the writer (or 5 s
-    /// passed). Span ends already queue a flush; this is for callers that must know it
-    /// happened (e.g. before signalling another process).
+    /// passed). Span ends already ask for a flush within 10 ms; this is for callers that must
+    /// know it happened (e.g. before signalling another process).
     ///
     /// # Errors
     /// The sticky I/O error, if one happened.
