@@ -137,7 +137,8 @@ fn join(values: &[String]) -> String {
     values.join(" / ")
 }
 
-/// The distinct values of a field per side; a refusal when more than one value occurs overall.
+/// The distinct values of a field per side; a refusal (`what: baseline …, candidate …`) when
+/// more than one value occurs overall.
 fn differs(
     what: &str,
     code: RefusalCode,
@@ -166,11 +167,7 @@ fn differs(
     if all.len() > 1 {
         out.push(TimingRefusal {
             code,
-            message: format!(
-                "{what} differs: baseline {}, candidate {}",
-                join(&b),
-                join(&c)
-            ),
+            message: format!("{what}: baseline {}, candidate {}", join(&b), join(&c)),
         });
     }
 }
@@ -306,7 +303,7 @@ pub(crate) fn compare_identity(baseline: &[Run<'_>], candidate: &[Run<'_>]) -> I
         }
     }
     differs(
-        "timing mode",
+        "timing mode differs",
         RefusalCode::TimingModeDiffers,
         baseline,
         candidate,
@@ -314,7 +311,7 @@ pub(crate) fn compare_identity(baseline: &[Run<'_>], candidate: &[Run<'_>]) -> I
         &mut refusals,
     );
     differs(
-        "device",
+        "device differs",
         RefusalCode::DeviceDiffers,
         baseline,
         candidate,
@@ -322,7 +319,7 @@ pub(crate) fn compare_identity(baseline: &[Run<'_>], candidate: &[Run<'_>]) -> I
         &mut refusals,
     );
     differs(
-        "passes",
+        "passes differ",
         RefusalCode::PassesDiffer,
         baseline,
         candidate,
@@ -343,7 +340,7 @@ pub(crate) fn compare_identity(baseline: &[Run<'_>], candidate: &[Run<'_>]) -> I
         });
     }
     differs(
-        "warm-up steps",
+        "warm-up steps differ",
         RefusalCode::WarmupDiffers,
         baseline,
         candidate,
@@ -356,7 +353,7 @@ pub(crate) fn compare_identity(baseline: &[Run<'_>], candidate: &[Run<'_>]) -> I
         .all(|r| r.doc.meta.comparison_identity.is_some());
     if all_identified {
         differs(
-            "comparison identity",
+            "comparison identity differs",
             RefusalCode::IdentityConditionsDiffer,
             baseline,
             candidate,

@@ -5,11 +5,13 @@
 //! # Impact
 //! Each changed figure (verdict increased or decreased: never noise) is scaled by the run's
 //! whole figure of its kind — self time by the baseline's wall time, bytes by the baseline's
-//! logical peak (the candidate's when the baseline has none) — and a row's impact is the
-//! largest of them, named by [`SpanDelta::impact_metric`]. Total time and subtree peak include
-//! the children's changes, so a parent ranks at least as high as its most changed child on
-//! them; self time and direct bytes are the span's own. Time figures count only when timing is
-//! comparable. Ties keep the tree order (pre-order of the keys).
+//! logical peak (the candidate's when the baseline has none; the row's own larger side when
+//! neither has one) — and a row's impact is the largest of them, named by
+//! [`SpanDelta::impact_metric`]. Time counts as self time only: a total is its children's rows
+//! plus its own self time, so ranking totals would put every ancestor of a change first. Memory
+//! is not additive, so the subtree peak counts besides the direct bytes (the only figure that
+//! moves when a fix frees storages earlier). Time figures count only when timing is comparable.
+//! Ties keep the tree order (pre-order of the keys).
 
 use serde::Serialize;
 use trace_schema::Pass;
@@ -155,7 +157,8 @@ pub(crate) fn score(row: &mut SpanDelta, scales: Scales) {
     let mut best: Option<(f64, SpanMetric)> = None;
     for (metric, d) in row.deltas() {
         let scale = match metric {
-            SpanMetric::TotalTime | SpanMetric::SelfTime => scales.time_ns,
+            SpanMetric::TotalTime => continue,
+            SpanMetric::SelfTime => scales.time_ns,
             SpanMetric::DirectAllocated | SpanMetric::SubtreePeak => scales.bytes,
         };
         let changed = d.changed_by();
