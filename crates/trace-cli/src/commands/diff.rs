@@ -605,7 +605,7 @@ pub fn render(diff: &TraceDiff, top: usize) -> String {
             diff.baseline_runs, diff.candidate_runs
         )
     } else {
-        "one run on a side: the run-to-run spread is unknown (pass several traces per side with --baseline … --candidate …)".to_string()
+        "one run on a side: the run-to-run spread is unknown; pass several traces per side with --baseline … --candidate …".to_string()
     };
     if diff.identity.timing_comparable {
         let _ = writeln!(out, "timing       compared; {spread}");
@@ -616,6 +616,7 @@ pub fn render(diff: &TraceDiff, top: usize) -> String {
             let _ = writeln!(out, "  - {}: {}", r.code.as_str(), escape(&r.message));
         }
         let _ = writeln!(out, "  ({spread})");
+        let _ = writeln!(out, "wall time    {}", line(&diff.wall_time_ns, Unit::Time));
     }
     out.push('\n');
     render_memory(&mut out, diff);

@@ -1,0 +1,190 @@
+//! `candle-graph diff`: argument forms, refusals (text and JSON), bad inputs, escaping, several
+//! runs per side. Snapshots of the fixture pairs are in `snapshots.rs`.
+
+use serde_json::Value;
+
+use crate::util::{run, s, write, SMALL_TRACE};
+
+fn json(args: &[&str]) -> Value {
+    let r = run(args);
+    assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+    serde_json::from_str(&r.stdout).unwrap()
+}
+
+#[test]
+fn a_trace_against_itself_changes_nothing() {
+    let (_d, p) = write("trace.jsonl", SMALL_TRACE.as_bytes());
+    let v = json(&["diff", s(&p), s(&p), "--json"]);
+    assert_eq!(v["schema"], "candle-graph/diff/1");
+    assert_eq!(v["baseline_inputs"][0]["path"], s(&p));
+    assert_eq!(v["identity"]["timing_comparable"], true);
+    assert_eq!(v["wall_time_ns"]["verdict"], "unchanged");
+    assert_eq!(v["wall_time_ns"]["baseline"]["median"], 100);
+    assert_eq!(v["memory"]["peak_bytes"]["delta"], 0);
+    assert_eq!(v["gradients"]["unchanged"], 1);
+    let r = run(&["diff", s(&p), s(&p)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("wall time    100 ns → 100 ns   unchanged"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("memory peak  on cpu: 10.00 KiB → 10.00 KiB   unchanged"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("no aligned span changed"), "{}", r.stdout);
+}
+
+#[test]
+fn different_devices_refuse_timing_but_compare_memory() {
+    let (_a, base) = write("trace.jsonl", SMALL_TRACE.as_bytes());
+    let gpu = SMALL_TRACE
+        .replace(
+            r#""device":"cpu","timing_mode""#,
+            r#""device":"cuda:0","timing_mode""#,
+        )
+        .replace(
+            r#""storage_id":"st2","bytes":2048"#,
+            r#""storage_id":"st2","bytes":1024"#,
+        );
+    let (_b, cand) = write("trace.jsonl", gpu.as_bytes());
+    let r = run(&["diff", s(&base), s(&cand)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("timing       NOT compared (memory and gradients below are compared):"),
+        "{}",
+        r.stdout
+    );
+    assert!(r
+        .stdout
+        .contains("  - device_differs: device differs: baseline cpu, candidate cuda:0"));
+    assert!(r.stdout.contains("unsynchronized_device_timing"));
+    // the span table drops its time columns; memory is compared (the activation shrank)
+    assert!(!r.stdout.contains("TOTAL Δ"), "{}", r.stdout);
+    assert!(r.stdout.contains("train_step/forward"), "{}", r.stdout);
+    let v = json(&["diff", s(&base), s(&cand), "--json"]);
+    let codes: Vec<&str> = v["identity"]["refusals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["device_differs", "unsynchronized_device_timing"]);
+    assert_eq!(v["wall_time_ns"]["verdict"], "not_compared");
+    assert!(v["wall_time_ns"].get("delta").is_none());
+    assert_eq!(v["memory"]["peak_bytes"]["delta"], -1024);
+}
+
+#[test]
+fn a_cut_short_candidate_is_an_incomplete_capture() {
+    let (_a, base) = write("trace.jsonl", SMALL_TRACE.as_bytes());
+    let cut: String = SMALL_TRACE.lines().take(12).collect::<Vec<_>>().join("\n");
+    let (_b, cand) = write("trace.jsonl", cut.as_bytes());
+    let r = run(&["diff", s(&base), s(&cand)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("is truncated"), "{}", r.stderr);
+    assert!(r.stdout.contains("incomplete_capture"), "{}", r.stdout);
+    assert!(r.stdout.contains("lower bounds"), "{}", r.stdout);
+}
+
+#[test]
+fn several_runs_per_side_report_medians_and_noise() {
+    let slower = |extra: u64| {
+        SMALL_TRACE
+            .replace(
+                r#"{"kind":"span_end","id":"s1","duration_ns":100}"#,
+                &format!(
+                    r#"{{"kind":"span_end","id":"s1","duration_ns":{}}}"#,
+                    100 + extra
+                ),
+            )
+            .replace(
+                r#""outcome":"complete","timestamp_ns":100"#,
+                &format!(r#""outcome":"complete","timestamp_ns":{}"#, 100 + extra),
+            )
+    };
+    let files: Vec<_> = [0, 10, 20, 5, 15, 25]
+        .iter()
+        .map(|&e| write("trace.jsonl", slower(e).as_bytes()))
+        .collect();
+    let p: Vec<&str> = files.iter().map(|(_, p)| s(p)).collect();
+    let args = [
+        "diff",
+        "--baseline",
+        p[0],
+        p[1],
+        p[2],
+        "--candidate",
+        p[3],
+        p[4],
+        p[5],
+    ];
+    let r = run(&args);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains(
+            "wall time    110 ns (100 ns–120 ns) → 115 ns (105 ns–125 ns)   +5 ns (+4.5%), within the run-to-run spread: noise"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("3 vs 3 runs"), "{}", r.stdout);
+    let mut j = args.to_vec();
+    j.push("--json");
+    let v = json(&j);
+    assert_eq!(v["spread_known"], true);
+    assert_eq!(v["wall_time_ns"]["verdict"], "within_noise");
+    assert_eq!(v["candidate_inputs"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn wrong_argument_forms_and_bad_inputs_exit_2() {
+    let (_d, p) = write("trace.jsonl", SMALL_TRACE.as_bytes());
+    for args in [
+        vec!["diff", s(&p)],
+        vec!["diff", s(&p), s(&p), s(&p)],
+        vec!["diff", "--baseline", s(&p)],
+        vec!["diff", s(&p), "--baseline", s(&p), "--candidate", s(&p)],
+    ] {
+        let r = run(&args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stdout);
+        assert!(r.stdout.is_empty());
+    }
+    let r = run(&["diff", s(&p), "no/such/trace.jsonl"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("cannot open no/such/trace.jsonl"),
+        "{}",
+        r.stderr
+    );
+    let (_e, bad) = write("bad.jsonl", b"{\"kind\":\"span_start\"}\n");
+    let r = run(&["diff", s(&bad), s(&p)]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("not a candle-graph trace"),
+        "{}",
+        r.stderr
+    );
+    let r = run(&["diff", s(&p), s(&p), "--norm-ratio", "0.5"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("norm ratio threshold"), "{}", r.stderr);
+}
+
+#[test]
+fn trace_text_is_escaped() {
+    let (_a, base) = write("trace.jsonl", SMALL_TRACE.as_bytes());
+    let evil = SMALL_TRACE
+        .replace(r#""name":"forward""#, r#""name":"for\u001b[2Jward""#)
+        .replace(r#""key":"fc.weight""#, r#""key":"fc\u202e.weight""#);
+    let (_b, cand) = write("trace.jsonl", evil.as_bytes());
+    let r = run(&["diff", s(&base), s(&cand)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stdout.contains('\u{1b}') && !r.stdout.contains('\u{202e}'));
+    assert!(r.stdout.contains("for\\x1b[2Jward"), "{}", r.stdout);
+    assert!(r.stdout.contains("fc\\u{202e}.weight"), "{}", r.stdout);
+}
