@@ -38,6 +38,8 @@ pub(crate) struct KeyTable {
     index: FxHashMap<(u32, Arc<str>, u32), u32>,
     /// Highest occurrence per (parent key, name).
     max_occurrence: FxHashMap<(u32, Arc<str>), u32>,
+    /// One `Arc` per distinct name.
+    names: rustc_hash::FxHashSet<Arc<str>>,
     /// Keys by id; a parent's id is below its children's.
     pub keys: Vec<SpanKey>,
 }
@@ -74,7 +76,14 @@ impl KeyTable {
                 .or_insert(0);
             *counter += 1;
             let occurrence = *counter;
-            let key_name: Arc<str> = Arc::from(keyed);
+            let key_name: Arc<str> = match self.names.get(keyed) {
+                Some(n) => n.clone(),
+                None => {
+                    let n: Arc<str> = Arc::from(keyed);
+                    self.names.insert(n.clone());
+                    n
+                }
+            };
             let id = match self.index.get(&(parent_key, key_name.clone(), occurrence)) {
                 Some(&id) => id,
                 None => {
@@ -92,7 +101,11 @@ impl KeyTable {
             };
             let key = &mut self.keys[id as usize];
             if !key.display_names.iter().any(|n| &**n == name) {
-                key.display_names.push(Arc::from(name));
+                key.display_names.push(if measured_root {
+                    Arc::from(name)
+                } else {
+                    key_name.clone()
+                });
             }
             let max = self
                 .max_occurrence

@@ -423,18 +423,21 @@ fn align_spans(
             path: paths[k].clone(),
             depth: table.depth(k as u32),
             pass: x.pass.or(y.pass),
-            total_time_ns: time(Delta::of(x.total.clone(), y.total.clone())),
-            self_time_ns: time(Delta::of(x.own.clone(), y.own.clone())),
-            direct_allocated_bytes: Delta::of(x.direct.clone(), y.direct.clone()),
-            subtree_peak_bytes: Delta::of(x.subtree.clone(), y.subtree.clone()),
+            total_time_ns: time(Delta::of(x.total.iter().copied(), y.total.iter().copied())),
+            self_time_ns: time(Delta::of(x.own.iter().copied(), y.own.iter().copied())),
+            direct_allocated_bytes: Delta::of(x.direct.iter().copied(), y.direct.iter().copied()),
+            subtree_peak_bytes: Delta::of(x.subtree.iter().copied(), y.subtree.iter().copied()),
             impact: 0.0,
             impact_metric: None,
         };
         spans::score(&mut row, scales);
         rows.push(row);
     }
-    // Stable: ties keep the keys' tree order.
-    rows.sort_by(|p, q| q.impact.total_cmp(&p.impact));
+    // Stable: ties keep the keys' tree order. Rows are large: sort their order, then move them.
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by(|&p, &q| rows[q].impact.total_cmp(&rows[p].impact));
+    let mut slots: Vec<Option<SpanDelta>> = rows.into_iter().map(Some).collect();
+    let rows: Vec<SpanDelta> = order.into_iter().filter_map(|i| slots[i].take()).collect();
 
     let one_sided = |mine: &[Acc], theirs: &[Acc]| -> Vec<UnmatchedSpan> {
         let only = |k: usize| mine[k].runs > 0 && theirs[k].runs == 0;

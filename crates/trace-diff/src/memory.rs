@@ -175,7 +175,7 @@ fn place(p: &Prepared<'_>, device: &str) -> Option<PeakPlace> {
     })
 }
 
-/// Matching key of a storage: aligned span (or pass), shape, dtype, category.
+/// Matching key of a storage: aligned span position (or pass), shape, dtype, category.
 type StorageKey = (
     Option<u32>,
     Option<Arc<[u64]>>,
@@ -183,48 +183,68 @@ type StorageKey = (
     MemoryCategory,
 );
 
-fn storage_key(p: &Prepared<'_>, l: &StorageLifetime, mode: AlignmentMode) -> StorageKey {
-    let doc = p.run.doc;
-    let span = l
-        .span_id
-        .as_deref()
-        .and_then(|id| doc.sym(id))
-        .and_then(|s| doc.span_index(s));
-    let position = match mode {
-        AlignmentMode::SpanPaths => span.and_then(|i| p.keys[i]),
-        AlignmentMode::Passes => span
-            .and_then(|i| p.run.analysis.spans.pass[i])
-            .map(|x| x as u32),
-    };
-    (position, l.shape.clone(), l.dtype.clone(), l.category)
+/// Resolves the allocating span of a run's storages once per distinct span: storages share
+/// their span id's `Arc` (trace-memory's shared strings), so the pointer is the cache key.
+struct SpanResolver<'p, 'a> {
+    p: &'p Prepared<'a>,
+    mode: AlignmentMode,
+    cache: FxHashMap<usize, (Option<u32>, Option<Pass>)>,
 }
 
-fn live_set_diff(
-    b: &Prepared<'_>,
-    c: &Prepared<'_>,
+impl<'p, 'a> SpanResolver<'p, 'a> {
+    fn new(p: &'p Prepared<'a>, mode: AlignmentMode) -> Self {
+        Self {
+            p,
+            mode,
+            cache: FxHashMap::default(),
+        }
+    }
+
+    /// (matching position, pass) of a storage's allocating span.
+    fn resolve(&mut self, l: &StorageLifetime) -> (Option<u32>, Option<Pass>) {
+        let Some(id) = l.span_id.as_ref() else {
+            return (None, None);
+        };
+        let (p, mode) = (self.p, self.mode);
+        *self
+            .cache
+            .entry(Arc::as_ptr(id) as *const u8 as usize)
+            .or_insert_with(|| {
+                let doc = p.run.doc;
+                let span = doc.sym(id).and_then(|s| doc.span_index(s));
+                let pass = span.and_then(|i| p.run.analysis.spans.pass[i]);
+                let position = match mode {
+                    AlignmentMode::SpanPaths => span.and_then(|i| p.keys[i]),
+                    AlignmentMode::Passes => pass.map(|x| x as u32),
+                };
+                (position, pass)
+            })
+    }
+}
+
+fn live_set_diff<'p, 'a>(
+    b: &'p Prepared<'a>,
+    c: &'p Prepared<'a>,
     device: &str,
     mode: AlignmentMode,
     paths: &[String],
 ) -> Option<LiveSetDiff> {
-    let live = |p: &Prepared<'_>| -> Option<Vec<StorageLifetime>> {
+    let live = |p: &'p Prepared<'a>| -> Option<Vec<&'p StorageLifetime>> {
         let l = logical(p)?;
         let peak = l.device(device).ok()?.peak.as_ref()?;
-        Some(
-            l.live_allocations_after(peak.event_index, Some(device))
-                .into_iter()
-                .cloned()
-                .collect(),
-        )
+        Some(l.live_allocations_after(peak.event_index, Some(device)))
     };
     let (lb, lc) = (live(b)?, live(c)?);
-    let mut groups: FxHashMap<StorageKey, (Vec<&StorageLifetime>, Vec<&StorageLifetime>)> =
-        FxHashMap::default();
+    type Sides<'x> = (Vec<&'x StorageLifetime>, Vec<&'x StorageLifetime>);
+    let mut groups: FxHashMap<StorageKey, Sides<'p>> = FxHashMap::default();
     let mut order: Vec<StorageKey> = Vec::new();
-    for (side, p, set) in [(0, b, &lb), (1, c, &lc)] {
-        for l in set {
-            let key = storage_key(p, l, mode);
-            let entry = groups.entry(key.clone()).or_insert_with(|| {
-                order.push(key);
+    let mut resolvers = [SpanResolver::new(b, mode), SpanResolver::new(c, mode)];
+    for (side, set) in [(0, &lb), (1, &lc)] {
+        for &l in set {
+            let position = resolvers[side].resolve(l).0;
+            let key = (position, l.shape.clone(), l.dtype.clone(), l.category);
+            let entry = groups.entry(key).or_insert_with_key(|k| {
+                order.push(k.clone());
                 (Vec::new(), Vec::new())
             });
             if side == 0 {
@@ -251,13 +271,13 @@ fn live_set_diff(
         let matched = bs.len().min(cs.len());
         out.matched_count += matched as u64;
         out.matched_bytes += cs[..matched].iter().map(|l| l.bytes).sum::<u64>();
-        for (is_baseline, side, rest) in [(true, b, &bs[matched..]), (false, c, &cs[matched..])] {
+        for (side, rest) in [(0, &bs[matched..]), (1, &cs[matched..])] {
             let Some(first) = rest.first() else { continue };
             let bytes: u64 = rest.iter().map(|l| l.bytes).sum();
             let (span_path, pass) = match mode {
                 AlignmentMode::SpanPaths => (
                     key.0.map(|k| paths[k as usize].clone()),
-                    first_pass(side, first),
+                    resolvers[side].resolve(first).1,
                 ),
                 AlignmentMode::Passes => (None, key.0.and_then(pass_of_index)),
             };
@@ -271,7 +291,7 @@ fn live_set_diff(
                 count: rest.len() as u64,
                 bytes,
             };
-            if is_baseline {
+            if side == 0 {
                 out.baseline_only_count += group.count;
                 out.baseline_only_bytes += bytes;
                 out.baseline_only.push(group);
@@ -292,13 +312,6 @@ fn pass_of_index(i: u32) -> Option<Pass> {
     [Pass::Forward, Pass::Backward, Pass::Optimizer]
         .into_iter()
         .find(|p| *p as u32 == i)
-}
-
-fn first_pass(p: &Prepared<'_>, l: &StorageLifetime) -> Option<Pass> {
-    p.run
-        .analysis
-        .spans
-        .pass_of_id(p.run.doc, l.span_id.as_deref()?)
 }
 
 /// Compares the memory of both sides (callers checked [`unavailable`]).

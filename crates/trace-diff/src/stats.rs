@@ -29,7 +29,19 @@ pub struct Stat {
 impl Stat {
     /// The stat of the observed values; `None` when there are none.
     pub fn of(values: impl IntoIterator<Item = u64>) -> Option<Self> {
-        let mut v: Vec<u64> = values.into_iter().collect();
+        let mut it = values.into_iter();
+        let first = it.next()?;
+        let Some(second) = it.next() else {
+            // one run: no allocation
+            return Some(Self {
+                runs: 1,
+                median: first,
+                min: first,
+                max: first,
+            });
+        };
+        let mut v: Vec<u64> = vec![first, second];
+        v.extend(it);
         if v.is_empty() {
             return None;
         }
