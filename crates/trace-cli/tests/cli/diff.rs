@@ -188,3 +188,62 @@ fn trace_text_is_escaped() {
     assert!(r.stdout.contains("for\\x1b[2Jward"), "{}", r.stdout);
     assert!(r.stdout.contains("fc\\u{202e}.weight"), "{}", r.stdout);
 }
+
+#[test]
+fn a_pytorch_trace_against_a_candle_trace_aligns_the_passes() {
+    // the demo's MLP profiled by PyTorch (crates/trace-import, issue 19) against the golden
+    // Candle MLP fixture: span names differ, passes align by role
+    let candle = "../../examples/fixtures/mlp";
+    let pytorch = "../trace-import/tests/data/pytorch/mlp.json.gz";
+    let v = json(&["diff", candle, pytorch, "--json"]);
+    assert_eq!(v["alignment"]["mode"], "passes");
+    assert_eq!(v["memory"]["storages_matched_by"], "passes");
+    let passes: Vec<(&str, u64)> = v["passes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["pass"].as_str().unwrap(),
+                p["peak_bytes"]["candidate"]["median"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // PyTorch's pass peaks (its largest Total Allocated is the optimizer's)
+    assert_eq!(
+        passes,
+        [
+            ("forward", 393_216),
+            ("backward", 2_809_904),
+            ("optimizer", 5_890_104)
+        ]
+    );
+    assert!(v["passes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["peak_bytes"]["baseline"]["median"].as_u64().is_some()));
+    // different producers: timing is refused with typed reasons, memory is compared
+    let codes: Vec<&str> = v["identity"]["refusals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["code"].as_str().unwrap())
+        .collect();
+    assert!(codes.contains(&"capture_contract_differs"), "{codes:?}");
+    assert_eq!(v["memory"]["peak_bytes"]["candidate"]["median"], 5_890_104);
+    assert!(v["gradients_unavailable"]
+        .as_str()
+        .unwrap()
+        .contains("no gradient facts"));
+    let r = run(&["diff", candle, pytorch]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r
+        .stdout
+        .contains("passes (by role, whatever the spans are named)"));
+    assert!(
+        r.stdout.contains("spans        paths do not match"),
+        "{}",
+        r.stdout
+    );
+}
