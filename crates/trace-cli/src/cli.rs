@@ -96,6 +96,10 @@ pub struct DemoArgs {
     /// Print the summary as JSON (`candle-graph/summary/1`).
     #[arg(long)]
     pub json: bool,
+    /// Apply the `activations_retained_into_optimizer` advice: run backward, drop the loss,
+    /// then step (instead of `backward_step`). Compare with `candle-graph diff`.
+    #[arg(long)]
+    pub drop_loss_before_step: bool,
 }
 
 /// `device-check` arguments.
@@ -273,12 +277,13 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (d.model, d.steps, d.out, d.device),
+            (d.model, d.steps, d.out, d.device, d.drop_loss_before_step),
             (
                 ModelArg::Llama,
                 3,
                 PathBuf::from("out/demo"),
-                DeviceSpec::Cpu
+                DeviceSpec::Cpu,
+                false
             )
         );
         let cli = Cli::try_parse_from(["candle-graph", "demo", "--device", "cuda:1"]).unwrap();
@@ -287,6 +292,11 @@ mod tests {
         };
         assert_eq!(d.device, DeviceSpec::Cuda(1));
         assert!(Cli::try_parse_from(["candle-graph", "demo", "--device", "tpu"]).is_err());
+        let cli = Cli::try_parse_from(["candle-graph", "demo", "--drop-loss-before-step"]).unwrap();
+        let Command::Demo(d) = cli.command else {
+            panic!()
+        };
+        assert!(d.drop_loss_before_step);
     }
 
     #[test]

@@ -4,8 +4,8 @@
 pub mod check;
 pub mod demo;
 pub mod device_check;
-pub mod export;
 pub mod diff;
+pub mod export;
 pub mod import;
 pub mod memory;
 pub mod peak;
