@@ -242,6 +242,10 @@ pub struct DiffArgs {
     /// A gradient norm changed when candidate/baseline is above R or below 1/R.
     #[arg(long, value_name = "R", default_value_t = 2.0)]
     pub norm_ratio: f64,
+    /// Also write the comparison as one offline HTML page (the report's renderer: no network,
+    /// strict Content-Security-Policy, sortable tables).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 impl DiffArgs {

@@ -275,6 +275,14 @@ fn diff(args: &cli::DiffArgs) -> Result<Output> {
         ..trace_diff::DiffOptions::default()
     };
     let diff = trace_diff::compare(&runs(&b, &lb), &runs(&c, &lc), &options)?;
+    if let Some(path) = &args.html {
+        let written = commands::diff_html::write(&diff, args.top, path)?;
+        eprintln!(
+            "candle-graph: wrote {} ({}); open it in a browser (it loads nothing from the network)",
+            path.display(),
+            trace_format::bytes(written.bytes)
+        );
+    }
     Ok(Output::ok(if args.json {
         let report = commands::diff::DiffReport {
             baseline_inputs: b.iter().map(|(t, _)| InputRecord::of(t)).collect(),

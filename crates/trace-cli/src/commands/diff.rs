@@ -32,19 +32,19 @@ pub struct DiffReport<'a> {
 
 /// What a figure measures, for formatting.
 #[derive(Clone, Copy)]
-enum Unit {
+pub(crate) enum Unit {
     Bytes,
     Time,
 }
 
-fn value(v: u64, unit: Unit) -> String {
+pub(crate) fn value(v: u64, unit: Unit) -> String {
     match unit {
         Unit::Bytes => bytes(v),
         Unit::Time => duration(v),
     }
 }
 
-fn change(d: i128, unit: Unit) -> String {
+pub(crate) fn change(d: i128, unit: Unit) -> String {
     match unit {
         Unit::Bytes => delta_bytes(d),
         Unit::Time => delta_duration(d),
@@ -52,7 +52,7 @@ fn change(d: i128, unit: Unit) -> String {
 }
 
 /// A side's figure: the median, with the range when its runs differ.
-fn stat(s: Option<Stat>, unit: Unit) -> String {
+pub(crate) fn stat(s: Option<Stat>, unit: Unit) -> String {
     match s {
         None => "-".to_string(),
         Some(s) if s.runs >= 2 && s.min != s.max => format!(
@@ -66,7 +66,7 @@ fn stat(s: Option<Stat>, unit: Unit) -> String {
 }
 
 /// The change as a sentence fragment: `-1.42 MiB (-24.8%)`, `unchanged`, ….
-fn verdict_text(d: &Delta, unit: Unit) -> String {
+pub(crate) fn verdict_text(d: &Delta, unit: Unit) -> String {
     let signed = || {
         let c = change(d.delta.unwrap_or(0), unit);
         match d.relative {
@@ -88,7 +88,7 @@ fn verdict_text(d: &Delta, unit: Unit) -> String {
 }
 
 /// `a → b   change`.
-fn line(d: &Delta, unit: Unit) -> String {
+pub(crate) fn line(d: &Delta, unit: Unit) -> String {
     format!(
         "{} → {}   {}",
         stat(d.baseline, unit),
@@ -99,7 +99,7 @@ fn line(d: &Delta, unit: Unit) -> String {
 
 /// A compact table cell: the signed change, `=` unchanged, `~change` within noise, `-` not
 /// observed.
-fn cell(d: &Delta, unit: Unit) -> String {
+pub(crate) fn cell(d: &Delta, unit: Unit) -> String {
     match d.verdict {
         Verdict::Unchanged => "=".to_string(),
         Verdict::Increased | Verdict::Decreased => change(d.delta.unwrap_or(0), unit),
@@ -109,7 +109,7 @@ fn cell(d: &Delta, unit: Unit) -> String {
 }
 
 /// A run as one line: entrypoint · device · phase · step.
-fn identity(r: &RunIdentity) -> String {
+pub(crate) fn identity(r: &RunIdentity) -> String {
     let mut s = r.entrypoint.clone();
     if let Some(d) = &r.device {
         let _ = write!(s, " · {d}");
@@ -154,7 +154,7 @@ fn at(ns: i128) -> String {
     }
 }
 
-fn place(p: &PeakPlace) -> String {
+pub(crate) fn place(p: &PeakPlace) -> String {
     let mut s = match p.pass {
         Some(pass) => format!("in the {} pass", pass.as_str()),
         None => "outside the passes".to_string(),
@@ -194,7 +194,7 @@ fn render_places(out: &mut String, side: &str, places: &[PeakPlace], indent: &st
     );
 }
 
-fn shape_dtype(g: &StorageGroup) -> String {
+pub(crate) fn shape_dtype(g: &StorageGroup) -> String {
     let shape = g.shape.as_ref().map(|s| {
         let dims: Vec<String> = s.iter().map(u64::to_string).collect();
         format!("[{}]", dims.join(", "))
@@ -244,7 +244,7 @@ fn storage_table(out: &mut String, groups: &[StorageGroup], indent: &str) {
     }
 }
 
-fn storages(n: u64) -> String {
+pub(crate) fn storages(n: u64) -> String {
     format!("{n} storage{}", if n == 1 { "" } else { "s" })
 }
 
@@ -501,15 +501,15 @@ fn render_spans(out: &mut String, diff: &TraceDiff, top: usize) {
     }
 }
 
-fn percent_share(share: f64) -> String {
+pub(crate) fn percent_share(share: f64) -> String {
     format!("{:.0}%", share * 100.0)
 }
 
-fn verdicts(v: &[GradientVerdict]) -> String {
+pub(crate) fn verdicts(v: &[GradientVerdict]) -> String {
     v.iter().map(|x| x.as_str()).collect::<Vec<_>>().join("/")
 }
 
-fn ratio(r: f64) -> String {
+pub(crate) fn ratio(r: f64) -> String {
     if r.is_finite() {
         format!("×{r:.4}")
     } else {

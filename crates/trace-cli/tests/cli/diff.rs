@@ -247,3 +247,137 @@ fn a_pytorch_trace_against_a_candle_trace_aligns_the_passes() {
         r.stdout
     );
 }
+
+/// Runs `diff … --html` and returns the page (the text output is still printed).
+fn html_of(args: &[&str]) -> (tempfile::TempDir, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("diff.html");
+    let mut full: Vec<&str> = args.to_vec();
+    full.extend(["--html", s(&out)]);
+    let r = run(&full);
+    assert_eq!(r.code, 0, "{full:?}: {}", r.stderr);
+    assert!(r.stderr.contains("diff.html"), "{}", r.stderr);
+    assert!(r.stdout.starts_with("baseline"), "{}", r.stdout);
+    let html = std::fs::read_to_string(&out).unwrap();
+    (dir, html, r.stdout)
+}
+
+/// The text of the `<tbody>` rows of table `id`, one string per row, tags stripped.
+fn table_rows(html: &str, id: &str) -> Vec<String> {
+    let start = html
+        .find(&format!("<table class=\"sortable\" id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no table {id}"));
+    let body = &html[start..];
+    let body = &body[body.find("<tbody>").unwrap()..body.find("</tbody>").unwrap()];
+    body.split("<tr>")
+        .skip(1)
+        .map(|row| {
+            let mut text = String::new();
+            let mut in_tag = false;
+            for c in row.chars() {
+                match c {
+                    '<' => {
+                        in_tag = true;
+                        text.push(' ');
+                    }
+                    '>' => in_tag = false,
+                    c if !in_tag => text.push(c),
+                    _ => {}
+                }
+            }
+            text.split_whitespace().collect::<Vec<_>>().join(" ")
+        })
+        .collect()
+}
+
+#[test]
+fn the_html_view_shows_the_retention_fix() {
+    let f = |n: &str| format!("../../examples/fixtures/{n}");
+    let (_d, html, text) = html_of(&["diff", &f("mlp"), &f("mlp-drop-loss")]);
+    // one offline page: the report's policy, exactly its two script elements, nothing remote
+    assert!(html.contains(
+        r#"<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'sha256-"#
+    ));
+    assert!(!html.contains("unsafe-"));
+    assert_eq!(html.matches("<script").count(), 2);
+    assert!(!html.contains("https://") && !html.contains("src=\"http"));
+    for section in ["headline", "memory", "passes", "spans", "gradients", "text"] {
+        assert!(
+            html.contains(&format!("<section id=\"{section}\"")),
+            "{section}"
+        );
+    }
+    // headline deltas, as figures for scripts and as the terminal reads them
+    assert!(html.contains(r#"data-bytes-baseline="33410952""#));
+    assert!(html.contains(r#"data-bytes-candidate="33310912""#));
+    assert!(html.contains(r#"data-bytes-delta="-100040""#));
+    assert!(html.contains(r#"data-bytes-verdict="decreased""#));
+    assert!(html.contains("31.86 MiB → 31.77 MiB   -97.70 KiB (-0.3%)"));
+    assert!(html.contains(r#"data-verdict-changes="0""#));
+    // the storages that left the live-at-peak set: 7 groups, all forward activations
+    let left = table_rows(&html, "left-0");
+    assert_eq!(left.len(), 7, "{left:?}");
+    assert!(left.iter().all(|r| r.contains("activation forward")));
+    assert_eq!(
+        left[0],
+        "32.00 KiB 2 activation forward mlp::train_step/forward/mlp/linear#1 [8, 512] f32 -"
+    );
+    assert!(html.contains("Entered the live-at-peak set: none."));
+    // byte columns sort by exact value
+    assert!(html.contains(r#"<td class="num" data-sort="32768">32.00 KiB</td>"#));
+    // the terminal text is embedded as printed (paths are the inputs as given)
+    let first_line = text.lines().nth(4).unwrap();
+    assert!(html.contains(first_line), "{first_line}");
+}
+
+#[test]
+fn the_html_view_ranks_spans_and_lists_one_sided_spans_and_gradients() {
+    let f = |n: &str| format!("../../examples/fixtures/{n}");
+    let (_d, html, _) = html_of(&["diff", &f("mlp"), &f("mlp-one-layer-more")]);
+    let spans = table_rows(&html, "spans");
+    assert_eq!(spans.len(), 8);
+    // ranked by impact: the optimizer's +15.03 MiB of direct allocations first
+    assert!(
+        spans[0].ends_with("optimizer mlp::train_step/optimizer"),
+        "{spans:?}"
+    );
+    assert!(spans[0].contains("+15.03 MiB"), "{spans:?}");
+    let only = table_rows(&html, "candidate-only");
+    assert_eq!(only.len(), 1);
+    assert!(only[0].starts_with("mlp::train_step/forward/mlp/linear#4 forward 0"));
+    assert!(html.contains("Parameters only in the candidate"));
+    assert!(html.contains("<li>model/fc4.bias</li>"));
+    assert_eq!(table_rows(&html, "norm-changes").len(), 5);
+    let (_d, html, _) = html_of(&["diff", &f("mlp"), &f("mlp-detached-bias")]);
+    assert_eq!(
+        table_rows(&html, "verdict-changes"),
+        ["model/fc3.bias present missing"]
+    );
+    assert!(html.contains(r#"data-verdict-changes="1""#));
+}
+
+#[test]
+fn the_html_view_escapes_trace_text_and_states_refusals() {
+    let (_a, base) = write("trace.jsonl", SMALL_TRACE.as_bytes());
+    let evil = SMALL_TRACE
+        .replace(
+            r#""device":"cpu","timing_mode""#,
+            r#""device":"cuda:0","timing_mode""#,
+        )
+        .replace(
+            r#""name":"forward""#,
+            r#""name":"</script><script>window.__pwned=1</script>\u0001""#,
+        )
+        .replace(r#""key":"fc.weight""#, r#""key":"fc\u202e.weight<b>""#);
+    let (_b, cand) = write("trace.jsonl", evil.as_bytes());
+    let (_d, html, _) = html_of(&["diff", s(&base), s(&cand)]);
+    assert_eq!(html.matches("<script").count(), 2);
+    assert!(!html.contains("<b>"));
+    assert!(!html.contains('\u{1}') && !html.contains('\u{202e}'));
+    assert!(html.contains("&lt;/script&gt;&lt;script&gt;window.__pwned=1&lt;/script&gt;\\x01"));
+    assert!(html.contains("fc\\u{202e}.weight&lt;b&gt;"));
+    // timing refused, with its typed reason; memory still compared
+    assert!(html.contains(r#"data-timing-comparable="false""#));
+    assert!(html.contains("device_differs: "));
+    assert!(html.contains(r#"data-bytes-delta="#));
+}
