@@ -245,12 +245,12 @@ fn run(cli: Cli) -> Result<Output> {
 
 /// The runs of one side, labelled by path.
 fn runs<'a>(
-    side: &'a [(input::LoadedTrace, trace_graph::Analysis)],
+    side: &'a [(&'static input::LoadedTrace, &'static trace_graph::Analysis)],
     labels: &'a [String],
 ) -> Vec<trace_diff::Run<'a>> {
     side.iter()
         .zip(labels)
-        .map(|((t, a), l)| trace_diff::Run {
+        .map(|(&(t, a), l)| trace_diff::Run {
             doc: &t.doc,
             analysis: a,
             label: l,
@@ -261,10 +261,11 @@ fn runs<'a>(
 fn diff(args: &cli::DiffArgs) -> Result<Output> {
     let (baseline, candidate) = args.sides().map_err(anyhow::Error::msg)?;
     let load_side = |paths: &[std::path::PathBuf]| -> Result<Vec<_>> {
-        paths.iter().map(|p| load(p)).collect()
+        // the comparison reads the execution graph and the live sets at the peaks: full detail
+        paths.iter().map(|p| load(p, Detail::Full)).collect()
     };
     let (b, c) = (load_side(&baseline)?, load_side(&candidate)?);
-    let labels = |side: &[(input::LoadedTrace, trace_graph::Analysis)]| -> Vec<String> {
+    let labels = |side: &[(&input::LoadedTrace, &trace_graph::Analysis)]| -> Vec<String> {
         side.iter()
             .map(|(t, _)| t.path.display().to_string())
             .collect()
