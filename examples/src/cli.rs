@@ -1,5 +1,6 @@
 //! The runnable examples' command line (`--out DIR`, `--steps N`, `--seed S`, `--batch N`,
-//! `--device D`, `--deterministic`), parsed with clap.
+//! `--device D`, `--deterministic`, `--drop-loss-before-step`; MLP: `--hidden-layers N`,
+//! `--detach-bias N`), parsed with clap.
 
 use std::path::PathBuf;
 
@@ -7,7 +8,7 @@ use clap::Parser;
 
 use crate::device::DeviceSpec;
 use crate::model::ModelKind;
-use crate::train::TrainConfig;
+use crate::train::{TrainConfig, UpdateStyle};
 
 /// Arguments of the runnable examples.
 #[derive(Debug, Clone, Parser)]
@@ -34,6 +35,16 @@ pub struct ExampleArgs {
     /// The probe's deterministic mode (logical clock, sequential ids; golden fixtures).
     #[arg(long)]
     pub deterministic: bool,
+    /// Run backward, drop the loss, then step (instead of `backward_step`): the activations
+    /// are freed before the optimizer runs.
+    #[arg(long)]
+    pub drop_loss_before_step: bool,
+    /// MLP only: hidden layers (default 2, 784-512-512-10; 3 adds `fc4`).
+    #[arg(long, value_name = "N")]
+    pub hidden_layers: Option<usize>,
+    /// MLP only: use the bias of layer `fc<N>` detached, so it gets no gradient (a bug to find).
+    #[arg(long, value_name = "N")]
+    pub detach_bias: Option<usize>,
 }
 
 fn parse_device(s: &str) -> Result<DeviceSpec, String> {
@@ -52,6 +63,13 @@ impl ExampleArgs {
         config.seed = self.seed;
         config.deterministic = self.deterministic;
         config.device = self.device;
+        if self.drop_loss_before_step {
+            config.update = UpdateStyle::DropLossBeforeStep;
+        }
+        if let Some(n) = self.hidden_layers {
+            config.sizes.mlp.hidden_layers = n;
+        }
+        config.sizes.mlp.detached_bias = self.detach_bias;
         if let Some(batch) = self.batch {
             match model {
                 ModelKind::Llama => config.sizes.llama.batch_size = batch,
@@ -88,6 +106,25 @@ mod tests {
         assert!(c.deterministic);
         assert_eq!(c.device, DeviceSpec::Cuda(1));
         assert!(ExampleArgs::try_parse_from(["mlp", "--device", "tpu"]).is_err());
+        assert_eq!(c.update, UpdateStyle::BackwardStep);
+        let variant = ExampleArgs::try_parse_from([
+            "mlp",
+            "--drop-loss-before-step",
+            "--hidden-layers",
+            "3",
+            "--detach-bias",
+            "2",
+        ])
+        .unwrap()
+        .config(ModelKind::Mlp);
+        assert_eq!(variant.update, UpdateStyle::DropLossBeforeStep);
+        assert_eq!(
+            (
+                variant.sizes.mlp.hidden_layers,
+                variant.sizes.mlp.detached_bias
+            ),
+            (3, Some(2))
+        );
         let defaults = ExampleArgs::try_parse_from(["llama"]).unwrap();
         assert_eq!(
             defaults.config(ModelKind::Llama).out_dir,

@@ -40,4 +40,6 @@ pub mod train;
 pub use device::DeviceSpec;
 pub use model::{ModelKind, ModelSizes, Workload};
 pub use overhead::{measure_overhead, OverheadReport};
-pub use train::{train, train_with_progress, ParameterShape, TrainConfig, TrainError, TrainReport};
+pub use train::{
+    train, train_with_progress, ParameterShape, TrainConfig, TrainError, TrainReport, UpdateStyle,
+};

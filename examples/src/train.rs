@@ -20,6 +20,9 @@
 //!     opt.backward_step(&loss)?;                                // backward, optimizer, gradients
 //! }
 //! ```
+//! [`UpdateStyle::DropLossBeforeStep`] applies the advice of the demo's
+//! `activations_retained_into_optimizer` finding instead of `backward_step`:
+//! `let grads = profiler.backward(&loss)?; drop(loss); opt.step(&grads)?`.
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +33,19 @@ use trace_probe::{MemoryCategory, ProbeError, ProbedOptimizer, ProfileRun, Profi
 use crate::data::Batch;
 use crate::device::DeviceSpec;
 use crate::model::{ModelKind, ModelSizes, Workload};
+
+/// How each training step turns its loss into a parameter update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UpdateStyle {
+    /// `opt.backward_step(&loss)`, as candle-nn's examples write it: the loss — and through it
+    /// the autograd graph, every forward activation — stays alive through the optimizer step.
+    #[default]
+    BackwardStep,
+    /// Run backward, drop the loss, then step: `let grads = profiler.backward(&loss)?;
+    /// drop(loss); opt.step(&grads)?` — the activations are freed before the optimizer runs
+    /// (the advice of the `activations_retained_into_optimizer` finding).
+    DropLossBeforeStep,
+}
 
 /// File name of the trace written into the output directory.
 pub const TRACE_FILE: &str = "trace.jsonl";
@@ -80,6 +96,8 @@ pub struct TrainConfig {
     pub out_dir: PathBuf,
     /// The probe's deterministic mode (logical clock, sequential ids; golden fixtures).
     pub deterministic: bool,
+    /// How each step updates the parameters.
+    pub update: UpdateStyle,
 }
 
 impl TrainConfig {
@@ -95,6 +113,7 @@ impl TrainConfig {
             learning_rate: None,
             out_dir: out_dir.into(),
             deterministic: false,
+            update: UpdateStyle::default(),
         }
     }
 
@@ -210,6 +229,7 @@ pub fn train_with_progress(
             &work,
             adamw(config),
             config.steps,
+            config.update,
             &mut on_step,
         )?;
         Ok((losses, parameter_shapes(&work)))
@@ -234,7 +254,8 @@ pub fn train_with_progress(
 
 /// `steps` training steps of `work` with any optimizer `O` (built here from the work's
 /// parameters and `config`), as a user's loop is written: the only probe line is the step
-/// guard (plus optional labelled facts). Returns the loss of every step.
+/// guard (plus optional labelled facts; with [`UpdateStyle::DropLossBeforeStep`], the
+/// profiler's `backward`). Returns the loss of every step.
 ///
 /// # Errors
 /// Candle errors naming the step and phase; probe errors of the statistics.
@@ -243,6 +264,7 @@ pub fn train_loop<O: Optimizer>(
     work: &Workload,
     config: O::Config,
     steps: u64,
+    update: UpdateStyle,
     on_step: &mut dyn FnMut(u64, f32),
 ) -> Result<Vec<f32>, TrainError> {
     let mut opt = O::new(work.varmap().all_vars(), config)
@@ -252,7 +274,7 @@ pub fn train_loop<O: Optimizer>(
         let batch = work
             .batch(step)
             .map_err(candle(|| format!("step {step}: building the batch")))?;
-        let value = train_step(profiler, work, &mut opt, &batch, step)?;
+        let value = train_step(profiler, work, &mut opt, &batch, step, update)?;
         losses.push(value);
         on_step(step, value);
     }
@@ -261,7 +283,8 @@ pub fn train_loop<O: Optimizer>(
 
 /// One update of [`train_loop`] (its loop body): the step guard (records only on the captured
 /// step; on CUDA/Metal the measured region synchronises the device at both ends), labelled
-/// batch facts, the loss statistics, `backward_step`. Returns the loss.
+/// batch facts, the loss statistics, then the update as `update` says (`backward_step`, or
+/// backward, drop the loss, step). Returns the loss.
 ///
 /// # Errors
 /// Candle errors naming the step and phase; probe errors of the statistics.
@@ -271,6 +294,7 @@ pub(crate) fn train_step<O: Optimizer>(
     opt: &mut O,
     batch: &Batch,
     step: u64,
+    update: UpdateStyle,
 ) -> Result<f32, TrainError> {
     let _step = profiler.step(step);
     // optional: labelled facts (inputs are neither activations nor parameters)
@@ -283,9 +307,21 @@ pub(crate) fn train_step<O: Optimizer>(
     let value = loss
         .to_scalar::<f32>()
         .map_err(candle(|| format!("step {step}: reading the loss")))?;
-    opt.backward_step(&loss)
-        .map_err(candle(|| format!("step {step}: backward and optimizer")))?;
-    drop(loss);
+    match update {
+        UpdateStyle::BackwardStep => {
+            opt.backward_step(&loss)
+                .map_err(candle(|| format!("step {step}: backward and optimizer")))?;
+            drop(loss);
+        }
+        UpdateStyle::DropLossBeforeStep => {
+            let grads = profiler
+                .backward(&loss)
+                .map_err(candle(|| format!("step {step}: backward")))?;
+            drop(loss); // frees the autograd graph: the activations go before the step
+            opt.step(&grads)
+                .map_err(candle(|| format!("step {step}: optimizer")))?;
+        }
+    }
     Ok(value)
 }
 

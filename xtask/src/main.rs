@@ -71,12 +71,30 @@ struct Fixture {
     dir: &'static str,
 }
 
-/// The golden traces. Small on purpose: the MLP with a batch of 8, the llama model as built.
+/// The golden traces. Small on purpose: the MLP with a batch of 8, the llama model as built;
+/// and three MLP variants that `candle-graph diff` is tested on against `mlp`: the retention
+/// fix (backward, drop the loss, then step), a model with one layer more, and a run where one
+/// parameter loses its gradient (the bias of `fc3` used detached).
 const FIXTURES: &[Fixture] = &[
     Fixture {
         example: "mlp",
         args: &["--steps", "3", "--batch", "8"],
         dir: "mlp",
+    },
+    Fixture {
+        example: "mlp",
+        args: &["--steps", "3", "--batch", "8", "--drop-loss-before-step"],
+        dir: "mlp-drop-loss",
+    },
+    Fixture {
+        example: "mlp",
+        args: &["--steps", "3", "--batch", "8", "--hidden-layers", "3"],
+        dir: "mlp-one-layer-more",
+    },
+    Fixture {
+        example: "mlp",
+        args: &["--steps", "3", "--batch", "8", "--detach-bias", "3"],
+        dir: "mlp-detached-bias",
     },
     Fixture {
         example: "llama",

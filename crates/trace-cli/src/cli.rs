@@ -36,6 +36,9 @@ pub enum Command {
     Check(CheckArgs),
     /// JSON slices for scripts (always JSON).
     Query(QueryArgs),
+    /// What changed between runs: timing (or why it is not compared), memory peaks and the
+    /// storages live at them, spans aligned by path, passes, gradient verdicts.
+    Diff(DiffArgs),
     /// Convert a PyTorch profiler trace (Kineto Chrome-trace JSON, `.json` or `.json.gz`) into a
     /// candle-graph trace. The other commands also read such a file directly.
     Import(ImportArgs),
@@ -93,6 +96,10 @@ pub struct DemoArgs {
     /// Print the summary as JSON (`candle-graph/summary/1`).
     #[arg(long)]
     pub json: bool,
+    /// Apply the `activations_retained_into_optimizer` advice: run backward, drop the loss,
+    /// then step (instead of `backward_step`). Compare with `candle-graph diff`.
+    #[arg(long)]
+    pub drop_loss_before_step: bool,
 }
 
 /// `device-check` arguments.
@@ -214,6 +221,49 @@ pub struct QueryArgs {
     pub label_prefix: Option<String>,
 }
 
+/// `diff` arguments: `BASELINE CANDIDATE`, or `--baseline A B C --candidate D E F`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// BASELINE and CANDIDATE: a trace file or a directory holding `trace.jsonl` each.
+    #[arg(value_name = "TRACE", num_args = 0..=2)]
+    pub traces: Vec<PathBuf>,
+    /// Baseline traces (several runs: their run-to-run spread separates changes from noise).
+    #[arg(long, value_name = "TRACE", num_args = 1.., conflicts_with = "traces", requires = "candidate")]
+    pub baseline: Vec<PathBuf>,
+    /// Candidate traces.
+    #[arg(long, value_name = "TRACE", num_args = 1.., conflicts_with = "traces", requires = "baseline")]
+    pub candidate: Vec<PathBuf>,
+    /// Print JSON (`candle-graph/diff/1`) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Span rows shown (ranked by impact; the rest summarised) and list entries.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+    /// A gradient norm changed when candidate/baseline is above R or below 1/R.
+    #[arg(long, value_name = "R", default_value_t = 2.0)]
+    pub norm_ratio: f64,
+    /// Also write the comparison as one offline HTML page (the report's renderer: no network,
+    /// strict Content-Security-Policy, sortable tables).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+impl DiffArgs {
+    /// The baseline and candidate inputs.
+    ///
+    /// # Errors
+    /// Neither two positional traces nor both `--baseline` and `--candidate`.
+    pub fn sides(&self) -> Result<(Vec<PathBuf>, Vec<PathBuf>), String> {
+        match (self.traces.as_slice(), self.baseline.is_empty()) {
+            ([b, c], true) => Ok((vec![b.clone()], vec![c.clone()])),
+            ([], false) => Ok((self.baseline.clone(), self.candidate.clone())),
+            _ => {
+                Err("diff needs BASELINE CANDIDATE, or --baseline TRACE… --candidate TRACE…".into())
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,12 +281,13 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (d.model, d.steps, d.out, d.device),
+            (d.model, d.steps, d.out, d.device, d.drop_loss_before_step),
             (
                 ModelArg::Llama,
                 3,
                 PathBuf::from("out/demo"),
-                DeviceSpec::Cpu
+                DeviceSpec::Cpu,
+                false
             )
         );
         let cli = Cli::try_parse_from(["candle-graph", "demo", "--device", "cuda:1"]).unwrap();
@@ -245,6 +296,11 @@ mod tests {
         };
         assert_eq!(d.device, DeviceSpec::Cuda(1));
         assert!(Cli::try_parse_from(["candle-graph", "demo", "--device", "tpu"]).is_err());
+        let cli = Cli::try_parse_from(["candle-graph", "demo", "--drop-loss-before-step"]).unwrap();
+        let Command::Demo(d) = cli.command else {
+            panic!()
+        };
+        assert!(d.drop_loss_before_step);
     }
 
     #[test]
@@ -276,5 +332,55 @@ mod tests {
         assert!(r.is_err());
         let q = Cli::try_parse_from(["candle-graph", "query", "t", "--kind", "tensor-stats"]);
         assert!(q.is_ok());
+    }
+
+    fn diff_sides(args: &[&str]) -> Result<(Vec<PathBuf>, Vec<PathBuf>), String> {
+        let cli = Cli::try_parse_from(args).map_err(|e| e.kind().to_string())?;
+        let Command::Diff(d) = cli.command else {
+            panic!()
+        };
+        d.sides()
+    }
+
+    #[test]
+    fn diff_takes_two_traces_or_two_lists() {
+        let p = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
+        assert_eq!(
+            diff_sides(&["candle-graph", "diff", "a", "b"]),
+            Ok((p(&["a"]), p(&["b"])))
+        );
+        assert_eq!(
+            diff_sides(&[
+                "candle-graph",
+                "diff",
+                "--baseline",
+                "a1",
+                "a2",
+                "--candidate",
+                "b1",
+                "b2",
+                "b3"
+            ]),
+            Ok((p(&["a1", "a2"]), p(&["b1", "b2", "b3"])))
+        );
+        assert!(diff_sides(&["candle-graph", "diff", "a"]).is_err());
+        assert!(diff_sides(&["candle-graph", "diff", "a", "b", "c"]).is_err());
+        assert!(diff_sides(&["candle-graph", "diff", "--baseline", "a"]).is_err());
+        assert!(diff_sides(&[
+            "candle-graph",
+            "diff",
+            "a",
+            "--baseline",
+            "b",
+            "--candidate",
+            "c"
+        ])
+        .is_err());
+        let cli = Cli::try_parse_from(["candle-graph", "diff", "a", "b", "--top", "3", "--json"])
+            .unwrap();
+        let Command::Diff(d) = cli.command else {
+            panic!()
+        };
+        assert_eq!((d.top, d.json, d.norm_ratio), (3, true, 2.0));
     }
 }

@@ -239,5 +239,59 @@ fn run(cli: Cli) -> Result<Output> {
             }
             Ok(Output::ok(String::new()))
         }
+        Command::Diff(args) => diff(&args),
     }
+}
+
+/// The runs of one side, labelled by path.
+fn runs<'a>(
+    side: &'a [(&'static input::LoadedTrace, &'static trace_graph::Analysis)],
+    labels: &'a [String],
+) -> Vec<trace_diff::Run<'a>> {
+    side.iter()
+        .zip(labels)
+        .map(|(&(t, a), l)| trace_diff::Run {
+            doc: &t.doc,
+            analysis: a,
+            label: l,
+        })
+        .collect()
+}
+
+fn diff(args: &cli::DiffArgs) -> Result<Output> {
+    let (baseline, candidate) = args.sides().map_err(anyhow::Error::msg)?;
+    let load_side = |paths: &[std::path::PathBuf]| -> Result<Vec<_>> {
+        // the comparison reads the execution graph and the live sets at the peaks: full detail
+        paths.iter().map(|p| load(p, Detail::Full)).collect()
+    };
+    let (b, c) = (load_side(&baseline)?, load_side(&candidate)?);
+    let labels = |side: &[(&input::LoadedTrace, &trace_graph::Analysis)]| -> Vec<String> {
+        side.iter()
+            .map(|(t, _)| t.path.display().to_string())
+            .collect()
+    };
+    let (lb, lc) = (labels(&b), labels(&c));
+    let options = trace_diff::DiffOptions {
+        norm_ratio_threshold: args.norm_ratio,
+        ..trace_diff::DiffOptions::default()
+    };
+    let diff = trace_diff::compare(&runs(&b, &lb), &runs(&c, &lc), &options)?;
+    if let Some(path) = &args.html {
+        let written = commands::diff_html::write(&diff, args.top, path)?;
+        eprintln!(
+            "candle-graph: wrote {} ({}); open it in a browser (it loads nothing from the network)",
+            path.display(),
+            trace_format::bytes(written.bytes)
+        );
+    }
+    Ok(Output::ok(if args.json {
+        let report = commands::diff::DiffReport {
+            baseline_inputs: b.iter().map(|(t, _)| InputRecord::of(t)).collect(),
+            candidate_inputs: c.iter().map(|(t, _)| InputRecord::of(t)).collect(),
+            diff: &diff,
+        };
+        to_json("diff", None, &report)?
+    } else {
+        terminal_safe(commands::diff::render(&diff, args.top))
+    }))
 }

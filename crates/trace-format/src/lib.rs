@@ -7,6 +7,8 @@
 //!   figures, which are never shown as a number;
 //! - [`duration`]: ns, µs, ms, s; [`at`]: a time relative to an origin (the start of the
 //!   measured region), signed;
+//! - [`delta_bytes`], [`delta_duration`], [`percent`]: a change between two runs, always signed
+//!   (`+1.50 KiB`, `-2.21 ms`, `-24.8%`);
 //! - [`escape`]: text from a trace made safe for a terminal — C0 and C1 controls, DEL and the
 //!   bidirectional controls are written visibly (`\x01`, `\u{202e}`), so a trace cannot move the
 //!   cursor, recolour or reorder what a person reads;
@@ -91,6 +93,40 @@ pub fn at(t_ns: u64, origin_ns: u64) -> String {
         duration(t_ns - origin_ns)
     } else {
         format!("-{}", duration(origin_ns - t_ns))
+    }
+}
+
+/// A change of a byte count, signed (`+1.50 KiB`, `-512 B`, `0 B`); the magnitude as [`bytes`]
+/// (a difference of two `u64` figures: its magnitude fits a `u64`, larger ones saturate).
+pub fn delta_bytes(delta: i128) -> String {
+    signed(delta, bytes)
+}
+
+/// A change of a duration in ns, signed (`+850 ns`, `-2.21 ms`, `0 ns`); the magnitude as
+/// [`duration`].
+pub fn delta_duration(delta_ns: i128) -> String {
+    signed(delta_ns, duration)
+}
+
+/// A ratio as a signed percentage with one decimal (`-0.248` → `-24.8%`, `0.0` → `0.0%`); a
+/// non-finite ratio reads [`UNKNOWN`].
+pub fn percent(ratio: f64) -> String {
+    if !ratio.is_finite() {
+        return UNKNOWN.to_string();
+    }
+    let p = ratio * 100.0;
+    if format!("{:.1}", p.abs()) == "0.0" {
+        return "0.0%".to_string();
+    }
+    format!("{}{:.1}%", if p < 0.0 { "-" } else { "+" }, p.abs())
+}
+
+fn signed(delta: i128, unit: fn(u64) -> String) -> String {
+    let magnitude = u64::try_from(delta.unsigned_abs()).unwrap_or(u64::MAX);
+    match delta.signum() {
+        1 => format!("+{}", unit(magnitude)),
+        -1 => format!("-{}", unit(magnitude)),
+        _ => unit(0),
     }
 }
 
@@ -185,6 +221,20 @@ mod tests {
         assert_eq!(opt_duration(None), "-");
         assert_eq!(at(25_760_000, 9_880_000), "15.88 ms");
         assert_eq!(at(0, 1_000), "-1.0 µs");
+    }
+
+    #[test]
+    fn changes_are_signed() {
+        assert_eq!(delta_bytes(1536), "+1.50 KiB");
+        assert_eq!(delta_bytes(-512), "-512 B");
+        assert_eq!(delta_bytes(0), "0 B");
+        assert_eq!(delta_bytes(-i128::from(u64::MAX)), "-16.00 EiB");
+        assert_eq!(delta_duration(-2_210_000), "-2.21 ms");
+        assert_eq!(delta_duration(850), "+850 ns");
+        assert_eq!(percent(-0.248), "-24.8%");
+        assert_eq!(percent(0.00001), "0.0%");
+        assert_eq!(percent(1.5), "+150.0%");
+        assert_eq!(percent(f64::NAN), "-");
     }
 
     #[test]

@@ -1,10 +1,14 @@
-//! `candle-graph demo [--out DIR] [--model llama|mlp] [--steps N] [--device D]`: trains a
-//! built-in Candle model on CPU (or `cuda[:N]` / `metal[:N]` when built with that feature),
-//! captures step 2 after one warm-up step with the probe and the tracking allocator (installed
-//! in `main.rs`), writes `DIR/trace.jsonl` and prints its summary.
+//! `candle-graph demo [--out DIR] [--model llama|mlp] [--steps N] [--device D]
+//! [--drop-loss-before-step]`: trains a built-in Candle model on CPU (or `cuda[:N]` /
+//! `metal[:N]` when built with that feature), captures step 2 after one warm-up step with the
+//! probe and the tracking allocator (installed in `main.rs`), writes `DIR/trace.jsonl` and prints
+//! its summary. `--drop-loss-before-step` runs backward, drops the loss, then steps (the advice
+//! of the `activations_retained_into_optimizer` finding).
 
 use anyhow::{bail, Context, Result};
-use candle_graph_examples::{train_with_progress, ModelKind, TrainConfig, TrainReport};
+use candle_graph_examples::{
+    train_with_progress, ModelKind, TrainConfig, TrainReport, UpdateStyle,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{DemoArgs, ModelArg};
@@ -27,6 +31,9 @@ pub fn run(args: &DemoArgs, progress: bool) -> Result<TrainReport> {
     let mut config = TrainConfig::new(model, &args.out);
     config.steps = args.steps;
     config.device = args.device;
+    if args.drop_loss_before_step {
+        config.update = UpdateStyle::DropLossBeforeStep;
+    }
     let bar = progress.then(|| {
         let bar = ProgressBar::new(args.steps);
         bar.set_style(

@@ -4,6 +4,8 @@
 pub mod check;
 pub mod demo;
 pub mod device_check;
+pub mod diff;
+pub mod diff_html;
 pub mod export;
 pub mod import;
 pub mod memory;

@@ -5,6 +5,7 @@ mod bad_input;
 mod demo;
 mod detail;
 mod device_check;
+mod diff;
 mod exact;
 mod export;
 mod import;

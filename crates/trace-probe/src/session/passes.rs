@@ -95,6 +95,28 @@ impl TraceSession {
             None => SpanGuard::inactive(),
         }
     }
+
+    /// Runs `loss.backward()` in a `backward` pass, telling the capture plug-ins about the
+    /// autograd graph first (as [`crate::ProbedOptimizer`]'s `backward_step` does), for loops
+    /// that free the graph before the optimizer runs:
+    /// `let grads = profiler.backward(&loss)?; drop(loss); opt.step(&grads)?;` — the advice of
+    /// the `activations_retained_into_optimizer` finding. Outside the captured step it is
+    /// `loss.backward()`.
+    ///
+    /// # Errors
+    /// The error of `loss.backward()`.
+    pub fn backward(
+        &self,
+        loss: &candle_core::Tensor,
+    ) -> candle_core::Result<candle_core::backprop::GradStore> {
+        if self.is_capturing() {
+            for plugin in self.plugins() {
+                plugin.on_loss(&self.inner.plugin_context(), loss);
+            }
+        }
+        let _backward = self.pass(Pass::Backward);
+        loss.backward()
+    }
 }
 
 impl Inner {

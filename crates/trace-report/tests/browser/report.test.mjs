@@ -4,6 +4,9 @@
 //   CG_DEMO_SUMMARY     `candle-graph summary --json` of the same trace (the analyser's figures)
 //   CG_INJECTION_REPORT report of injection.jsonl (markup and control characters in every name)
 //   CG_SCREENSHOT       where to save the screenshot of the demo report
+//   CG_DIFF_REPORT      `candle-graph diff --html` of the demo against the retention fix
+//   CG_DIFF_JSON        `candle-graph diff --json` of the same pair
+//   CG_INJECTION_DIFF   `candle-graph diff --html` of injection.jsonl against itself
 //   CG_PERF_REPORT      optional: a large report to time (prints its render time)
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
@@ -124,6 +127,38 @@ test("a trace full of markup and control characters runs nothing and shows it as
   const tipText = await page.locator("#tooltip").textContent();
   assert.ok(!tipText.includes("\u0001"));
   clean(problems);
+});
+
+test("the diff view states the peak change, sorts its tables and runs nothing from a trace", async () => {
+  const diff = JSON.parse(readFileSync(env("CG_DIFF_JSON"), "utf8"));
+  const { page, problems } = await open(env("CG_DIFF_REPORT"));
+  const peak = page.locator("[data-bytes-delta][data-device]").first();
+  assert.equal(Number(await peak.getAttribute("data-bytes-delta")), diff.memory.devices[0].peak_bytes.delta);
+  assert.equal(Number(await peak.getAttribute("data-bytes-baseline")), diff.memory.devices[0].peak_bytes.baseline.median);
+  // the span table sorts by impact, both ways
+  const spans = page.locator("#spans");
+  const impacts = async () => Promise.all(
+    (await spans.locator("tbody tr").all()).map(async (r) => Number(await r.locator("td").first().getAttribute("data-sort"))));
+  await spans.locator("th button").first().click();
+  const desc = await impacts();
+  assert.deepEqual(desc, [...desc].sort((a, b) => b - a));
+  await spans.locator("th button").first().click();
+  const asc = await impacts();
+  assert.deepEqual(asc, [...asc].sort((a, b) => a - b));
+  assert.equal(asc.length, Math.min(diff.spans.length, 300));
+  await page.setViewportSize({ width: 380, height: 800 });
+  await page.waitForTimeout(250);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 1, `no horizontal scrolling of the page at 380 px (${overflow} px)`);
+  clean(problems);
+  const inj = await open(env("CG_INJECTION_DIFF"));
+  assert.equal(await inj.page.evaluate(() => window.__pwned), undefined);
+  assert.equal(await inj.page.locator("script").count(), 2);
+  assert.equal(await inj.page.locator("img").count(), 0);
+  const body = await inj.page.evaluate(() => document.body.innerText);
+  assert.ok(body.includes("</script><script>window.__pwned=1;alert(1)</script>"), "the span name is text");
+  assert.ok(!body.includes("\u0001") && !body.includes("\u202e"), "no raw control character");
+  clean(inj.problems);
 });
 
 test("optional: the render time of a large report", { skip: !process.env.CG_PERF_REPORT }, async () => {
