@@ -35,8 +35,11 @@ pub struct StorageEntry {
     pub storage_id: String,
     /// Device.
     pub device: DeviceLabel,
-    /// Bytes of the storage; `None` when the backend's size is not readable in this build.
+    /// Bytes of the storage (CPU: heap bytes, `capacity × element size`, the size the
+    /// allocator saw); `None` when the backend's size is not readable in this build.
     pub bytes: Option<u64>,
+    /// Logical bytes (`len × element size`), beside the heap bytes (CPU only).
+    pub logical_bytes: Option<u64>,
     /// CPU data pointer (for joining to the allocator log).
     pub data_ptr: Option<usize>,
     /// Shape of the first tensor registered on this storage.
@@ -178,6 +181,7 @@ impl Registry {
             storage_id: storage_id(facts.key, generation),
             device: facts.device,
             bytes: facts.bytes,
+            logical_bytes: facts.logical_bytes,
             data_ptr: facts.data_ptr,
             shape: t.dims().iter().map(|&d| d as u64).collect(),
             dtype: t.dtype().as_str().to_string(),
@@ -221,6 +225,7 @@ impl Registry {
                 storage_id: storage_id(key, generation),
                 device: DeviceLabel::Cpu,
                 bytes: Some(bytes),
+                logical_bytes: None,
                 data_ptr: Some(data_ptr),
                 shape: Vec::new(),
                 dtype: String::new(),

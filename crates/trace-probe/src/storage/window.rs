@@ -50,8 +50,9 @@ pub struct CaptureSummary {
     /// Block-sized allocations of the window still live and unidentified at its end: an upper
     /// bound on unregistered storages missing from the trace.
     pub unidentified_live_blocks: u64,
-    /// Unregistered storages allocated before the window and freed in it (invisible: the
-    /// capture-start figure missed them).
+    /// Unregistered storages allocated before the window and freed in it: recognised at their
+    /// free (drop signature confirmed by their tensor block) and written as `pre_existing` at
+    /// capture start with their heap bytes, plus their free.
     pub unregistered_pre_window_frees: u64,
     /// Registered storages written as `pre_existing`.
     pub pre_existing_storages: u64,
@@ -76,6 +77,8 @@ pub struct CaptureState {
     pub(super) pending: Vec<PendingEvent>,
     /// Hook ns of capture start while a window is open.
     pub(super) window_start: Option<u64>,
+    /// Session ns of capture start (where pre-existing storages are written).
+    start_session_ns: u64,
     device: Option<DeviceLabel>,
     /// Reasons logical memory is not complete, found before the meta was written.
     unknown_pre_existing: Vec<String>,
@@ -211,6 +214,7 @@ impl CaptureState {
         self.raw.clear();
         let start = crate::clock::process_ns();
         self.window_start = Some(start);
+        self.start_session_ns = start_session_ns;
         self.queue_pre_existing(start_session_ns);
         hook::arm();
         true
@@ -248,22 +252,8 @@ impl CaptureState {
         self.summary.raw_events += self.raw.len() as u64;
         let raw = std::mem::take(&mut self.raw);
         for ev in &raw {
-            match self.joiner.feed(ev, block_size) {
-                Some(freed) => self.on_freed(freed, ev),
-                None => {
-                    if let RawEvent::BlockFree {
-                        tag: 0,
-                        block,
-                        data: Some(_),
-                        ..
-                    } = *ev
-                    {
-                        // Signature match on a block allocated before the window.
-                        if !self.registry.has_block(block) {
-                            self.summary.unregistered_pre_window_frees += 1;
-                        }
-                    }
-                }
+            if let Some(freed) = self.joiner.feed(ev, block_size) {
+                self.on_freed(freed, ev);
             }
         }
         self.raw = raw;
@@ -282,14 +272,27 @@ impl CaptureState {
                 let generation = self.registry.next_generation(key);
                 let storage_id = super::registry::storage_id(key, generation);
                 let mut event = anonymous_alloc(self.device().to_string(), storage_id, a.bytes);
-                self.summary.anonymous_storages += 1;
-                self.pending.push(PendingEvent {
-                    hook_ns: a.alloc_ns,
-                    thread: a.alloc_thread.unwrap_or(a.free_thread) as u64,
-                    session_ns: None,
-                    event: event.clone(),
-                    infer_category: true,
-                });
+                if a.pre_window {
+                    // Live at capture start, size known from its freed data buffer.
+                    self.summary.unregistered_pre_window_frees += 1;
+                    event.pre_existing = true;
+                    self.pending.push(PendingEvent {
+                        hook_ns: self.window_start.unwrap_or(0),
+                        thread: 0,
+                        session_ns: Some(self.start_session_ns),
+                        event: event.clone(),
+                        infer_category: true,
+                    });
+                } else {
+                    self.summary.anonymous_storages += 1;
+                    self.pending.push(PendingEvent {
+                        hook_ns: a.alloc_ns,
+                        thread: a.alloc_thread.unwrap_or(a.free_thread) as u64,
+                        session_ns: None,
+                        event: event.clone(),
+                        infer_category: true,
+                    });
+                }
                 event.action = MemoryAction::Free;
                 self.pending.push(PendingEvent {
                     hook_ns: a.free_ns,
@@ -345,6 +348,7 @@ impl CaptureState {
         self.window_start = Some(0);
         events.extend(self.drain(attr));
         self.window_start = None;
+        self.joiner.close();
         let registry = &self.registry;
         self.summary.unidentified_live_blocks = self
             .joiner
