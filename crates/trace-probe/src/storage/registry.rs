@@ -299,6 +299,26 @@ impl Registry {
         self.entries.is_empty()
     }
 
+    /// Rebuilds the watch table from the live entries: clears every slot, then re-inserts each
+    /// entry still watched (its tag still set) and tries again those that found the table full.
+    /// Entries whose storage died while disarmed keep no slot. Call only while disarmed (the
+    /// armed hook reads the table) and with the capture lock held.
+    pub(crate) fn compact_watch(&mut self) {
+        let Some(off) = self.watch else {
+            return;
+        };
+        let live: Vec<(u32, usize, bool)> = self
+            .entries
+            .values()
+            .map(|e| (e.tag, e.key, !e.watched || watch::get(e.key - off) == e.tag))
+            .collect();
+        watch::reset();
+        for (tag, key, live) in live {
+            let entry = self.entries.get_mut(&tag).expect("entry present");
+            entry.watched = live && watch::insert(key - off, tag);
+        }
+    }
+
     /// Whether a block at `block` (address) belongs to a registered entry.
     pub(crate) fn has_block(&self, block: usize) -> bool {
         match self.watch {

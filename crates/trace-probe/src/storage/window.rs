@@ -66,6 +66,41 @@ pub struct CaptureSummary {
     pub data_size_mismatches: u64,
     /// Registered CPU storages whose free showed the drop signature (the sample of that check).
     pub data_size_checked: u64,
+    /// Storages registered while the watch table was full (not watched): on CPU their frees are
+    /// still found by the confirmed drop signature; on other devices they are lost.
+    pub unwatched_registrations: u64,
+}
+
+impl CaptureSummary {
+    /// What this window lost of the logical-memory coverage declared at its start, on `device`
+    /// (one sentence per limit met); empty when nothing was lost. Written into the terminal's
+    /// `coverage_lost["logical_memory"]`.
+    pub fn logical_memory_lost(&self, device: DeviceLabel) -> Vec<String> {
+        let mut lost = Vec::new();
+        if self.unidentified_live_blocks > 0 {
+            lost.push(format!(
+                "{} storage-sized allocations of the window were still live and unidentified at \
+                 its end (possible unregistered storages, missing from live bytes after their \
+                 allocation)",
+                self.unidentified_live_blocks
+            ));
+        }
+        if self.data_size_mismatches > 0 {
+            lost.push(format!(
+                "{} registered storages freed a data buffer of another size than their recorded \
+                 heap bytes",
+                self.data_size_mismatches
+            ));
+        }
+        if self.unwatched_registrations > 0 && !device.is_cpu() {
+            lost.push(format!(
+                "{} registered storages were not watched (watch table full): their frees are \
+                 unknown",
+                self.unwatched_registrations
+            ));
+        }
+        lost
+    }
 }
 
 /// The process-wide capture state (behind [`lock`]).
@@ -208,6 +243,9 @@ impl CaptureState {
             self.queue_pre_existing(start_session_ns);
             return false;
         }
+        // Nothing reads the watch table while disarmed: rebuild it from the live registry so
+        // it holds only storages that can still die (insert-only in between).
+        self.registry.compact_watch();
         // Discard events left from a previous window or calibration.
         self.raw.clear();
         ring::drain_into(&mut self.raw);
@@ -216,12 +254,17 @@ impl CaptureState {
         self.window_start = Some(start);
         self.start_session_ns = start_session_ns;
         self.queue_pre_existing(start_session_ns);
+        super::drainer::window_opened();
         hook::arm();
         true
     }
 
     fn queue_pre_existing(&mut self, at: u64) {
+        let watching = self.registry.watching();
         for e in self.registry.entries() {
+            if watching && !e.watched {
+                self.summary.unwatched_registrations += 1;
+            }
             self.summary.pre_existing_storages += 1;
             self.pending.push(PendingEvent {
                 hook_ns: 0,
@@ -242,7 +285,7 @@ impl CaptureState {
     }
 
     /// Drains the ring into the join (no attribution yet).
-    pub(super) fn pump(&mut self) {
+    pub(crate) fn pump(&mut self) {
         if self.window_start.is_none() {
             return;
         }
@@ -342,6 +385,7 @@ impl CaptureState {
         let mut events = self.drain(attr);
         if self.window_start.take().is_some() {
             hook::disarm();
+            super::drainer::window_closed();
         }
         let _quiet = IgnoreAllocs::new();
         // Frees that raced with disarming are still in the ring: drain them too.
