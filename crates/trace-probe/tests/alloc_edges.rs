@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex, RwLock};
 
 use candle_core::{DType, Device, Module, Tensor};
-use candle_nn::{loss, AdamW, Linear, ParamsAdamW, VarBuilder, VarMap};
+use candle_nn::{loss, AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use trace_probe::alloc::Tracking;
@@ -260,7 +260,14 @@ fn the_calibrated_look_alike_is_exactly_candles_block() {
     let block = Arc::as_ptr(&a) as usize - 2 * std::mem::size_of::<usize>();
     let data = a.read().unwrap().as_ptr() as usize;
     assert_eq!(std::mem::size_of::<RwLock<Vec<f32>>>() + 16, c.block_size);
-    assert_eq!(Some(data - block), c.data_ptr_offset);
+    let off = c.data_ptr_offset.expect("data pointer offset");
+    // SAFETY: `block` is the live `Arc`'s block of `block_size` bytes; one aligned word inside
+    // it is read.
+    let word = unsafe { ((block + off) as *const usize).read() };
+    assert_eq!(
+        word, data,
+        "the look-alike's data pointer sits at Candle's offset"
+    );
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The background drainer: while a capture window is open, a thread moves the ring's events
-//! into the join whenever the ring passes a high-water mark (a quarter of its capacity), so a
+//! out of it (into a backlog the join reads at its next pump) whenever it passes a high-water mark (a quarter of its capacity), so a
 //! single long span (a large model's backward is one span) does not fill the ring between the
 //! session's drains at span ends. Only code that allocates faster than the drainer empties the
 //! ring drops events; drops stay counted and written into the trace.
@@ -55,7 +55,7 @@ fn run() {
         }
         let capacity = ring::ring_capacity();
         if capacity == ring::RING_CAPACITY && ring::pending_events() >= (capacity / 4) as u64 {
-            super::window::lock().pump();
+            super::window::lock().spill();
         } else {
             std::thread::sleep(POLL);
         }

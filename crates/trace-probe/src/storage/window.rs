@@ -109,6 +109,9 @@ pub struct CaptureState {
     pub(super) registry: Registry,
     pub(super) joiner: Joiner,
     pub(super) raw: Vec<RawEvent>,
+    /// Events the background drainer moved out of the ring, not yet joined (in ring order,
+    /// before anything still in the ring).
+    backlog: Vec<RawEvent>,
     pub(super) pending: Vec<PendingEvent>,
     /// Hook ns of capture start while a window is open.
     pub(super) window_start: Option<u64>,
@@ -247,6 +250,7 @@ impl CaptureState {
         // it holds only storages that can still die (insert-only in between).
         self.registry.compact_watch();
         // Discard events left from a previous window or calibration.
+        self.backlog.clear();
         self.raw.clear();
         ring::drain_into(&mut self.raw);
         self.raw.clear();
@@ -284,6 +288,14 @@ impl CaptureState {
         self.pump();
     }
 
+    /// Moves the ring's events into the backlog without joining them (the background
+    /// drainer's fast path: it keeps up with the hook; the join runs at the next pump).
+    pub(crate) fn spill(&mut self) {
+        if self.window_start.is_some() {
+            ring::drain_into(&mut self.backlog);
+        }
+    }
+
     /// Drains the ring into the join (no attribution yet).
     pub(crate) fn pump(&mut self) {
         if self.window_start.is_none() {
@@ -291,6 +303,7 @@ impl CaptureState {
         }
         let block_size = alloc::block_size();
         self.raw.clear();
+        std::mem::swap(&mut self.raw, &mut self.backlog);
         ring::drain_into(&mut self.raw);
         self.summary.raw_events += self.raw.len() as u64;
         let raw = std::mem::take(&mut self.raw);
@@ -337,6 +350,7 @@ impl CaptureState {
                     });
                 }
                 event.action = MemoryAction::Free;
+                event.pre_existing = false;
                 self.pending.push(PendingEvent {
                     hook_ns: a.free_ns,
                     thread: a.free_thread as u64,
