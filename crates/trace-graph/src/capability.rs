@@ -122,7 +122,7 @@ pub fn observed_coverage(declared: CoverageLevel, observed: u64) -> (CapabilityL
 pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> CapabilityMatrix {
     use CapabilityKind as K;
     use CapabilityLevel::*;
-    let contract = doc.meta.capture_contract.clone().unwrap_or_default();
+    let contract = doc.effective_contract().unwrap_or_default();
     let valid = health.structurally_valid;
     let ended_early = health.capture_failed || health.truncated;
     let failed = health.capture_failed;

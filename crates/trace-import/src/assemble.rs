@@ -227,6 +227,7 @@ pub(crate) fn assemble(
     events.extend(intervals.into_iter().map(TraceEvent::DeviceInterval));
     if cut_short.is_none() {
         events.push(TraceEvent::Terminal(TerminalEvent {
+            coverage_lost: Default::default(),
             outcome: TerminalOutcome::Complete,
             timestamp_ns: rel(c.nodes[0].end),
             reason: None,

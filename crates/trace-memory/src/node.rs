@@ -93,9 +93,7 @@ pub fn node_memory_metrics(
     let empty: Vec<Life> = Vec::new();
     let all = logical.map_or(&empty, |l| &l.compact.lives);
     let complete = doc
-        .meta
-        .capture_contract
-        .as_ref()
+        .effective_contract()
         .is_some_and(|c| c.logical_memory == CoverageLevel::Complete);
 
     // Lifetimes that are allocations (not pre-existing), already in alloc-time order.

@@ -74,6 +74,11 @@ pub(crate) trait CapturePlugin: Send + Sync {
     fn on_finish(&self, _ctx: &CaptureContext<'_>) -> Option<u64> {
         None
     }
+    /// After [`Self::on_finish`]: coverage this plug-in declared in the meta but lost during
+    /// the capture (contract field, why), written into the terminal's `coverage_lost`.
+    fn coverage_lost(&self) -> Vec<(trace_schema::ContractField, String)> {
+        Vec::new()
+    }
     /// The storage identity of `tensor`, if the plug-in knows it; `label`, `category` and
     /// `inferred` (whether the category was inferred rather than declared) are the tensor
     /// fact's: the storage registry registers labelled tensors with them.

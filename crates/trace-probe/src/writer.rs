@@ -264,6 +264,7 @@ mod tests {
 
     fn terminal() -> TraceEvent {
         TraceEvent::Terminal(TerminalEvent {
+            coverage_lost: Default::default(),
             outcome: TerminalOutcome::Complete,
             timestamp_ns: 1,
             reason: None,

@@ -672,6 +672,13 @@ pub struct TerminalEvent {
     /// Final count of dropped events (trace/11).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dropped_events: Option<u64>,
+    /// Coverage the capture lost after `meta` was written: contract field (e.g.
+    /// `logical_memory`) → why that evidence is at most `partial` (e.g. "2 storages allocated in
+    /// the window were still live and unidentified at its end"). Analyzers read the field's
+    /// declared level as at most `partial` ([`crate::TraceDocument::effective_contract`]) and
+    /// report each entry (trace/11; absent: nothing lost).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub coverage_lost: std::collections::BTreeMap<crate::meta::ReasonKey, String>,
 }
 
 crate::wire_names!(

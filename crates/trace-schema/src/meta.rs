@@ -441,6 +441,26 @@ impl CaptureContract {
     pub fn reason(&self, field: ContractField) -> Option<&str> {
         self.reasons.get(field.as_str()).map(String::as_str)
     }
+
+    /// Lowers `field` from `complete` to `partial` (other levels stay); lowering `gradients`
+    /// also drops the gradient manifest, which only a complete declaration carries.
+    pub fn lower_to_partial(&mut self, field: ContractField) {
+        let level = match field {
+            ContractField::Operations => &mut self.operations,
+            ContractField::Tensors => &mut self.tensors,
+            ContractField::Gradients => &mut self.gradients,
+            ContractField::LogicalMemory => &mut self.logical_memory,
+            ContractField::PhysicalMemory => &mut self.physical_memory,
+            ContractField::DeviceTiming => &mut self.device_timing,
+            ContractField::TensorStats => &mut self.tensor_stats,
+        };
+        if *level == CoverageLevel::Complete {
+            *level = CoverageLevel::Partial;
+            if field == ContractField::Gradients {
+                self.gradient_contract = None;
+            }
+        }
+    }
 }
 
 impl CaptureContract {

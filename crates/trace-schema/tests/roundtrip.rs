@@ -513,6 +513,7 @@ fn terminal() -> impl Strategy<Value = TraceEvent> {
     )
         .prop_map(|(outcome, timestamp_ns, reason, dropped_events)| {
             TraceEvent::Terminal(TerminalEvent {
+                coverage_lost: Default::default(),
                 outcome,
                 timestamp_ns,
                 reason,

@@ -976,6 +976,7 @@ impl SynthEvents {
         self.close_span();
         let timestamp_ns = self.tick(10);
         self.queue.push_back(TraceEvent::Terminal(TerminalEvent {
+            coverage_lost: Default::default(),
             outcome: TerminalOutcome::Complete,
             timestamp_ns,
             reason: None,

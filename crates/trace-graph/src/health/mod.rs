@@ -70,6 +70,8 @@ pub enum HealthCode {
     TraceTruncated,
     /// The probe dropped events: capture incomplete (warning).
     DroppedEvents,
+    /// The terminal says the capture lost coverage the meta declared (warning).
+    CoverageLost,
     // hierarchy
     /// Not exactly one root span.
     RootCount,
@@ -518,6 +520,13 @@ fn capture(doc: &TraceDocument, state: CaptureState, issues: &mut Issues) {
                 what.join(", ")
             ),
             IssueLocation::line(t.partial_line.unwrap_or(0)),
+        );
+    }
+    for (field, why) in doc.terminal.iter().flat_map(|t| &t.coverage_lost) {
+        issues.warning(
+            HealthCode::CoverageLost,
+            format!("{} is at most partial: {why}", field.as_str()),
+            IssueLocation::document(),
         );
     }
     if let Some(n) = doc.dropped_events.filter(|&n| n > 0) {

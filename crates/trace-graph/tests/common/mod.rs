@@ -193,6 +193,7 @@ pub fn grad(n: u64, key: &str, state: GradientState, norm: Option<f64>) -> Trace
 
 pub fn terminal(ts: u64) -> TraceEvent {
     TraceEvent::Terminal(TerminalEvent {
+        coverage_lost: Default::default(),
         outcome: TerminalOutcome::Complete,
         timestamp_ns: ts,
         reason: None,
@@ -202,6 +203,7 @@ pub fn terminal(ts: u64) -> TraceEvent {
 
 pub fn failed(ts: u64, reason: &str) -> TraceEvent {
     TraceEvent::Terminal(TerminalEvent {
+        coverage_lost: Default::default(),
         outcome: TerminalOutcome::Failed,
         timestamp_ns: ts,
         reason: Some(reason.into()),

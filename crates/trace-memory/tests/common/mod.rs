@@ -25,6 +25,7 @@ pub fn meta(logical_memory: Option<CoverageLevel>) -> TraceEvent {
 
 pub fn terminal(t: u64) -> TraceEvent {
     TraceEvent::Terminal(TerminalEvent {
+        coverage_lost: Default::default(),
         outcome: TerminalOutcome::Complete,
         timestamp_ns: t,
         reason: None,

@@ -10,7 +10,7 @@ use candle_core::{DType, Device, Storage, Tensor};
 
 use super::hook;
 use super::ring::{self, DataBuffer, RawEvent};
-use super::state::{self, BLOCK_SIZE, DATA_PTR_OFFSET};
+use super::state::{self, BLOCK_SIZE, DATA_PTR_OFFSET, TENSOR_BLOCK_SIZE, TENSOR_STORAGE_OFFSET};
 use crate::storage::bytes::{cpu_data, storage_key};
 
 /// Layout facts found by [`calibrate`].
@@ -26,6 +26,11 @@ pub struct Calibration {
     /// Offset in bytes of a CPU storage's data pointer word from the block's start, when every
     /// dtype checked agreed; `None` means the hook scans every word of a dying block.
     pub data_ptr_offset: Option<usize>,
+    /// Size in bytes of the allocation holding a tensor (`ArcInner<Tensor_>`).
+    pub tensor_block_size: usize,
+    /// Offset in bytes, inside a tensor's block, of its storage `Arc` pointer (the word that
+    /// confirms a storage's drop signature when the tensor block dies after it).
+    pub tensor_storage_offset: usize,
 }
 
 /// Why calibration failed; capture is then off and logical memory is declared unavailable.
@@ -111,21 +116,41 @@ fn run_at_full_capacity() -> Result<Calibration, CalibrationError> {
     events.reserve(1 << 14);
     ring::drain_into(&mut events);
     let mut found = Vec::new();
-    for (_, key, data, _) in &tensors {
-        let (base, size) = events
+    let mut tensor_found = Vec::new();
+    let containing = |addr: usize, what: &str| {
+        events
             .iter()
             .rev()
             .find_map(|e| match *e {
-                RawEvent::Alloc { addr, size, .. } if addr <= *key && *key < addr + size => {
-                    Some((addr, size))
+                RawEvent::Alloc { addr: a, size, .. } if a <= addr && addr < a + size => {
+                    Some((a, size))
                 }
                 _ => None,
             })
             .ok_or_else(|| {
-                CalibrationError::UnexpectedLayout(
-                    "no logged allocation contains the storage key".into(),
-                )
-            })?;
+                CalibrationError::UnexpectedLayout(format!(
+                    "no logged allocation contains the {what}"
+                ))
+            })
+    };
+    for (t, key, data, _) in &tensors {
+        let (base, size) = containing(*key, "storage key")?;
+        // The tensor's block and the word in it that points at the storage block.
+        let tensor_addr = std::ptr::from_ref(&**t) as *const u8 as usize;
+        let (tbase, tsize) = containing(tensor_addr, "tensor")?;
+        // SAFETY: the tensor block is live (held in `tensors`) and `tsize` bytes long; its
+        // words are read, never written.
+        let toffsets: Vec<usize> = (0..tsize / word)
+            .filter(|&i| unsafe { (tbase as *const usize).add(i).read_volatile() } == base)
+            .map(|i| i * word)
+            .collect();
+        if toffsets.len() != 1 || tsize % word != 0 {
+            return Err(CalibrationError::UnexpectedLayout(format!(
+                "the storage pointer appears {} times in the {tsize}-byte tensor block",
+                toffsets.len()
+            )));
+        }
+        tensor_found.push((tsize, toffsets[0]));
         if size % word != 0 || key - base + std::mem::size_of::<Storage>() > size {
             return Err(CalibrationError::UnexpectedLayout(format!(
                 "storage key at offset {} of a {size}-byte block",
@@ -159,10 +184,18 @@ fn run_at_full_capacity() -> Result<Calibration, CalibrationError> {
         )));
     }
     let data_ptr_offset = found.iter().all(|f| f.2 == off0).then_some(off0);
+    let (tensor_block_size, tensor_storage_offset) = tensor_found[0];
+    if tensor_found.iter().any(|f| *f != tensor_found[0]) || tensor_block_size == block_size {
+        return Err(CalibrationError::UnexpectedLayout(format!(
+            "tensor blocks differ between dtypes or equal the storage block: {tensor_found:?}"
+        )));
+    }
 
     // 3. Validation: the drop signature must recognise the throw-away storages.
     BLOCK_SIZE.store(block_size, Ordering::Relaxed);
     DATA_PTR_OFFSET.store(data_ptr_offset.unwrap_or(usize::MAX), Ordering::Relaxed);
+    TENSOR_STORAGE_OFFSET.store(tensor_storage_offset, Ordering::Relaxed);
+    TENSOR_BLOCK_SIZE.store(tensor_block_size, Ordering::Relaxed);
     let expected: Vec<(usize, usize, u64)> = tensors
         .iter()
         .map(|(_, key, data, bytes)| (key - key_offset, *data, *bytes))
@@ -180,10 +213,16 @@ fn run_at_full_capacity() -> Result<Calibration, CalibrationError> {
                 ..
             } if b == block && ptr == data && size as u64 >= bytes)
         });
-        if !hit {
+        let confirmed = events.iter().any(
+            |e| matches!(*e, RawEvent::TensorFree { storage_block, .. } if storage_block == block),
+        );
+        if !hit || !confirmed {
             BLOCK_SIZE.store(0, Ordering::Relaxed);
+            TENSOR_BLOCK_SIZE.store(0, Ordering::Relaxed);
             return Err(CalibrationError::UnexpectedLayout(
-                "the storage drop signature (data free, then block free) was not observed".into(),
+                "the storage drop signature (data free, block free, then the tensor block \
+                 holding it) was not observed"
+                    .into(),
             ));
         }
     }
@@ -191,5 +230,7 @@ fn run_at_full_capacity() -> Result<Calibration, CalibrationError> {
         block_size,
         key_offset,
         data_ptr_offset,
+        tensor_block_size,
+        tensor_storage_offset,
     })
 }

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::ring::{self, DataBuffer, RawEvent};
 use super::state::{
     self, ARMED, ARMED_ALLOC_CALLS, ARMED_NET_BYTES, BLOCK_SIZE, DATA_PTR_OFFSET, HEAP_SHARDS,
-    HOLD, IGNORE_DEPTH, INSTALLED, LAST_FREE, SHARDS, STATE,
+    HOLD, IGNORE_DEPTH, INSTALLED, LAST_FREE, SHARDS, STATE, TENSOR_BLOCK_SIZE,
+    TENSOR_STORAGE_OFFSET,
 };
 use super::{hold, watch};
 
@@ -27,7 +28,8 @@ pub(crate) static COUNTING_SEEN: AtomicBool = AtomicBool::new(false);
 ///   [`Tracking::counting`] mode, one relaxed `fetch_add` on a per-thread-shard counter);
 /// - armed (inside the captured step only): every allocation is logged to a static ring
 ///   (address, size, time, thread); a free of the calibrated storage-block size does one probe
-///   of the watch table and the CPU storage drop-signature check, and logs a hit.
+///   of the watch table and the CPU storage drop-signature check, and is logged; a free of the
+///   calibrated tensor-block size logs one word (the storage pointer that confirms a signature).
 ///
 /// The hook never allocates, never locks and touches only statics, atomics and `const`
 /// thread-locals (see `alloc::state` for why).
@@ -136,6 +138,19 @@ unsafe fn block_holds(block: *const u8, size: usize, data: usize) -> bool {
 fn on_dealloc(ptr: *mut u8, size: usize) {
     ARMED_NET_BYTES.fetch_sub(size as i64, Ordering::Relaxed);
     let (last_ptr, last_size) = LAST_FREE.with(|c| c.replace((ptr as usize, size)));
+    if size == TENSOR_BLOCK_SIZE.load(Ordering::Relaxed) {
+        let off = TENSOR_STORAGE_OFFSET.load(Ordering::Relaxed);
+        if off + std::mem::size_of::<usize>() <= size {
+            // SAFETY: `ptr` is a block of `size` bytes being freed by our caller and not yet
+            // handed to the inner allocator; the word read lies inside it.
+            let word = unsafe { (ptr.add(off) as *const usize).read_volatile() };
+            ring::push(RawEvent::TensorFree {
+                ts_ns: state::now_ns(),
+                thread: state::thread_id(),
+                storage_block: word,
+            });
+        }
+    }
     if size != BLOCK_SIZE.load(Ordering::Relaxed) {
         return;
     }

@@ -26,7 +26,7 @@ pub use ring::{dropped_events, pending_events, ring_capacity, set_ring_capacity,
 pub use state::{
     armed_alloc_calls, armed_net_bytes, heap_live_bytes, is_armed, is_installed, IgnoreAllocs,
 };
-pub use watch::{occupied_slots, WATCH_SLOTS};
+pub use watch::{fill_for_test as fill_watch_table_for_test, occupied_slots, WATCH_SLOTS};
 
 pub(crate) use state::thread_key;
 

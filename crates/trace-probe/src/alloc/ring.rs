@@ -37,6 +37,16 @@ pub(crate) enum RawEvent {
         /// whose pointer the dying block holds. `None` when the signature did not match.
         data: Option<DataBuffer>,
     },
+    /// A free of the calibrated tensor-block size (`ArcInner<Tensor_>`): the word where a
+    /// tensor holds its storage's `Arc` pointer. Confirms the drop signature: Candle's storage
+    /// `Arc` is a private field of `Tensor_` only, so every storage death is followed, on the
+    /// same thread, by the free of the tensor block that pointed at it.
+    TensorFree {
+        ts_ns: u64,
+        thread: u32,
+        /// The word at the calibrated storage-pointer offset of the dying block.
+        storage_block: usize,
+    },
 }
 
 /// A CPU storage's data buffer as seen by the drop signature.
@@ -52,7 +62,9 @@ impl RawEvent {
     /// Thread of the event.
     pub(crate) fn thread(&self) -> u32 {
         match *self {
-            RawEvent::Alloc { thread, .. } | RawEvent::BlockFree { thread, .. } => thread,
+            RawEvent::Alloc { thread, .. }
+            | RawEvent::BlockFree { thread, .. }
+            | RawEvent::TensorFree { thread, .. } => thread,
         }
     }
 }
@@ -61,9 +73,10 @@ struct Slot {
     /// `index + 1` once published.
     seq: AtomicU64,
     ts: AtomicU64,
-    /// kind (bit 63: block free) | thread (bits 32..63) | tag (bits 0..32).
+    /// kind (bits 62..64: 0 alloc, 1 tensor free, 2 block free) | thread (bits 32..62) | tag
+    /// (bits 0..32).
     meta: AtomicU64,
-    /// Alloc: address; block free: block address.
+    /// Alloc: address; block free: block address; tensor free: storage block word.
     a: AtomicUsize,
     /// Alloc: size; block free: data pointer of the signature (0: no match).
     b: AtomicUsize,
@@ -81,6 +94,12 @@ static SLOTS: [Slot; RING_CAPACITY] = [const {
         c: AtomicUsize::new(0),
     }
 }; RING_CAPACITY];
+
+const KIND_ALLOC: u64 = 0;
+const KIND_TENSOR_FREE: u64 = 1;
+const KIND_BLOCK_FREE: u64 = 2;
+/// Thread ids keep 30 bits in a slot.
+const THREAD_MASK: u64 = 0x3fff_ffff;
 
 /// Next index to claim.
 static HEAD: AtomicU64 = AtomicU64::new(0);
@@ -108,13 +127,18 @@ pub(crate) fn push(ev: RawEvent) -> bool {
         }
     }
     let slot = &SLOTS[(head as usize) & (RING_CAPACITY - 1)];
-    let (kind_bit, ts, thread, tag, a, b, c) = match ev {
+    let (kind, ts, thread, tag, a, b, c) = match ev {
         RawEvent::Alloc {
             ts_ns,
             thread,
             addr,
             size,
-        } => (0u64, ts_ns, thread, 0, addr, size, 0),
+        } => (KIND_ALLOC, ts_ns, thread, 0, addr, size, 0),
+        RawEvent::TensorFree {
+            ts_ns,
+            thread,
+            storage_block,
+        } => (KIND_TENSOR_FREE, ts_ns, thread, 0, storage_block, 0, 0),
         RawEvent::BlockFree {
             ts_ns,
             thread,
@@ -123,10 +147,10 @@ pub(crate) fn push(ev: RawEvent) -> bool {
             data,
         } => {
             let (ptr, size) = data.map_or((0, 0), |d| (d.ptr, d.size));
-            (1u64 << 63, ts_ns, thread, tag, block, ptr, size)
+            (KIND_BLOCK_FREE, ts_ns, thread, tag, block, ptr, size)
         }
     };
-    let meta = kind_bit | ((thread as u64 & 0x7fff_ffff) << 32) | tag as u64;
+    let meta = (kind << 62) | ((thread as u64 & THREAD_MASK) << 32) | tag as u64;
     slot.ts.store(ts, Ordering::Relaxed);
     slot.meta.store(meta, Ordering::Relaxed);
     slot.a.store(a, Ordering::Relaxed);
@@ -148,27 +172,31 @@ pub(crate) fn drain_into(out: &mut Vec<RawEvent>) {
         }
         let meta = slot.meta.load(Ordering::Relaxed);
         let ts_ns = slot.ts.load(Ordering::Relaxed);
-        let thread = ((meta >> 32) & 0x7fff_ffff) as u32;
+        let thread = ((meta >> 32) & THREAD_MASK) as u32;
         let (a, b, c) = (
             slot.a.load(Ordering::Relaxed),
             slot.b.load(Ordering::Relaxed),
             slot.c.load(Ordering::Relaxed),
         );
-        out.push(if meta >> 63 == 1 {
-            RawEvent::BlockFree {
+        out.push(match meta >> 62 {
+            KIND_BLOCK_FREE => RawEvent::BlockFree {
                 ts_ns,
                 thread,
                 tag: meta as u32,
                 block: a,
                 data: (b != 0).then_some(DataBuffer { ptr: b, size: c }),
-            }
-        } else {
-            RawEvent::Alloc {
+            },
+            KIND_TENSOR_FREE => RawEvent::TensorFree {
+                ts_ns,
+                thread,
+                storage_block: a,
+            },
+            _ => RawEvent::Alloc {
                 ts_ns,
                 thread,
                 addr: a,
                 size: b,
-            }
+            },
         });
         tail += 1;
         TAIL.store(tail, Ordering::Release);

@@ -29,6 +29,14 @@ pub(crate) static BLOCK_SIZE: AtomicUsize = AtomicUsize::new(0);
 /// `usize::MAX` when the variants disagreed (the hook then scans every word of the block).
 pub(crate) static DATA_PTR_OFFSET: AtomicUsize = AtomicUsize::new(usize::MAX);
 
+/// Calibrated size in bytes of a tensor's `Arc` block (`ArcInner<Tensor_>`); 0 until
+/// calibration succeeded (no tensor frees are then logged, and no drop signature is confirmed).
+pub(crate) static TENSOR_BLOCK_SIZE: AtomicUsize = AtomicUsize::new(0);
+
+/// Calibrated offset in bytes, inside a tensor's block, of the word holding its storage's `Arc`
+/// pointer (the storage block's address).
+pub(crate) static TENSOR_STORAGE_OFFSET: AtomicUsize = AtomicUsize::new(0);
+
 /// Per-shard live heap bytes (only in counting mode); summed by [`heap_live_bytes`].
 pub(crate) static HEAP_SHARDS: [Shard; SHARDS] = [const { Shard(AtomicI64::new(0)) }; SHARDS];
 /// Number of heap counter shards (a power of two).

@@ -117,6 +117,30 @@ fn find(addr: usize) -> Option<&'static Slot> {
     }
 }
 
+/// Empties the table. Only while no armed hook can read it (the capture disarmed, under the
+/// capture lock): a concurrent probe could otherwise miss a live entry.
+pub(crate) fn reset() {
+    for slot in SLOTS.iter() {
+        slot.tag.store(0, Ordering::Relaxed);
+        slot.key.store(0, Ordering::Relaxed);
+    }
+    OCCUPIED.store(0, Ordering::Release);
+}
+
+/// Fills the table with distinct never-freed test addresses until it refuses one; returns how
+/// many were inserted. A test knob for the full-table path (undo with a compaction, which
+/// happens at every window start).
+#[doc(hidden)]
+pub fn fill_for_test() -> usize {
+    let mut n = 0;
+    let mut addr = 0x7e00_0000_0001usize;
+    while insert(addr, u32::MAX) {
+        n += 1;
+        addr += 2;
+    }
+    n
+}
+
 /// Number of distinct addresses the table holds.
 pub fn occupied_slots() -> usize {
     OCCUPIED.load(Ordering::Relaxed)

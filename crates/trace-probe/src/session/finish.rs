@@ -41,18 +41,24 @@ impl Inner {
         }
     }
 
-    fn finish_plugins(&self) -> Option<u64> {
+    fn finish_plugins(&self) -> Finished {
         let mut dropped: Option<u64> = None;
+        let mut lost = std::collections::BTreeMap::new();
         for plugin in &self.plugins {
             if let Some(n) = plugin.on_finish(&self.plugin_context()) {
                 dropped = Some(dropped.unwrap_or(0).saturating_add(n));
             }
+            for (field, why) in plugin.coverage_lost() {
+                lost.insert(field.into(), why);
+            }
         }
-        dropped
+        Finished { dropped, lost }
     }
 
-    fn terminal(&self, outcome: TerminalOutcome, reason: Option<String>, dropped: Option<u64>) {
+    fn terminal(&self, outcome: TerminalOutcome, reason: Option<String>, finished: Finished) {
+        let Finished { dropped, lost } = finished;
         self.emit(TraceEvent::Terminal(TerminalEvent {
+            coverage_lost: lost,
             outcome,
             timestamp_ns: self.clock.now_ns(),
             reason,
@@ -91,7 +97,14 @@ impl Inner {
                     "capture step {} was never reached before finish()",
                     self.run.capture_step
                 );
-                self.terminal(TerminalOutcome::Failed, Some(reason), None);
+                self.terminal(
+                    TerminalOutcome::Failed,
+                    Some(reason),
+                    Finished {
+                        dropped: None,
+                        lost: Default::default(),
+                    },
+                );
                 result_err = Some(ProbeError::CaptureStepNotReached {
                     step: self.run.capture_step,
                 });
@@ -104,11 +117,12 @@ impl Inner {
                     .store(false, std::sync::atomic::Ordering::Release);
                 drop(state);
                 self.run_capture_end_plugins();
-                let dropped = self.finish_plugins();
+                let finished = self.finish_plugins();
+                let dropped = finished.dropped;
                 self.terminal(
                     TerminalOutcome::Failed,
                     Some("finish() was called inside the captured step".to_string()),
-                    dropped,
+                    finished,
                 );
                 state = lock(&self.state);
                 (TerminalOutcome::Failed, dropped)
@@ -116,8 +130,9 @@ impl Inner {
             Phase::Captured => {
                 state.phase = Phase::Finished;
                 drop(state);
-                let dropped = self.finish_plugins();
-                self.terminal(TerminalOutcome::Complete, None, dropped);
+                let finished = self.finish_plugins();
+                let dropped = finished.dropped;
+                self.terminal(TerminalOutcome::Complete, None, finished);
                 state = lock(&self.state);
                 (TerminalOutcome::Complete, dropped)
             }
@@ -150,4 +165,10 @@ impl Drop for Inner {
             crate::panic_hook::release(self.uid);
         }
     }
+}
+
+/// What the plug-ins report before the terminal: dropped events and coverage lost.
+struct Finished {
+    dropped: Option<u64>,
+    lost: std::collections::BTreeMap<trace_schema::ReasonKey, String>,
 }

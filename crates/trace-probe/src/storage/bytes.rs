@@ -15,28 +15,50 @@ pub fn storage_key(t: &Tensor) -> usize {
     &*guard as *const Storage as usize
 }
 
-/// Data pointer and bytes (`len × element size`: the storage's own size, not a view's; raw
-/// bytes for the sub-byte formats) of a CPU storage.
+/// Applies a generic function to the `Vec` of every CPU storage variant.
+macro_rules! cpu_map {
+    ($cpu:expr, $f:ident) => {
+        match $cpu {
+            CpuStorage::U8(v) => $f(v),
+            CpuStorage::U32(v) => $f(v),
+            CpuStorage::I16(v) => $f(v),
+            CpuStorage::I32(v) => $f(v),
+            CpuStorage::I64(v) => $f(v),
+            CpuStorage::BF16(v) => $f(v),
+            CpuStorage::F16(v) => $f(v),
+            CpuStorage::F32(v) => $f(v),
+            CpuStorage::F64(v) => $f(v),
+            CpuStorage::F8E4M3(v) => $f(v),
+            CpuStorage::F6E2M3(v)
+            | CpuStorage::F6E3M2(v)
+            | CpuStorage::F4(v)
+            | CpuStorage::F8E8M0(v) => $f(v),
+        }
+    };
+}
+
+/// Data pointer and heap bytes of a CPU storage: `capacity × element size`, the size of the
+/// data buffer the allocator handed out and will take back (what occupies memory). For Candle's
+/// own storages capacity equals length; a `from_vec` of a `Vec` with spare capacity keeps it, and
+/// the one size rule is that every storage is sized by its heap bytes
+/// ([`cpu_logical_bytes`] gives `len × element size` beside it). Raw bytes for the sub-byte
+/// formats.
 pub fn cpu_data(cpu: &CpuStorage) -> (usize, u64) {
-    fn of<T>(v: &[T]) -> (usize, u64) {
-        (v.as_ptr() as usize, std::mem::size_of_val(v) as u64)
+    fn of<T>(v: &Vec<T>) -> (usize, u64) {
+        (
+            v.as_ptr() as usize,
+            (v.capacity() * std::mem::size_of::<T>()) as u64,
+        )
     }
-    match cpu {
-        CpuStorage::U8(v) => of(v),
-        CpuStorage::U32(v) => of(v),
-        CpuStorage::I16(v) => of(v),
-        CpuStorage::I32(v) => of(v),
-        CpuStorage::I64(v) => of(v),
-        CpuStorage::BF16(v) => of(v),
-        CpuStorage::F16(v) => of(v),
-        CpuStorage::F32(v) => of(v),
-        CpuStorage::F64(v) => of(v),
-        CpuStorage::F8E4M3(v) => of(v),
-        CpuStorage::F6E2M3(v)
-        | CpuStorage::F6E3M2(v)
-        | CpuStorage::F4(v)
-        | CpuStorage::F8E8M0(v) => of(v),
+    cpu_map!(cpu, of)
+}
+
+/// Logical bytes of a CPU storage: `len × element size` (≤ its heap bytes, [`cpu_data`]).
+pub fn cpu_logical_bytes(cpu: &CpuStorage) -> u64 {
+    fn of<T>(v: &Vec<T>) -> u64 {
+        std::mem::size_of_val(v.as_slice()) as u64
     }
+    cpu_map!(cpu, of)
 }
 
 /// Storage facts read through `storage_and_layout()` (read lock held only inside).
@@ -44,8 +66,11 @@ pub fn cpu_data(cpu: &CpuStorage) -> (usize, u64) {
 pub struct StorageFacts {
     /// Storage key (see [`storage_key`]).
     pub key: usize,
-    /// Bytes of the storage (`None`: the backend's size is not readable in this build).
+    /// Bytes of the storage: on CPU its heap bytes (see [`cpu_data`]); `None`: the backend's
+    /// size is not readable in this build.
     pub bytes: Option<u64>,
+    /// Logical bytes (`len × element size`, CPU only; see [`cpu_logical_bytes`]).
+    pub logical_bytes: Option<u64>,
     /// CPU data pointer.
     pub data_ptr: Option<usize>,
     /// Device.
@@ -56,18 +81,19 @@ pub struct StorageFacts {
 pub fn storage_facts(t: &Tensor) -> StorageFacts {
     let (guard, _) = t.storage_and_layout();
     let key = &*guard as *const Storage as usize;
-    let (bytes, data_ptr) = match &*guard {
+    let (bytes, logical_bytes, data_ptr) = match &*guard {
         Storage::Cpu(cpu) => {
             let (ptr, bytes) = cpu_data(cpu);
-            (Some(bytes), Some(ptr))
+            (Some(bytes), Some(cpu_logical_bytes(cpu)), Some(ptr))
         }
         #[allow(unreachable_patterns)]
-        other => (crate::device_mem::backend_storage_bytes(other), None),
+        other => (crate::device_mem::backend_storage_bytes(other), None, None),
     };
     drop(guard);
     StorageFacts {
         key,
         bytes,
+        logical_bytes,
         data_ptr,
         device: DeviceLabel::of(t.device()),
     }
@@ -95,6 +121,17 @@ mod tests {
         assert_eq!(storage_key(&wide), storage_key(&base));
         let m = Tensor::zeros((10, 10), DType::F64, &Device::Cpu)?;
         assert_eq!(storage_bytes(&m.narrow(0, 2, 3)?), Some(800));
+        Ok(())
+    }
+
+    #[test]
+    fn heap_bytes_include_spare_capacity_logical_bytes_do_not() -> candle_core::Result<()> {
+        let mut v: Vec<f32> = Vec::with_capacity(300_000);
+        v.extend((0..262_144).map(|i| i as f32));
+        let t = Tensor::from_vec(v, 262_144, &Device::Cpu)?;
+        let f = storage_facts(&t);
+        assert_eq!(f.bytes, Some(1_200_000), "heap bytes: capacity × 4");
+        assert_eq!(f.logical_bytes, Some(1_048_576), "logical bytes: len × 4");
         Ok(())
     }
 }

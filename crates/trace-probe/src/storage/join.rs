@@ -15,7 +15,9 @@ pub(crate) enum StorageFreed {
         /// Free time.
         free_ns: u64,
     },
-    /// An unregistered CPU storage died; its whole lifetime is known now.
+    /// An unregistered CPU storage died; its whole lifetime is known now (for a storage whose
+    /// block predates the window, [`AnonymousStorage::pre_window`] is set and its alloc time is
+    /// unknown: it was live at capture start).
     Anonymous(AnonymousStorage),
 }
 
@@ -35,6 +37,9 @@ pub(crate) struct AnonymousStorage {
     pub(crate) alloc_thread: Option<u32>,
     /// Thread of the free.
     pub(crate) free_thread: u32,
+    /// The block was allocated before the window (not logged): the storage was live at capture
+    /// start; `alloc_ns` is meaningless.
+    pub(crate) pre_window: bool,
 }
 
 /// The join state; fed drained events in ring order.
@@ -44,6 +49,9 @@ pub(crate) struct Joiner {
     allocs: HashMap<usize, LoggedAlloc>,
     /// Logged allocations of the block size not yet seen freed: address → alloc time.
     live_blocks: HashMap<usize, u64>,
+    /// Unregistered block frees matching the data-pointer signature, waiting for the free of the
+    /// tensor block that held them (the confirmation): block address → storage.
+    candidates: HashMap<usize, AnonymousStorage>,
     /// Counters for the match-rate report.
     pub(crate) stats: JoinStats,
 }
@@ -67,8 +75,16 @@ pub struct JoinStats {
     pub block_frees: u64,
     /// Of those, frees of registered storages (watch-table hits).
     pub registered_frees: u64,
-    /// Of those, unregistered frees matching the CPU storage drop signature.
+    /// Of those, unregistered frees matching the CPU storage drop signature *and* confirmed by
+    /// the free of the tensor block that held the storage (Candle storages).
     pub signature_frees: u64,
+    /// Unregistered block frees whose data-pointer signature matched but that no tensor block
+    /// confirmed: look-alike user objects (e.g. `Arc<RwLock<Vec<u8>>>`), never written as
+    /// storages. Counted when a later free of the same block replaces them or the window ends.
+    pub unconfirmed_signatures: u64,
+    /// Confirmed unregistered storages whose block was allocated before the window (written as
+    /// pre-existing at capture start, freed in the window).
+    pub pre_window_frees: u64,
     /// Signature matches whose data buffer allocation was logged (exact alloc time).
     pub signature_with_data_alloc: u64,
     /// Signature matches whose block allocation was logged in the window.
@@ -125,31 +141,59 @@ impl Joiner {
                     });
                 }
                 let DataBuffer { ptr, size } = data?;
-                self.stats.signature_frees += 1;
                 let data_alloc = self.allocs.remove(&ptr);
-                if data_alloc.is_some() {
-                    self.stats.signature_with_data_alloc += 1;
-                }
-                if block_alloc.is_some() {
-                    self.stats.signature_with_block_alloc += 1;
-                }
-                // A storage whose block was allocated before arming is not anonymous-in-window:
-                // its data alloc (if any logged) would be stale. Only in-window blocks count.
-                let block_alloc = block_alloc?;
-                let (alloc_ns, alloc_thread) = match data_alloc {
-                    Some(d) if d.ts_ns <= block_alloc => (d.ts_ns, Some(d.thread)),
-                    _ => (block_alloc, None),
+                // A storage whose block was allocated before arming has no logged alloc: it
+                // was live at capture start (its data alloc, if any logged, would be stale).
+                let (alloc_ns, alloc_thread) = match (block_alloc, data_alloc) {
+                    (Some(b), Some(d)) if d.ts_ns <= b => (d.ts_ns, Some(d.thread)),
+                    (Some(b), _) => (b, None),
+                    (None, _) => (0, None),
                 };
-                Some(StorageFreed::Anonymous(AnonymousStorage {
+                let candidate = AnonymousStorage {
                     block,
                     alloc_ns,
                     bytes: size as u64,
                     free_ns: ts_ns,
                     alloc_thread,
                     free_thread: thread,
-                }))
+                    pre_window: block_alloc.is_none(),
+                };
+                if self.candidates.insert(block, candidate).is_some() {
+                    // The block died twice without a tensor confirming the first: a look-alike.
+                    self.stats.unconfirmed_signatures += 1;
+                }
+                None
+            }
+            RawEvent::TensorFree {
+                thread,
+                storage_block,
+                ..
+            } => {
+                let c = self.candidates.get(&storage_block)?;
+                if c.free_thread != thread {
+                    return None;
+                }
+                let c = self.candidates.remove(&storage_block)?;
+                self.stats.signature_frees += 1;
+                if c.pre_window {
+                    self.stats.pre_window_frees += 1;
+                } else {
+                    self.stats.signature_with_block_alloc += 1;
+                    if c.alloc_thread.is_some() {
+                        self.stats.signature_with_data_alloc += 1;
+                    }
+                }
+                Some(StorageFreed::Anonymous(c))
             }
         }
+    }
+
+    /// Ends the window: every signature still unconfirmed is a look-alike (or a storage whose
+    /// tensor block died after the window closed); counted in
+    /// [`JoinStats::unconfirmed_signatures`], never written.
+    pub(crate) fn close(&mut self) {
+        self.stats.unconfirmed_signatures += self.candidates.len() as u64;
+        self.candidates.clear();
     }
 
     /// The latest logged allocation at `addr`.
@@ -197,6 +241,14 @@ mod tests {
         }
     }
 
+    fn tensor_free(ts: u64, storage_block: usize, thread: u32) -> RawEvent {
+        RawEvent::TensorFree {
+            ts_ns: ts,
+            thread,
+            storage_block,
+        }
+    }
+
     #[test]
     fn anonymous_storage_joins_data_alloc_and_survives_reuse() {
         let mut j = Joiner::default();
@@ -204,7 +256,17 @@ mod tests {
             let t = round * 100;
             assert_eq!(j.feed(&alloc(t + 1, 0x1000, 4096), 56), None);
             assert_eq!(j.feed(&alloc(t + 2, 0x2000, 56), 56), None);
-            let freed = j.feed(&free(t + 50, 0x2000, 0, Some((0x1000, 4096))), 56);
+            assert_eq!(
+                j.feed(&free(t + 50, 0x2000, 0, Some((0x1000, 4096))), 56),
+                None,
+                "a signature alone is only a candidate"
+            );
+            assert_eq!(
+                j.feed(&tensor_free(t + 51, 0x2000, 1), 56),
+                None,
+                "a tensor free on another thread does not confirm"
+            );
+            let freed = j.feed(&tensor_free(t + 52, 0x2000, 2), 56);
             assert_eq!(
                 freed,
                 Some(StorageFreed::Anonymous(AnonymousStorage {
@@ -214,10 +276,12 @@ mod tests {
                     free_ns: t + 50,
                     alloc_thread: Some(1),
                     free_thread: 2,
+                    pre_window: false,
                 }))
             );
         }
         assert_eq!(j.stats.signature_frees, 3);
+        assert_eq!(j.stats.unconfirmed_signatures, 0);
         assert_eq!(j.unidentified_live_blocks(|_| false), 0);
     }
 
@@ -228,8 +292,22 @@ mod tests {
             j.feed(&free(5, 0x3000, 9, Some((0x4000, 64))), 56),
             Some(StorageFreed::Registered { tag: 9, free_ns: 5 })
         );
-        // Unregistered, signature matches, but the block predates the window.
+        // Unregistered, signature matches, the block predates the window: live at start.
         assert_eq!(j.feed(&free(6, 0x5000, 0, Some((0x6000, 64))), 56), None);
+        match j.feed(&tensor_free(6, 0x5000, 2), 56) {
+            Some(StorageFreed::Anonymous(a)) => {
+                assert!(a.pre_window);
+                assert_eq!(a.bytes, 64);
+            }
+            other => panic!("expected a pre-window storage, got {other:?}"),
+        }
+        assert_eq!(j.stats.signature_frees, 1);
+        assert_eq!(j.stats.pre_window_frees, 1);
+        // A look-alike: signature, no tensor block; reused and dying again, then the window ends.
+        assert_eq!(j.feed(&free(7, 0x9000, 0, Some((0xa000, 64))), 56), None);
+        assert_eq!(j.feed(&free(8, 0x9000, 0, Some((0xb000, 64))), 56), None);
+        j.close();
+        assert_eq!(j.stats.unconfirmed_signatures, 2);
         assert_eq!(j.stats.signature_frees, 1);
         // A block-sized non-storage object freed without signature.
         j.feed(&alloc(7, 0x7000, 56), 56);

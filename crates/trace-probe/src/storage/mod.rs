@@ -8,6 +8,7 @@
 //! | `registry` | storages the probe can name, keyed by (key, generation); liveness via the watch table |
 //! | `join` | joins drained ring records by address: a storage's free to its data buffer's allocation |
 //! | `window` | the capture window: arm, drain, pending events, close, summary, logical-memory contract |
+//! | `drainer` | the background thread that drains the ring past a high-water mark while a window is open |
 //! | `registration` | registering graph nodes, gradients and labelled tensors into the window |
 //! | `construction` | optimizer state allocated while the inner optimizer is built |
 //! | `events` | memory events waiting for time and span; host and deterministic attribution |
@@ -18,6 +19,7 @@
 
 pub mod bytes;
 mod construction;
+mod drainer;
 pub mod events;
 pub(crate) mod join;
 mod registration;

@@ -31,6 +31,9 @@ impl CaptureState {
         let Some(entry) = self.registry.get(tag).cloned() else {
             return reg;
         };
+        if self.registry.watching() && !entry.watched {
+            self.summary.unwatched_registrations += 1;
+        }
         let pending = match block_ns {
             Some(b) => {
                 let (ns, thread) = match data {

@@ -35,8 +35,11 @@ pub struct StorageEntry {
     pub storage_id: String,
     /// Device.
     pub device: DeviceLabel,
-    /// Bytes of the storage; `None` when the backend's size is not readable in this build.
+    /// Bytes of the storage (CPU: heap bytes, `capacity × element size`, the size the
+    /// allocator saw); `None` when the backend's size is not readable in this build.
     pub bytes: Option<u64>,
+    /// Logical bytes (`len × element size`), beside the heap bytes (CPU only).
+    pub logical_bytes: Option<u64>,
     /// CPU data pointer (for joining to the allocator log).
     pub data_ptr: Option<usize>,
     /// Shape of the first tensor registered on this storage.
@@ -178,6 +181,7 @@ impl Registry {
             storage_id: storage_id(facts.key, generation),
             device: facts.device,
             bytes: facts.bytes,
+            logical_bytes: facts.logical_bytes,
             data_ptr: facts.data_ptr,
             shape: t.dims().iter().map(|&d| d as u64).collect(),
             dtype: t.dtype().as_str().to_string(),
@@ -221,6 +225,7 @@ impl Registry {
                 storage_id: storage_id(key, generation),
                 device: DeviceLabel::Cpu,
                 bytes: Some(bytes),
+                logical_bytes: None,
                 data_ptr: Some(data_ptr),
                 shape: Vec::new(),
                 dtype: String::new(),
@@ -292,6 +297,26 @@ impl Registry {
     /// Whether there is no entry.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// Rebuilds the watch table from the live entries: clears every slot, then re-inserts each
+    /// entry still watched (its tag still set) and tries again those that found the table full.
+    /// Entries whose storage died while disarmed keep no slot. Call only while disarmed (the
+    /// armed hook reads the table) and with the capture lock held.
+    pub(crate) fn compact_watch(&mut self) {
+        let Some(off) = self.watch else {
+            return;
+        };
+        let live: Vec<(u32, usize, bool)> = self
+            .entries
+            .values()
+            .map(|e| (e.tag, e.key, !e.watched || watch::get(e.key - off) == e.tag))
+            .collect();
+        watch::reset();
+        for (tag, key, live) in live {
+            let entry = self.entries.get_mut(&tag).expect("entry present");
+            entry.watched = live && watch::insert(key - off, tag);
+        }
     }
 
     /// Whether a block at `block` (address) belongs to a registered entry.

@@ -357,6 +357,18 @@ impl CapturePlugin for StoragePlugin {
         })
     }
 
+    fn coverage_lost(&self) -> Vec<(trace_schema::ContractField, String)> {
+        let summary = self.summary.lock().unwrap_or_else(|e| e.into_inner());
+        let lost = summary
+            .as_ref()
+            .map(|s| s.logical_memory_lost(self.device_label))
+            .unwrap_or_default();
+        if lost.is_empty() {
+            return Vec::new();
+        }
+        vec![(trace_schema::ContractField::LogicalMemory, lost.join("; "))]
+    }
+
     fn storage_id(
         &self,
         tensor: &Tensor,

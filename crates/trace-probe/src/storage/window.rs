@@ -50,8 +50,9 @@ pub struct CaptureSummary {
     /// Block-sized allocations of the window still live and unidentified at its end: an upper
     /// bound on unregistered storages missing from the trace.
     pub unidentified_live_blocks: u64,
-    /// Unregistered storages allocated before the window and freed in it (invisible: the
-    /// capture-start figure missed them).
+    /// Unregistered storages allocated before the window and freed in it: recognised at their
+    /// free (drop signature confirmed by their tensor block) and written as `pre_existing` at
+    /// capture start with their heap bytes, plus their free.
     pub unregistered_pre_window_frees: u64,
     /// Registered storages written as `pre_existing`.
     pub pre_existing_storages: u64,
@@ -65,6 +66,41 @@ pub struct CaptureSummary {
     pub data_size_mismatches: u64,
     /// Registered CPU storages whose free showed the drop signature (the sample of that check).
     pub data_size_checked: u64,
+    /// Storages registered while the watch table was full (not watched): on CPU their frees are
+    /// still found by the confirmed drop signature; on other devices they are lost.
+    pub unwatched_registrations: u64,
+}
+
+impl CaptureSummary {
+    /// What this window lost of the logical-memory coverage declared at its start, on `device`
+    /// (one sentence per limit met); empty when nothing was lost. Written into the terminal's
+    /// `coverage_lost["logical_memory"]`.
+    pub fn logical_memory_lost(&self, device: DeviceLabel) -> Vec<String> {
+        let mut lost = Vec::new();
+        if self.unidentified_live_blocks > 0 {
+            lost.push(format!(
+                "{} storage-sized allocations of the window were still live and unidentified at \
+                 its end (possible unregistered storages, missing from live bytes after their \
+                 allocation)",
+                self.unidentified_live_blocks
+            ));
+        }
+        if self.data_size_mismatches > 0 {
+            lost.push(format!(
+                "{} registered storages freed a data buffer of another size than their recorded \
+                 heap bytes",
+                self.data_size_mismatches
+            ));
+        }
+        if self.unwatched_registrations > 0 && !device.is_cpu() {
+            lost.push(format!(
+                "{} registered storages were not watched (watch table full): their frees are \
+                 unknown",
+                self.unwatched_registrations
+            ));
+        }
+        lost
+    }
 }
 
 /// The process-wide capture state (behind [`lock`]).
@@ -73,9 +109,14 @@ pub struct CaptureState {
     pub(super) registry: Registry,
     pub(super) joiner: Joiner,
     pub(super) raw: Vec<RawEvent>,
+    /// Events the background drainer moved out of the ring, not yet joined (in ring order,
+    /// before anything still in the ring).
+    backlog: Vec<RawEvent>,
     pub(super) pending: Vec<PendingEvent>,
     /// Hook ns of capture start while a window is open.
     pub(super) window_start: Option<u64>,
+    /// Session ns of capture start (where pre-existing storages are written).
+    start_session_ns: u64,
     device: Option<DeviceLabel>,
     /// Reasons logical memory is not complete, found before the meta was written.
     unknown_pre_existing: Vec<String>,
@@ -205,19 +246,29 @@ impl CaptureState {
             self.queue_pre_existing(start_session_ns);
             return false;
         }
+        // Nothing reads the watch table while disarmed: rebuild it from the live registry so
+        // it holds only storages that can still die (insert-only in between).
+        self.registry.compact_watch();
         // Discard events left from a previous window or calibration.
+        self.backlog.clear();
         self.raw.clear();
         ring::drain_into(&mut self.raw);
         self.raw.clear();
         let start = crate::clock::process_ns();
         self.window_start = Some(start);
+        self.start_session_ns = start_session_ns;
         self.queue_pre_existing(start_session_ns);
+        super::drainer::window_opened();
         hook::arm();
         true
     }
 
     fn queue_pre_existing(&mut self, at: u64) {
+        let watching = self.registry.watching();
         for e in self.registry.entries() {
+            if watching && !e.watched {
+                self.summary.unwatched_registrations += 1;
+            }
             self.summary.pre_existing_storages += 1;
             self.pending.push(PendingEvent {
                 hook_ns: 0,
@@ -237,33 +288,28 @@ impl CaptureState {
         self.pump();
     }
 
+    /// Moves the ring's events into the backlog without joining them (the background
+    /// drainer's fast path: it keeps up with the hook; the join runs at the next pump).
+    pub(crate) fn spill(&mut self) {
+        if self.window_start.is_some() {
+            ring::drain_into(&mut self.backlog);
+        }
+    }
+
     /// Drains the ring into the join (no attribution yet).
-    pub(super) fn pump(&mut self) {
+    pub(crate) fn pump(&mut self) {
         if self.window_start.is_none() {
             return;
         }
         let block_size = alloc::block_size();
         self.raw.clear();
+        std::mem::swap(&mut self.raw, &mut self.backlog);
         ring::drain_into(&mut self.raw);
         self.summary.raw_events += self.raw.len() as u64;
         let raw = std::mem::take(&mut self.raw);
         for ev in &raw {
-            match self.joiner.feed(ev, block_size) {
-                Some(freed) => self.on_freed(freed, ev),
-                None => {
-                    if let RawEvent::BlockFree {
-                        tag: 0,
-                        block,
-                        data: Some(_),
-                        ..
-                    } = *ev
-                    {
-                        // Signature match on a block allocated before the window.
-                        if !self.registry.has_block(block) {
-                            self.summary.unregistered_pre_window_frees += 1;
-                        }
-                    }
-                }
+            if let Some(freed) = self.joiner.feed(ev, block_size) {
+                self.on_freed(freed, ev);
             }
         }
         self.raw = raw;
@@ -282,15 +328,29 @@ impl CaptureState {
                 let generation = self.registry.next_generation(key);
                 let storage_id = super::registry::storage_id(key, generation);
                 let mut event = anonymous_alloc(self.device().to_string(), storage_id, a.bytes);
-                self.summary.anonymous_storages += 1;
-                self.pending.push(PendingEvent {
-                    hook_ns: a.alloc_ns,
-                    thread: a.alloc_thread.unwrap_or(a.free_thread) as u64,
-                    session_ns: None,
-                    event: event.clone(),
-                    infer_category: true,
-                });
+                if a.pre_window {
+                    // Live at capture start, size known from its freed data buffer.
+                    self.summary.unregistered_pre_window_frees += 1;
+                    event.pre_existing = true;
+                    self.pending.push(PendingEvent {
+                        hook_ns: self.window_start.unwrap_or(0),
+                        thread: 0,
+                        session_ns: Some(self.start_session_ns),
+                        event: event.clone(),
+                        infer_category: true,
+                    });
+                } else {
+                    self.summary.anonymous_storages += 1;
+                    self.pending.push(PendingEvent {
+                        hook_ns: a.alloc_ns,
+                        thread: a.alloc_thread.unwrap_or(a.free_thread) as u64,
+                        session_ns: None,
+                        event: event.clone(),
+                        infer_category: true,
+                    });
+                }
                 event.action = MemoryAction::Free;
+                event.pre_existing = false;
                 self.pending.push(PendingEvent {
                     hook_ns: a.free_ns,
                     thread: a.free_thread as u64,
@@ -339,12 +399,14 @@ impl CaptureState {
         let mut events = self.drain(attr);
         if self.window_start.take().is_some() {
             hook::disarm();
+            super::drainer::window_closed();
         }
         let _quiet = IgnoreAllocs::new();
         // Frees that raced with disarming are still in the ring: drain them too.
         self.window_start = Some(0);
         events.extend(self.drain(attr));
         self.window_start = None;
+        self.joiner.close();
         let registry = &self.registry;
         self.summary.unidentified_live_blocks = self
             .joiner

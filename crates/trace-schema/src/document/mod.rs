@@ -238,6 +238,27 @@ impl TraceDocument {
         self.truncation.is_some()
     }
 
+    /// The capture contract as it stands at the end of the capture: the meta's contract with
+    /// every field the terminal's `coverage_lost` names lowered to at most `partial`, the
+    /// terminal's reason appended to the field's reason. `None` without a contract in the meta.
+    pub fn effective_contract(&self) -> Option<crate::meta::CaptureContract> {
+        let mut contract = self.meta.capture_contract.clone()?;
+        let Some(terminal) = &self.terminal else {
+            return Some(contract);
+        };
+        for (key, why) in &terminal.coverage_lost {
+            if let Some(field) = key.field() {
+                contract.lower_to_partial(field);
+            }
+            let reason = match contract.reasons.get(key) {
+                Some(declared) => format!("{declared}; {why}"),
+                None => why.clone(),
+            };
+            contract.reasons.insert(key.clone(), reason);
+        }
+        Some(contract)
+    }
+
     /// Assembles a document from events (no line numbers: events are numbered from 1).
     pub fn from_events(events: impl IntoIterator<Item = TraceEvent>) -> Self {
         let mut builder = TraceBuilder::new(SchemaVersion::V11);
