@@ -1,5 +1,5 @@
 //! Project tasks: `cargo xtask fixtures [--check]`, `cargo xtask pytorch-fixtures`, `cargo xtask
-//! synth`.
+//! synth`, `cargo xtask bench-scale [--events N]`.
 //!
 //! `fixtures` regenerates the golden traces under `examples/fixtures/` by running the runnable
 //! examples in the probe's deterministic mode (logical clock, sequential ids) with
@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use serde_json::Value;
 
+mod bench;
 mod pytorch;
 
 #[derive(Debug, Parser)]
@@ -60,6 +61,15 @@ enum Task {
         /// Output file.
         #[arg(short, long, default_value = "target/synth/trace.jsonl")]
         output: PathBuf,
+    },
+    /// Time `summary`, `memory` and `check` against a bare typed parse of the same generated
+    /// trace, side by side, with peak RSS (issue 16; see xtask/src/bench.rs).
+    BenchScale(bench::BenchArgs),
+    /// The bare typed parse `bench-scale` compares with (one thread, nothing kept).
+    #[command(hide = true)]
+    BareParse {
+        /// The trace.
+        path: PathBuf,
     },
 }
 
@@ -124,6 +134,8 @@ fn main() -> ExitCode {
             devices,
             output,
         } => synth(memory_events, spans, ops, devices, &output),
+        Task::BenchScale(args) => bench::bench_scale(&workspace_root(), &args),
+        Task::BareParse { path } => bench::bare_parse(&path),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

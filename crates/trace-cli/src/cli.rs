@@ -219,6 +219,12 @@ pub struct QueryArgs {
     /// Keep rows whose label starts with this.
     #[arg(long, value_name = "P")]
     pub label_prefix: Option<String>,
+    /// Keep the first N elements of every array of the result.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Keep only these fields of the objects that are array elements (comma-separated).
+    #[arg(long, value_name = "A,B", value_delimiter = ',')]
+    pub fields: Option<Vec<String>>,
 }
 
 /// `diff` arguments: `BASELINE CANDIDATE`, or `--baseline A B C --candidate D E F`.

@@ -72,6 +72,27 @@ pub struct Envelope<'a, T: Serialize> {
     pub payload: &'a T,
 }
 
+/// Writes the pretty JSON of `payload` in the envelope of `command`, ending in a newline, as it
+/// is produced (nothing of it held).
+///
+/// # Errors
+/// Write errors (a closed pipe keeps its [`std::io::ErrorKind`]); serialization errors.
+pub fn write_json<T: Serialize>(
+    w: &mut dyn std::io::Write,
+    command: &str,
+    input: Option<InputRecord>,
+    payload: &T,
+) -> std::io::Result<()> {
+    let envelope = Envelope {
+        schema: format!("candle-graph/{command}/1"),
+        tool: TOOL,
+        input,
+        payload,
+    };
+    serde_json::to_writer_pretty(&mut *w, &envelope)?;
+    w.write_all(b"\n")
+}
+
 /// Pretty JSON of `payload` in the envelope of `command`, ending in a newline.
 ///
 /// # Errors

@@ -13,6 +13,7 @@ mod commands;
 mod envelope;
 mod input;
 mod live;
+mod slice;
 mod sparkline;
 mod table;
 
@@ -32,15 +33,32 @@ use crate::envelope::{to_json, InputRecord};
 #[global_allocator]
 static ALLOC: trace_probe::alloc::Tracking = trace_probe::alloc::Tracking::system();
 
-/// What a command produced: text for stdout and the exit code.
+/// Writes a command's output as it is produced.
+type Stream = Box<dyn FnOnce(&mut dyn Write) -> std::io::Result<()>>;
+
+/// What a command produced: text for stdout (or a writer of it) and the exit code.
 struct Output {
     stdout: String,
+    stream: Option<Stream>,
     code: u8,
 }
 
 impl Output {
     fn ok(stdout: String) -> Self {
-        Self { stdout, code: 0 }
+        Self {
+            stdout,
+            stream: None,
+            code: 0,
+        }
+    }
+
+    /// Output written to stdout as it is made (nothing of it held).
+    fn stream(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()> + 'static) -> Self {
+        Self {
+            stdout: String::new(),
+            stream: Some(Box::new(write)),
+            code: 0,
+        }
     }
 }
 
@@ -64,11 +82,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(out) => {
-            let mut stdout = std::io::stdout().lock();
-            match stdout
-                .write_all(out.stdout.as_bytes())
-                .and_then(|()| stdout.flush())
-            {
+            let mut stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            let written = match out.stream {
+                Some(write) => write(&mut stdout),
+                None => stdout.write_all(out.stdout.as_bytes()),
+            };
+            match written.and_then(|()| stdout.flush()) {
                 Ok(()) => ExitCode::from(out.code),
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
                 Err(e) => {
@@ -131,9 +150,11 @@ fn run(cli: Cli) -> Result<Output> {
                 ))
             }))
         }
-        Command::Import(args) => {
-            commands::import::run(&args).map(|(stdout, code)| Output { stdout, code })
-        }
+        Command::Import(args) => commands::import::run(&args).map(|(stdout, code)| Output {
+            stdout,
+            stream: None,
+            code,
+        }),
         Command::Summary(args) => {
             let (trace, analysis) = load(&args.trace, Detail::Summary)?;
             let summary = commands::summary::build(&trace.doc, analysis);
@@ -181,7 +202,11 @@ fn run(cli: Cli) -> Result<Output> {
             } else {
                 terminal_safe(commands::check::render(&report))
             };
-            Ok(Output { stdout, code })
+            Ok(Output {
+                stdout,
+                stream: None,
+                code,
+            })
         }
         Command::DeviceCheck(args) => {
             let report = commands::device_check::run(&args, |line| {
@@ -190,6 +215,7 @@ fn run(cli: Cli) -> Result<Output> {
             let code = if report.all_passed() { 0 } else { 1 };
             Ok(Output {
                 stdout: report.render(),
+                stream: None,
                 code,
             })
         }
@@ -200,12 +226,15 @@ fn run(cli: Cli) -> Result<Output> {
                 (None, Some(p)) => Some(Filter::LabelPrefix(p)),
                 (None, None) => None,
             };
-            let report = commands::query::run(&trace.doc, analysis, args.kind, filter)?;
-            Ok(Output::ok(to_json(
-                "query",
-                Some(InputRecord::of(trace)),
-                &report,
-            )?))
+            let slice = slice::Slice {
+                limit: args.limit,
+                fields: args.fields,
+            };
+            let report = commands::query::run(&trace.doc, analysis, args.kind, filter, slice)?;
+            let input = InputRecord::of(trace);
+            Ok(Output::stream(move |w| {
+                envelope::write_json(w, "query", Some(input), &report)
+            }))
         }
         Command::Report(args) => {
             let (trace, analysis) = load(&args.trace, Detail::Full)?;

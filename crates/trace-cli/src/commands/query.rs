@@ -13,6 +13,11 @@
 //! - `capabilities`, `findings`.
 //!
 //! A filtered result is `{total, matched, rows}`. Kinds without a filter reject one.
+//!
+//! The JSON is written as it is produced (what is held is the analysis, never the output), and
+//! `--limit N` / `--fields a,b` slice it where a kind can be huge (`memory`, `spans`, `tensors`):
+//! every array of the result keeps its first `N` elements and the objects that are array
+//! elements keep the named fields only (see [`crate::slice`]); the envelope echoes both.
 
 use anyhow::{bail, Result};
 use clap::ValueEnum;
@@ -22,6 +27,7 @@ use trace_graph::{Analysis, NodeKind};
 use trace_schema::TraceDocument;
 
 use crate::commands::summary::findings;
+use crate::slice::{Slice, Sliced};
 
 /// What to return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -67,17 +73,118 @@ impl Filter {
 }
 
 /// The payload of the envelope.
-#[derive(Debug, Serialize)]
-pub struct QueryReport {
+#[derive(Serialize)]
+pub struct QueryReport<'a> {
     /// The kind asked for.
     pub kind: QueryKind,
     /// The filter, or null.
     pub filter: Option<Filter>,
-    /// The result, or null when refused.
-    pub result: Value,
+    /// `--limit`: every array of the result keeps this many elements at most.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// `--fields`: the fields kept of the objects that are array elements.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fields: Option<Vec<String>>,
+    /// The result (sliced as `limit` and `fields` say), or null when refused.
+    #[serde(serialize_with = "sliced_result")]
+    pub result: (QueryResult<'a>, Slice),
     /// Why a graph-based kind has no result for this trace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<Vec<String>>,
+}
+
+fn sliced_result<S: serde::Serializer>(
+    (result, slice): &(QueryResult<'_>, Slice),
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    Sliced::new(result, slice).serialize(s)
+}
+
+/// A result, borrowed from the analysis where it can be large.
+pub enum QueryResult<'a> {
+    /// A small result built for the answer.
+    Value(Value),
+    /// The memory profile as analysed.
+    Memory(&'a trace_memory::MemoryProfile),
+    /// The span nodes and the edges of the graph.
+    Spans {
+        /// Span nodes (operation and tensor nodes left out).
+        nodes: Vec<&'a trace_graph::GraphNode>,
+        /// Every edge.
+        edges: &'a [trace_graph::GraphEdge],
+    },
+    /// Tensor facts, each row made as it is written (`filter` applied).
+    Tensors {
+        /// The document.
+        doc: &'a TraceDocument,
+        /// The filter.
+        filter: Option<Filter>,
+    },
+}
+
+impl Serialize for QueryResult<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self {
+            QueryResult::Value(v) => v.serialize(s),
+            QueryResult::Memory(m) => m.serialize(s),
+            QueryResult::Spans { nodes, edges } => {
+                let mut map = s.serialize_map(Some(2))?;
+                map.serialize_entry("nodes", nodes)?;
+                map.serialize_entry("edges", edges)?;
+                map.end()
+            }
+            QueryResult::Tensors { doc, filter } => {
+                let keep = |row: &Value| {
+                    filter.as_ref().is_none_or(|f| {
+                        f.matches(
+                            row["label"]
+                                .as_str()
+                                .or(row["tensor_id"].as_str())
+                                .unwrap_or(""),
+                        )
+                    })
+                };
+                let rows = || doc.tensors.iter().map(|t| tensor_row(doc, t)).filter(keep);
+                struct Rows<F>(F);
+                impl<F: Fn() -> I, I: Iterator<Item = Value>> Serialize for Rows<F> {
+                    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                        let mut seq = s.serialize_seq(None)?;
+                        for row in (self.0)() {
+                            seq.serialize_element(&row)?;
+                        }
+                        seq.end()
+                    }
+                }
+                match filter {
+                    None => Rows(rows).serialize(s),
+                    Some(_) => {
+                        let mut map = s.serialize_map(Some(3))?;
+                        map.serialize_entry("total", &doc.tensors.len())?;
+                        map.serialize_entry("matched", &rows().count())?;
+                        map.serialize_entry("rows", &Rows(rows))?;
+                        map.end()
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn tensor_row(doc: &TraceDocument, t: &trace_schema::TensorRecord) -> Value {
+    json!({
+        "tensor_id": doc.str(t.tensor_id),
+        "label": t.label.map(|l| doc.str(l)),
+        "span_id": doc.str(t.span),
+        "shape": doc.shape(t.shape),
+        "dtype": doc.str(t.dtype),
+        "device": doc.str(t.device),
+        "requires_grad": t.requires_grad,
+        "dense_bytes": t.dense_bytes,
+        "storage_bytes": t.storage_bytes,
+        "storage_id": t.storage_id.map(|s| doc.str(s)),
+        "category": t.category,
+    })
 }
 
 /// Top rows of the ranking kinds.
@@ -101,16 +208,17 @@ fn filtered<T: Serialize>(
     }
 }
 
-/// Answers a query.
+/// Answers a query; `slice` is applied when the report is serialized.
 ///
 /// # Errors
 /// A filter on a kind that takes none.
-pub fn run(
-    doc: &TraceDocument,
-    analysis: &Analysis,
+pub fn run<'a>(
+    doc: &'a TraceDocument,
+    analysis: &'a Analysis,
     kind: QueryKind,
     filter: Option<Filter>,
-) -> Result<QueryReport> {
+    slice: Slice,
+) -> Result<QueryReport<'a>> {
     let filterable = matches!(
         kind,
         QueryKind::Spans | QueryKind::Tensors | QueryKind::TensorStats | QueryKind::Gradients
@@ -131,7 +239,9 @@ pub fn run(
         return Ok(QueryReport {
             kind,
             filter,
-            result: Value::Null,
+            limit: slice.limit,
+            fields: slice.fields.clone(),
+            result: (QueryResult::Value(Value::Null), slice),
             refused: Some(
                 analysis
                     .graph_refusal
@@ -150,8 +260,13 @@ pub fn run(
                 .filter(|n| !matches!(n.kind, NodeKind::Operation | NodeKind::Tensor))
                 .collect();
             match &filter {
-                None => json!({"nodes": spans, "edges": g.edges}),
-                Some(_) => filtered(spans, &filter, |n| vec![n.name.to_string()]),
+                None => QueryResult::Spans {
+                    nodes: spans,
+                    edges: &g.edges,
+                },
+                Some(_) => {
+                    QueryResult::Value(filtered(spans, &filter, |n| vec![n.name.to_string()]))
+                }
             }
         }
         QueryKind::Slowest => {
@@ -168,13 +283,13 @@ pub fn run(
                     v
                 })
                 .collect();
-            json!({
+            QueryResult::Value(json!({
                 "time_origin_ns": analysis.time_origin_ns,
                 "outer_wall_time_ns": g.outer_wall_time_ns,
                 "incomplete_capture": g.incomplete_capture,
                 "measured_span": g.measured_span,
                 "spans": rows,
-            })
+            }))
         }
         QueryKind::Heaviest => {
             let g = analysis.graph.as_ref().expect("checked above");
@@ -191,57 +306,37 @@ pub fn run(
                 .map(|(b, n)| json!({"id": n.id, "name": n.name, "allocated_bytes": b}))
                 .collect();
             let m = &g.rankings.measured;
-            json!({
+            QueryResult::Value(json!({
                 "spans_by_direct_allocated": m.heaviest_by_direct_allocated.iter().take(TOP).collect::<Vec<_>>(),
                 "spans_by_subtree_peak": m.heaviest_by_subtree_peak.iter().take(TOP).collect::<Vec<_>>(),
                 "ops_by_allocated": ops,
-            })
+            }))
         }
-        QueryKind::Memory => json!(analysis.memory),
-        QueryKind::Tensors => {
-            let rows: Vec<Value> = doc
-                .tensors
-                .iter()
-                .map(|t| {
-                    json!({
-                        "tensor_id": doc.str(t.tensor_id),
-                        "label": t.label.map(|l| doc.str(l)),
-                        "span_id": doc.str(t.span),
-                        "shape": doc.shape(t.shape),
-                        "dtype": doc.str(t.dtype),
-                        "device": doc.str(t.device),
-                        "requires_grad": t.requires_grad,
-                        "dense_bytes": t.dense_bytes,
-                        "storage_bytes": t.storage_bytes,
-                        "storage_id": t.storage_id.map(|s| doc.str(s)),
-                        "category": t.category,
-                    })
-                })
-                .collect();
-            filtered(rows, &filter, |v| {
-                let key = v["label"]
-                    .as_str()
-                    .or(v["tensor_id"].as_str())
-                    .unwrap_or("");
-                vec![key.to_string()]
-            })
-        }
+        QueryKind::Memory => QueryResult::Memory(&analysis.memory),
+        QueryKind::Tensors => QueryResult::Tensors {
+            doc,
+            filter: filter.clone(),
+        },
         QueryKind::TensorStats => {
-            filtered(doc.tensor_stats.clone(), &filter, |s| vec![s.label.clone()])
+            QueryResult::Value(filtered(doc.tensor_stats.clone(), &filter, |s| {
+                vec![s.label.clone()]
+            }))
         }
-        QueryKind::Gradients => match &filter {
+        QueryKind::Gradients => QueryResult::Value(match &filter {
             None => json!(analysis.gradients),
             Some(_) => filtered(analysis.gradients.parameters.clone(), &filter, |p| {
                 vec![p.key.clone(), format!("{}/{}", p.root, p.key)]
             }),
-        },
-        QueryKind::Capabilities => json!(analysis.capabilities),
-        QueryKind::Findings => json!(findings(analysis)),
+        }),
+        QueryKind::Capabilities => QueryResult::Value(json!(analysis.capabilities)),
+        QueryKind::Findings => QueryResult::Value(json!(findings(analysis))),
     };
     Ok(QueryReport {
         kind,
         filter,
-        result,
+        limit: slice.limit,
+        fields: slice.fields.clone(),
+        result: (result, slice),
         refused: None,
     })
 }

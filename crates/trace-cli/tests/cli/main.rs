@@ -9,6 +9,7 @@ mod diff;
 mod exact;
 mod export;
 mod import;
+mod query;
 mod report;
 mod snapshots;
 mod util;
