@@ -411,7 +411,7 @@ mod tests {
         serde_json::to_string(&Sliced::new(v, &slice)).unwrap()
     }
 
-    #[derive(Serialize)]
+    #[derive(serde::Serialize)]
     struct Row {
         id: u32,
         bytes: u64,
@@ -426,12 +426,12 @@ mod tests {
         assert_eq!(sliced(&v, None, None), serde_json::to_string(&v).unwrap());
         assert_eq!(
             sliced(&v, Some(2), None),
-            r#"{"total":3,"rows":[{"a":1,"b":[1,2]},{"a":2,"b":[]}]}"#
+            r#"{"rows":[{"a":1,"b":[1,2]},{"a":2,"b":[]}],"total":3}"#
         );
         // the top-level object is not an array element: its fields stay
         assert_eq!(
             sliced(&v, Some(1), Some(&["b"])),
-            r#"{"total":3,"rows":[{"b":[1]}]}"#
+            r#"{"rows":[{"b":[1]}],"total":3}"#
         );
         let rows = vec![
             Row {
