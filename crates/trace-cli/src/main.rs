@@ -13,6 +13,7 @@ mod commands;
 mod envelope;
 mod input;
 mod live;
+mod output_file;
 mod slice;
 mod sparkline;
 mod table;
@@ -252,12 +253,12 @@ fn run(cli: Cli) -> Result<Output> {
             let cli::ExportFormat::Chrome = args.format;
             let written =
                 commands::export::run(&trace.doc, analysis, &args.output, args.span, args.window)?;
-            if let Some(path) = &written.path {
+            if let Some(file) = &written.file {
                 let s = written.stats;
                 eprintln!(
                     "candle-graph: wrote {} ({}, {} events: {} nested spans, {} spans apart, {} ops, {} counters, {} instants); open it in Perfetto UI or chrome://tracing",
-                    path.display(),
-                    trace_format::bytes(written.bytes),
+                    file.path.display(),
+                    trace_format::bytes(file.bytes),
                     s.events,
                     s.nested_spans,
                     s.async_spans,

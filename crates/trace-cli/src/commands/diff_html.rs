@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use trace_diff::{AlignmentMode, Delta, DeviceDelta, StorageGroup, TraceDiff, UnmatchedSpan};
 use trace_format::{bytes, escape};
 use trace_report::page::{Block, Cell, Column, Fact, Page, Section, Table, Text};
@@ -725,17 +725,7 @@ fn gradients_section(diff: &TraceDiff) -> Section {
 /// I/O errors naming the file.
 pub fn write(diff: &TraceDiff, top: usize, output: &Path) -> Result<Written> {
     let html = trace_report::html::render(&build(diff, top));
-    let name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "diff.html".to_string());
-    let tmp = output.with_file_name(format!(".{name}.tmp"));
-    std::fs::write(&tmp, html.as_bytes())
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, output).with_context(|| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot rename {} to {}", tmp.display(), output.display())
-    })?;
+    crate::output_file::write(output, html.as_bytes(), "diff.html")?;
     Ok(Written {
         bytes: html.len() as u64,
     })

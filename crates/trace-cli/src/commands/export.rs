@@ -18,6 +18,7 @@ use trace_schema::TraceDocument;
 
 use crate::commands::summary::findings;
 use crate::envelope::TOOL;
+use crate::output_file;
 
 /// Findings as `summary` states them (with advice), with the time of their evidence.
 pub fn finding_texts(analysis: &Analysis) -> Vec<FindingText> {
@@ -34,12 +35,18 @@ pub fn finding_texts(analysis: &Analysis) -> Vec<FindingText> {
         .collect()
 }
 
+/// The file an export wrote.
+pub struct OutputFile {
+    /// Where.
+    pub path: PathBuf,
+    /// Bytes of the file (compressed size for `.gz`).
+    pub bytes: u64,
+}
+
 /// What an export wrote.
 pub struct Written {
-    /// Where (`None`: stdout).
-    pub path: Option<PathBuf>,
-    /// Bytes written (compressed size for `.gz`).
-    pub bytes: u64,
+    /// The file (`None`: stdout, whose byte count is not kept).
+    pub file: Option<OutputFile>,
     /// Event counts.
     pub stats: ExportStats,
 }
@@ -66,13 +73,9 @@ pub fn run(
         let mut w = BufWriter::with_capacity(1 << 20, stdout);
         let stats = write_chrome(doc, analysis, &opts, &mut w)?;
         w.flush().context("cannot write to stdout")?;
-        return Ok(Written {
-            path: None,
-            bytes: 0,
-            stats,
-        });
+        return Ok(Written { file: None, stats });
     }
-    let tmp = temporary_name(output);
+    let tmp = output_file::temporary_name(output, "export");
     let result = write_file(doc, analysis, &opts, &tmp, gzip_by_extension(output));
     let stats = match result {
         Ok(stats) => stats,
@@ -81,12 +84,15 @@ pub fn run(
             return Err(e);
         }
     };
-    std::fs::rename(&tmp, output)
-        .with_context(|| format!("cannot rename {} to {}", tmp.display(), output.display()))?;
-    let bytes = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0);
+    output_file::commit(&tmp, output)?;
+    let bytes = std::fs::metadata(output)
+        .with_context(|| format!("cannot read the size of {}", output.display()))?
+        .len();
     Ok(Written {
-        path: Some(output.to_path_buf()),
-        bytes,
+        file: Some(OutputFile {
+            path: output.to_path_buf(),
+            bytes,
+        }),
         stats,
     })
 }
@@ -95,15 +101,6 @@ pub fn run(
 pub fn gzip_by_extension(path: &Path) -> bool {
     path.extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
-}
-
-/// `dir/.name.tmp`: beside the output, so the rename stays on one file system.
-fn temporary_name(output: &Path) -> PathBuf {
-    let name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "export".to_string());
-    output.with_file_name(format!(".{name}.tmp"))
 }
 
 fn write_file(

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use trace_format::{at, bytes, checked_bytes, duration, opt_bytes, opt_duration};
 use trace_graph::{Analysis, CapabilityLevel, NodeKind};
 use trace_report::data::{chart_data, ChartOptions};
@@ -827,17 +827,7 @@ pub fn write(
     output: &Path,
 ) -> Result<Written> {
     let html = trace_report::html::render(&build(doc, analysis, trace_path));
-    let name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "report.html".to_string());
-    let tmp = output.with_file_name(format!(".{name}.tmp"));
-    std::fs::write(&tmp, html.as_bytes())
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, output).with_context(|| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot rename {} to {}", tmp.display(), output.display())
-    })?;
+    crate::output_file::write(output, html.as_bytes(), "report.html")?;
     Ok(Written {
         bytes: html.len() as u64,
     })
