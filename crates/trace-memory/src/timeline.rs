@@ -15,6 +15,7 @@ use serde::Serialize;
 use trace_schema::MemoryCategory;
 
 use crate::replay::{category_index, CATEGORIES};
+use trace_schema::varint::{get, put};
 
 /// Total live bytes after one event that changed them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -333,32 +334,6 @@ impl LogicalTimeline {
 
 /// Past this many buffered bytes the log moves to a temporary file.
 const TO_FILE_BYTES: usize = 8 << 20;
-
-fn put(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-#[inline]
-fn get(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    let mut shift = 0u32;
-    loop {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        v |= ((b & 0x7f) as u64) << shift;
-        if b < 0x80 {
-            return Some(v);
-        }
-        shift += 7;
-        if shift >= 64 {
-            return Some(v);
-        }
-    }
-}
 
 /// Appends changes to a compact log (varints; times as deltas: changes come in time order).
 #[derive(Debug, Default)]

@@ -40,6 +40,8 @@ pub mod meta;
 mod parse;
 pub mod reader;
 pub mod shared;
+#[doc(hidden)]
+pub mod varint;
 pub mod version;
 pub mod writer;
 

@@ -3,36 +3,12 @@
 //! They are mostly unique per op, so interning them would grow with the trace; only the
 //! execution graph and the data-edge check read them.
 
+use crate::varint::{get, put};
 use std::fs::File;
 use std::io::{self, Write};
 
 /// Past this many buffered bytes the log moves to a temporary file.
 const TO_FILE_BYTES: usize = 8 << 20;
-
-fn put(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn get(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    let mut shift = 0u32;
-    loop {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        v |= ((b & 0x7f) as u64) << shift;
-        if b < 0x80 {
-            return Some(v);
-        }
-        shift += 7;
-        if shift >= 64 {
-            return Some(v);
-        }
-    }
-}
 
 /// Appends the tensor ids of ops.
 #[derive(Debug, Default)]

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use crate::event::{CategorySource, MemoryAction, MemoryCategory, MemorySource};
 use crate::intern::{ShapeId, Sym};
+use crate::varint::{get, put};
 
 /// Past this many bytes the log moves from a buffer to a temporary file.
 pub const SPILL_TO_FILE_BYTES: usize = 16 << 20;
@@ -87,14 +88,6 @@ const F_LABEL: u32 = 1 << 9;
 const CAT_SHIFT: u32 = 10; // 3 bits
 const CSRC_SHIFT: u32 = 13; // 2 bits
 const SRC_SHIFT: u32 = 15; // 2 bits
-
-fn put(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
 
 fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
@@ -178,25 +171,6 @@ fn encode(out: &mut Vec<u8>, m: &MemoryItem<'_>, prev_ts: u64, with_index: bool)
     for id in [m.storage, m.tensor].into_iter().flatten() {
         put(out, id.len() as u64);
         out.extend_from_slice(id.as_bytes());
-    }
-}
-
-/// Reads a varint at `*pos`; `None` when the buffer ends first.
-#[inline]
-fn get(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    let mut shift = 0u32;
-    loop {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        v |= ((b & 0x7f) as u64) << shift;
-        if b < 0x80 {
-            return Some(v);
-        }
-        shift += 7;
-        if shift >= 64 {
-            return Some(v);
-        }
     }
 }
 
