@@ -178,7 +178,8 @@ pub fn bench_scale(root: &Path, args: &BenchArgs) -> Result<()> {
         let status = Command::new(&cargo)
             .current_dir(root)
             .args(["build", "--profile", &args.profile])
-            .args(["-p", "trace-cli", "--bin", "candle-graph", "-p", "xtask"])
+            // `--bin` filters every selected package's targets: name both binaries
+            .args(["-p", "trace-cli", "-p", "xtask", "--bin", "candle-graph", "--bin", "xtask"])
             .status()
             .context("cannot run cargo build")?;
         if !status.success() {
