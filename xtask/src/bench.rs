@@ -179,7 +179,16 @@ pub fn bench_scale(root: &Path, args: &BenchArgs) -> Result<()> {
             .current_dir(root)
             .args(["build", "--profile", &args.profile])
             // `--bin` filters every selected package's targets: name both binaries
-            .args(["-p", "trace-cli", "-p", "xtask", "--bin", "candle-graph", "--bin", "xtask"])
+            .args([
+                "-p",
+                "trace-cli",
+                "-p",
+                "xtask",
+                "--bin",
+                "candle-graph",
+                "--bin",
+                "xtask",
+            ])
             .status()
             .context("cannot run cargo build")?;
         if !status.success() {

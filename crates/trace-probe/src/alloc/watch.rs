@@ -117,6 +117,11 @@ fn find(addr: usize) -> Option<&'static Slot> {
     }
 }
 
+/// Slots holding an address (distinct addresses inserted since the last [`reset`]).
+pub(crate) fn occupied() -> usize {
+    OCCUPIED.load(Ordering::Acquire)
+}
+
 /// Empties the table. Only while no armed hook can read it (the capture disarmed, under the
 /// capture lock): a concurrent probe could otherwise miss a live entry.
 pub(crate) fn reset() {

@@ -1,13 +1,18 @@
-//! The background drainer: while a capture window is open, a thread moves the ring's events
-//! out of it (into a backlog the join reads at its next pump) whenever it passes a high-water mark (a quarter of its capacity), so a
-//! single long span (a large model's backward is one span) does not fill the ring between the
-//! session's drains at span ends. Only code that allocates faster than the drainer empties the
-//! ring drops events; drops stay counted and written into the trace.
+//! The background drainer: while a capture window is open, a thread takes the ring's events
+//! every [`POLL`] and joins them (the address join of [`super::join`]: storage frees matched to
+//! their allocations, registered frees to their registry entries), so that work runs beside the
+//! training thread instead of on it: the session's drain at a span end then finds at most one
+//! poll's worth of events left, and a single long span (a large model's backward is one span)
+//! does not fill the ring between span ends. When the ring passes a high-water mark (a quarter of
+//! its capacity: code allocating faster than the join keeps up with) the thread only moves the
+//! events out into a backlog (a copy), joined by the session's next pump; it joins again once no
+//! backlog waits. Only code that allocates faster than the drainer empties the ring drops events; drops stay counted and written into the trace.
 //!
 //! The thread is started once per process (at the first window), parks while no window is
-//! open, polls [`crate::alloc::pending_events`] every [`POLL`] while one is, and ignores its own
-//! allocations ([`IgnoreAllocs`]). While [`crate::alloc::set_ring_capacity`] has lowered the
-//! capacity (a test knob that makes overflow reachable), it stands aside.
+//! open, and ignores its own allocations ([`IgnoreAllocs`]). It takes the capture lock only when
+//! the ring holds events, so an idle window costs one atomic load per poll. While
+//! [`crate::alloc::set_ring_capacity`] has lowered the capacity (a test knob that makes overflow
+//! reachable), it stands aside.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -54,10 +59,15 @@ fn run() {
             continue;
         }
         let capacity = ring::ring_capacity();
-        if capacity == ring::RING_CAPACITY && ring::pending_events() >= (capacity / 4) as u64 {
+        let pending = ring::pending_events();
+        if capacity == ring::RING_CAPACITY && pending >= (capacity / 4) as u64 {
+            // Allocation faster than the join: only move the events out (a copy), join later.
             super::window::lock().spill();
-        } else {
-            std::thread::sleep(POLL);
+            continue;
         }
+        if capacity == ring::RING_CAPACITY && pending > 0 {
+            super::window::lock().pump_unless_backlog();
+        }
+        std::thread::sleep(POLL);
     }
 }

@@ -1,7 +1,7 @@
 //! Joins raw hook events on addresses: a storage's free (its block free) to its data buffer's
 //! logged allocation, which gives exact alloc time and bytes for storages nobody registered.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::alloc::ring::{DataBuffer, RawEvent};
 

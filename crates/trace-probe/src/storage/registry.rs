@@ -12,7 +12,7 @@
 //! block's free). Without the tracking allocator the registry falls back to comparing the data
 //! pointer and byte size.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use candle_core::{Tensor, TensorId};
 use trace_schema::{CategorySource, MemoryCategory};
@@ -302,11 +302,17 @@ impl Registry {
     /// Rebuilds the watch table from the live entries: clears every slot, then re-inserts each
     /// entry still watched (its tag still set) and tries again those that found the table full.
     /// Entries whose storage died while disarmed keep no slot. Call only while disarmed (the
-    /// armed hook reads the table) and with the capture lock held.
+    /// armed hook reads the table) and with the capture lock held. Does nothing while fewer
+    /// than a quarter of the slots hold an address (no insert can fail then).
     pub(crate) fn compact_watch(&mut self) {
         let Some(off) = self.watch else {
             return;
         };
+        // Rewriting the table clears all its slots (2 MiB): only worth it once a quarter of
+        // them hold addresses; below that every insert still finds room.
+        if watch::occupied() < watch::WATCH_SLOTS / 4 {
+            return;
+        }
         let live: Vec<(u32, usize, bool)> = self
             .entries
             .values()

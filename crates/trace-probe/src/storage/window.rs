@@ -296,6 +296,15 @@ impl CaptureState {
         }
     }
 
+    /// The background drainer's join: drains the ring into the join unless a backlog waits (a
+    /// backlog means allocation outran the join; the session's next pump joins it, in order,
+    /// so the drainer only keeps spilling meanwhile and the ring does not overflow).
+    pub(crate) fn pump_unless_backlog(&mut self) {
+        if self.backlog.is_empty() {
+            self.pump();
+        }
+    }
+
     /// Drains the ring into the join (no attribution yet).
     pub(crate) fn pump(&mut self) {
         if self.window_start.is_none() {
