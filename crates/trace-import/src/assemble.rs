@@ -188,6 +188,7 @@ pub(crate) fn assemble(
                 device: m.device.clone(),
                 storage_id: Some(m.storage_id.clone()),
                 bytes: Some(m.bytes),
+                logical_bytes: None,
                 tensor_id: None,
                 span_id: Some(span_id(&tree, m.span)),
                 op_name: m.op_name.clone(),

@@ -342,13 +342,27 @@ fn every_storage_is_sized_by_its_heap_bytes() {
         let unregistered = mk();
         drop((registered, unregistered));
     });
-    let allocs: Vec<u64> = events
+    let allocs: Vec<(u64, Option<u64>)> = events
         .iter()
         .filter(|e| e.action == MemoryAction::Alloc)
-        .filter_map(|e| e.bytes)
-        .filter(|&b| b > 1_000_000)
+        .filter_map(|e| Some((e.bytes?, e.logical_bytes)))
+        .filter(|&(b, _)| b > 1_000_000)
         .collect();
-    assert_eq!(allocs, vec![1_200_000, 1_200_000], "{events:?}");
+    // One size rule: both sized by their heap bytes (capacity 300,000 × 4). The registered one
+    // also says its logical size (262,144 × 4) beside it; the one recognised at its free cannot.
+    assert_eq!(
+        allocs,
+        vec![(1_200_000, Some(1_048_576)), (1_200_000, None)],
+        "{events:?}"
+    );
+    let frees_with_logical = events
+        .iter()
+        .filter(|e| e.action == MemoryAction::Free && e.logical_bytes.is_some())
+        .count();
+    assert_eq!(
+        frees_with_logical, 0,
+        "the logical size is said once, on the alloc"
+    );
 }
 
 #[test]

@@ -449,9 +449,17 @@ pub struct MemoryEvent {
     /// identity is `(device, tensor_id)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_id: Option<String>,
-    /// Storage bytes; required on an alloc, optional on a free.
+    /// Storage bytes; required on an alloc, optional on a free. The probe writes the heap bytes
+    /// the allocator handed out for the storage's data (what occupies memory; on CPU the data
+    /// `Vec`'s capacity × element size), the one size every analysis uses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
+    /// Logical bytes of the storage (`len × element size`), beside [`Self::bytes`] when the
+    /// producer read them; may be smaller than `bytes` (a `Vec` with spare capacity). Absent: not
+    /// read (e.g. a storage recognised only at its free, whose length is gone). Informational:
+    /// no analysis sums it (trace/11, optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logical_bytes: Option<u64>,
     /// Tensor that owns or views the storage, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tensor_id: Option<String>,

@@ -385,6 +385,7 @@ fn memory() -> impl Strategy<Value = TraceEvent> {
                 storage_id,
                 // An alloc must carry its bytes.
                 bytes: if alloc { Some(alloc_bytes) } else { bytes },
+                logical_bytes: None,
                 tensor_id,
                 span_id,
                 op_name,

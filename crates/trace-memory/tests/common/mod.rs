@@ -46,6 +46,7 @@ pub fn mem(
         device: device.into(),
         storage_id: Some(storage.into()),
         bytes,
+        logical_bytes: None,
         tensor_id: Some(format!("t-{storage}")),
         span_id: None,
         op_name: None,

@@ -100,7 +100,8 @@ pub(crate) fn attribute(pending: Vec<PendingEvent>, attr: &dyn Attribution) -> V
         .collect()
 }
 
-/// An `alloc` of the registered storage `e` (time and span filled in later).
+/// An `alloc` of the registered storage `e` (time and span filled in later): heap bytes in
+/// `bytes`, `len × element size` beside them in `logical_bytes` when read.
 pub(crate) fn alloc_event(
     e: &StorageEntry,
     pre_existing: bool,
@@ -112,6 +113,7 @@ pub(crate) fn alloc_event(
         device: e.device.to_string(),
         storage_id: Some(e.storage_id.clone()),
         bytes: e.bytes,
+        logical_bytes: e.logical_bytes,
         tensor_id: None,
         span_id: None,
         op_name: None,
@@ -133,6 +135,7 @@ pub(crate) fn anonymous_alloc(device: String, storage_id: String, bytes: u64) ->
         device,
         storage_id: Some(storage_id),
         bytes: Some(bytes),
+        logical_bytes: None,
         tensor_id: None,
         span_id: None,
         op_name: None,
@@ -274,6 +277,7 @@ mod tests {
                 device: "cpu".into(),
                 storage_id: Some(storage.into()),
                 bytes: Some(8),
+                logical_bytes: None,
                 tensor_id: None,
                 span_id: None,
                 op_name: None,

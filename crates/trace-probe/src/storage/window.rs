@@ -385,6 +385,7 @@ impl CaptureState {
         }
         let mut e = alloc_event(&entry, false, MemorySource::Allocator);
         e.action = MemoryAction::Free;
+        e.logical_bytes = None; // said once, on the alloc
         self.pending.push(PendingEvent {
             hook_ns: free_ns,
             thread: ev.thread() as u64,

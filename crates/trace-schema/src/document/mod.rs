@@ -349,6 +349,7 @@ impl TraceDocument {
                 device: s(m.device),
                 storage_id: m.storage.map(str::to_string),
                 bytes: m.bytes,
+                logical_bytes: None,
                 tensor_id: m.tensor.map(str::to_string),
                 span_id: o(m.span),
                 op_name: o(m.op_name),
