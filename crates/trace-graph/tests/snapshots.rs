@@ -92,6 +92,11 @@ fn truncated_trace_loads_and_says_so() {
     assert_eq!(g.outer_wall_time_ns, None);
     assert_eq!(g.nodes[1].host_total_time_ns, Some(5));
     assert!(codes(&a).contains(&(Severity::Warning, HealthCode::TraceTruncated)));
+    // call 1 of an inference run: no warm-up call before it
+    assert_eq!(
+        a.findings.first().map(|f| f.code),
+        Some(trace_graph::FindingCode::CapturedWithoutWarmUp)
+    );
     insta::assert_yaml_snapshot!(view(&a));
 }
 
