@@ -1,0 +1,196 @@
+//! The advice findings on real Candle training loops (tracking allocator installed, as in the
+//! examples and the demo): who holds the activations still live when the optimizer starts
+//! (`activations_retained_into_optimizer`), the capture without warm-up
+//! (`captured_without_warm_up`), and a capture step never reached (`capture_not_started`,
+//! listed first).
+
+use std::sync::Mutex;
+
+use candle_core::Device;
+use candle_graph_examples::train::train_loop;
+use candle_graph_examples::{train, ModelKind, ModelSizes, TrainConfig, UpdateStyle, Workload};
+use candle_nn::{AdamW, ParamsAdamW, VarMap};
+use trace_graph::{Analysis, Finding, FindingCode, HealthCode, Holder};
+use trace_probe::{ProbeError, ProbedOptimizer, ProfileRun};
+
+#[global_allocator]
+static ALLOC: trace_probe::alloc::Tracking = trace_probe::alloc::Tracking::system();
+
+/// The allocator's capture is process-wide: one training run at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn analyze(model: ModelKind, update: UpdateStyle, steps: u64, capture_step: u64) -> Analysis {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = TrainConfig::new(model, dir.path());
+    config.update = update;
+    config.steps = steps;
+    config.capture_step = capture_step;
+    let report = train(&config).unwrap();
+    let doc = trace_schema::load_path(&report.trace_path).unwrap();
+    let a = trace_graph::analyze(&doc);
+    assert!(a.health.structurally_valid, "{:#?}", a.health.issues);
+    assert!(a.health.capture_complete);
+    a
+}
+
+fn finding(a: &Analysis, code: FindingCode) -> Option<&Finding> {
+    a.findings.iter().find(|f| f.code == code)
+}
+
+fn retention(a: &Analysis) -> Option<&Finding> {
+    finding(a, FindingCode::ActivationsRetainedIntoOptimizer)
+}
+
+fn holders(f: &Finding) -> Vec<Holder> {
+    f.evidence.held_by.iter().map(|h| h.holder).collect()
+}
+
+/// (a) `opt.backward_step(&loss)`: the loss is live through the step and holds its graph.
+#[test]
+fn plain_llama_loop_the_loss_holds_the_graph() {
+    let a = analyze(ModelKind::Llama, UpdateStyle::BackwardStep, 3, 2);
+    let f = retention(&a).expect("retention finding");
+    let s = &f.summary;
+    assert!(s.contains("the loss is still live then"), "{s}");
+    assert!(s.contains("run backward, drop the loss, then step"), "{s}");
+    assert!(!s.contains("the gradient store holds them"), "{s}");
+    assert_eq!(holders(f)[0], Holder::Loss, "{:#?}", f.evidence.held_by);
+    let loss = &f.evidence.held_by[0];
+    assert!(loss.count > 0 && loss.bytes.is_some_and(|b| b > 0));
+    assert!(
+        loss.released_ns.is_some(),
+        "the loss is freed after the step"
+    );
+    // The holdings partition the retained activations.
+    let count: u64 = f.evidence.held_by.iter().map(|h| h.count).sum();
+    assert_eq!(Some(count), f.evidence.count);
+}
+
+/// (b) backward, drop the loss, step: what stays live is freed only with the gradients.
+#[test]
+fn llama_with_the_loss_dropped_names_the_gradient_store() {
+    let a = analyze(ModelKind::Llama, UpdateStyle::DropLossBeforeStep, 3, 2);
+    let f = retention(&a).expect("llama keeps activations past the drop-loss fix");
+    let s = &f.summary;
+    assert!(s.contains("though the loss was dropped before it"), "{s}");
+    assert!(s.contains("the gradient store holds them"), "{s}");
+    assert!(!s.contains("run backward, drop the loss, then step"), "{s}");
+    let store = f
+        .evidence
+        .held_by
+        .iter()
+        .find(|h| h.holder == Holder::GradientStore)
+        .expect("gradient store holding");
+    assert!(store.count > 0);
+    assert!(store
+        .released_ns
+        .is_some_and(|t| t > f.evidence.timestamp_ns.unwrap()));
+    let count: u64 = f.evidence.held_by.iter().map(|h| h.count).sum();
+    assert_eq!(Some(count), f.evidence.count);
+}
+
+/// (c) backward, drop the loss, keep only the parameters' gradients (detached) and drop the
+/// original store before the step: nothing is retained, on both models.
+#[test]
+fn dropping_the_store_before_the_step_leaves_nothing_retained() {
+    for model in [ModelKind::Llama, ModelKind::Mlp] {
+        let a = analyze(model, UpdateStyle::DetachedParameterGradients, 3, 2);
+        assert!(
+            retention(&a).is_none(),
+            "{model}: {:?}",
+            retention(&a).map(|f| &f.summary)
+        );
+        // The step still trains every parameter.
+        assert_eq!(
+            a.gradients.counts.present,
+            a.gradients.parameter_count(),
+            "{model}"
+        );
+    }
+    // The MLP's activations are all released with the loss: the drop-loss fix is enough.
+    let a = analyze(ModelKind::Mlp, UpdateStyle::DropLossBeforeStep, 3, 2);
+    assert!(
+        retention(&a).is_none(),
+        "{:?}",
+        retention(&a).map(|f| &f.summary)
+    );
+}
+
+/// A capture of step 1 has no warm-up before it; a capture of step 2 has one.
+#[test]
+fn a_first_step_capture_says_it_has_no_warm_up() {
+    let a = analyze(ModelKind::Mlp, UpdateStyle::BackwardStep, 1, 1);
+    let f = finding(&a, FindingCode::CapturedWithoutWarmUp).expect("warm-up finding");
+    assert!(
+        f.summary
+            .starts_with("step 1 was captured with no warm-up step"),
+        "{}",
+        f.summary
+    );
+    assert!(f.summary.contains("one-time costs"), "{}", f.summary);
+    assert_eq!(a.findings[0].code, FindingCode::CapturedWithoutWarmUp);
+    let a = analyze(ModelKind::Mlp, UpdateStyle::BackwardStep, 2, 2);
+    assert!(finding(&a, FindingCode::CapturedWithoutWarmUp).is_none());
+}
+
+/// Two steps of a loop whose profiler captures step 5: the trace says first that the capture
+/// never started.
+#[test]
+fn a_capture_step_never_reached_is_the_first_issue() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.jsonl");
+    let varmap = VarMap::new();
+    let profiler = ProfileRun::training("mlp::train_step", 5)
+        .varmap(&varmap)
+        .start(&path)
+        .unwrap();
+    let work = Workload::with_varmap(
+        ModelKind::Mlp,
+        ModelSizes::default(),
+        42,
+        &Device::Cpu,
+        varmap,
+    )
+    .unwrap();
+    let losses = train_loop::<ProbedOptimizer<AdamW>>(
+        &profiler,
+        &work,
+        ParamsAdamW::default(),
+        2,
+        UpdateStyle::BackwardStep,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(losses.len(), 2);
+    assert!(matches!(
+        profiler.finish(),
+        Err(ProbeError::CaptureStepNotReached { step: 5, .. })
+    ));
+    let doc = trace_schema::load_path(&path).unwrap();
+    let a = trace_graph::analyze(&doc);
+    let first = &a.health.issues[0];
+    assert_eq!(
+        first.code,
+        HealthCode::CaptureNotStarted,
+        "{:#?}",
+        a.health.issues
+    );
+    assert!(
+        first.message.contains("capture step 5 was never reached"),
+        "{}",
+        first.message
+    );
+    assert!(
+        first.message.contains("run at least 5 steps"),
+        "{}",
+        first.message
+    );
+    assert!(!a
+        .health
+        .issues
+        .iter()
+        .any(|i| i.code == HealthCode::CaptureFailed));
+    assert!(finding(&a, FindingCode::CapturedWithoutWarmUp).is_none());
+}
