@@ -268,6 +268,15 @@ pub fn train_cnn(run: &CnnRun) -> std::result::Result<TrainReport, TrainError> {
                     opt.step(&grads)
                         .map_err(candle(|| format!("step {step}: optimizer")))?;
                 }
+                UpdateStyle::DetachedParameterGradients => {
+                    let grads = profiler
+                        .backward(&loss)
+                        .map_err(candle(|| format!("step {step}: backward")))?;
+                    drop((loss, logits));
+                    let kept = crate::train::parameter_gradients(grads, &varmap.all_vars());
+                    opt.step(&kept)
+                        .map_err(candle(|| format!("step {step}: optimizer")))?;
+                }
             }
         }
         Ok(losses)

@@ -330,22 +330,31 @@ pub(crate) fn train_step<O: Optimizer>(
                 .map_err(candle(|| format!("step {step}: optimizer")))?;
         }
         UpdateStyle::DetachedParameterGradients => {
-            let mut grads = profiler
+            let grads = profiler
                 .backward(&loss)
                 .map_err(candle(|| format!("step {step}: backward")))?;
             drop(loss);
-            let mut kept = GradStore::default();
-            for var in work.varmap().all_vars() {
-                if let Some(g) = grads.remove(var.as_tensor()) {
-                    kept.insert(var.as_tensor(), g.detach());
-                }
-            }
-            drop(grads); // what only the original store held goes before the step
+            // what only the original store held goes before the step
+            let kept = parameter_gradients(grads, &work.varmap().all_vars());
             opt.step(&kept)
                 .map_err(candle(|| format!("step {step}: optimizer")))?;
         }
     }
     Ok(value)
+}
+
+/// The gradients of `vars` only, detached, in a new store; `grads` is dropped, and with it what
+/// only it held: the gradients of non-parameter leaves (the input batch, …) and the forward
+/// activations that the gradients' own computations still reference (Candle keeps those until
+/// the store is dropped). The step of [`UpdateStyle::DetachedParameterGradients`].
+pub fn parameter_gradients(mut grads: GradStore, vars: &[candle_core::Var]) -> GradStore {
+    let mut kept = GradStore::default();
+    for var in vars {
+        if let Some(g) = grads.remove(var.as_tensor()) {
+            kept.insert(var.as_tensor(), g.detach());
+        }
+    }
+    kept
 }
 
 /// AdamW with the config's learning rate.

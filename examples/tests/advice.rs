@@ -1,5 +1,6 @@
 //! The advice findings on real Candle training loops (tracking allocator installed, as in the
-//! examples and the demo): who holds the activations still live when the optimizer starts
+//! examples and the demo; the llama-style demo, the MLP and issue 20's CNN): who holds the
+//! activations still live when the optimizer starts
 //! (`activations_retained_into_optimizer`), the capture without warm-up
 //! (`captured_without_warm_up`), and a capture step never reached (`capture_not_started`,
 //! listed first).
@@ -7,6 +8,7 @@
 use std::sync::Mutex;
 
 use candle_core::Device;
+use candle_graph_examples::cnn::{train_cnn, CnnRun};
 use candle_graph_examples::train::train_loop;
 use candle_graph_examples::{train, ModelKind, ModelSizes, TrainConfig, UpdateStyle, Workload};
 use candle_nn::{AdamW, ParamsAdamW, VarMap};
@@ -193,4 +195,66 @@ fn a_capture_step_never_reached_is_the_first_issue() {
         .iter()
         .any(|i| i.code == HealthCode::CaptureFailed));
     assert!(finding(&a, FindingCode::CapturedWithoutWarmUp).is_none());
+}
+
+fn analyze_cnn(update: UpdateStyle) -> Analysis {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = CnnRun::new(dir.path());
+    run.update = update;
+    let report = train_cnn(&run).unwrap();
+    let doc = trace_schema::load_path(&report.trace_path).unwrap();
+    let a = trace_graph::analyze(&doc);
+    assert!(a.health.structurally_valid, "{:#?}", a.health.issues);
+    assert!(a.health.capture_complete);
+    a
+}
+
+/// (d) issue 20's CNN: with `drop((loss, logits))` before the step, four first-layer
+/// activations are freed only when the gradient store is dropped; `backward_step` keeps the
+/// loss live; keeping only the parameters' detached gradients leaves nothing retained.
+#[test]
+fn cnn_with_the_loss_dropped_names_the_gradient_store() {
+    let a = analyze_cnn(UpdateStyle::BackwardStep);
+    let f = retention(&a).expect("retention finding");
+    assert_eq!(holders(f), [Holder::Loss], "{}", f.summary);
+    assert!(
+        f.summary.contains("the loss is still live then"),
+        "{}",
+        f.summary
+    );
+
+    let a = analyze_cnn(UpdateStyle::DropLossBeforeStep);
+    let f = retention(&a).expect("retention finding");
+    let s = &f.summary;
+    assert_eq!(holders(f), [Holder::GradientStore], "{s}");
+    // conv1's output, its relu, … ([64, 8, 16, 16] f32) and the first pool ([64, 8, 8, 8] f32)
+    let conv = 64 * 8 * 16 * 16 * 4;
+    let pool = 64 * 8 * 8 * 8 * 4;
+    let store = &f.evidence.held_by[0];
+    assert_eq!(store.count, 4, "{s}");
+    assert_eq!(store.bytes, Some(3 * conv + pool), "{s}");
+    assert_eq!(f.evidence.bytes, Some(3 * conv + pool), "{s}");
+    assert!(s.contains("1.62 MiB (4 storages) of them are freed only with the gradients, when the gradient store is dropped"), "{s}");
+    assert!(
+        s.contains("[64, 8, 16, 16] f32 (512.00 KiB, activation"),
+        "{s}"
+    );
+    assert!(
+        s.contains("[64, 8, 8, 8] f32 (128.00 KiB, activation"),
+        "{s}"
+    );
+    assert!(s.contains("though the loss was dropped before it"), "{s}");
+    assert!(!s.contains("run backward, drop the loss, then step"), "{s}");
+    assert!(store
+        .released_ns
+        .is_some_and(|t| t > f.evidence.timestamp_ns.unwrap()));
+
+    let a = analyze_cnn(UpdateStyle::DetachedParameterGradients);
+    assert!(
+        retention(&a).is_none(),
+        "{:?}",
+        retention(&a).map(|f| &f.summary)
+    );
+    assert_eq!(a.gradients.counts.present, 6);
 }
