@@ -22,12 +22,23 @@ static ALLOC: trace_probe::alloc::Tracking = trace_probe::alloc::Tracking::syste
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn analyze(model: ModelKind, update: UpdateStyle, steps: u64, capture_step: u64) -> Analysis {
+    analyze_in(model, update, steps, capture_step, false)
+}
+
+fn analyze_in(
+    model: ModelKind,
+    update: UpdateStyle,
+    steps: u64,
+    capture_step: u64,
+    deterministic: bool,
+) -> Analysis {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut config = TrainConfig::new(model, dir.path());
     config.update = update;
     config.steps = steps;
     config.capture_step = capture_step;
+    config.deterministic = deterministic;
     let report = train(&config).unwrap();
     let doc = trace_schema::load_path(&report.trace_path).unwrap();
     let a = trace_graph::analyze(&doc);
@@ -84,12 +95,38 @@ fn llama_with_the_loss_dropped_names_the_gradient_store() {
         .iter()
         .find(|h| h.holder == Holder::GradientStore)
         .expect("gradient store holding");
-    assert!(store.count > 0);
+    // every retained storage: nothing else holds any
+    assert_eq!(holders(f), [Holder::GradientStore], "{s}");
+    assert_eq!(Some(store.count), f.evidence.count);
+    assert_eq!(store.bytes, f.evidence.bytes);
     assert!(store
         .released_ns
         .is_some_and(|t| t > f.evidence.timestamp_ns.unwrap()));
     let count: u64 = f.evidence.held_by.iter().map(|h| h.count).sum();
     assert_eq!(Some(count), f.evidence.count);
+}
+
+/// The probe's deterministic mode (logical clock; each run of frees ordered by storage id)
+/// keeps every free in its run: the same holders as on the host clock.
+#[test]
+fn deterministic_traces_name_the_same_holders() {
+    for (update, holder) in [
+        (UpdateStyle::BackwardStep, Holder::Loss),
+        (UpdateStyle::DropLossBeforeStep, Holder::GradientStore),
+    ] {
+        let host = analyze_in(ModelKind::Llama, update, 3, 2, false);
+        let logical = analyze_in(ModelKind::Llama, update, 3, 2, true);
+        let (h, l) = (retention(&host).unwrap(), retention(&logical).unwrap());
+        assert_eq!(holders(h)[0], holder, "{}", h.summary);
+        let figures = |f: &Finding| -> Vec<(Holder, u64, Option<u64>)> {
+            f.evidence
+                .held_by
+                .iter()
+                .map(|x| (x.holder, x.count, x.bytes))
+                .collect()
+        };
+        assert_eq!(figures(h), figures(l), "{update:?}");
+    }
 }
 
 /// (c) backward, drop the loss, keep only the parameters' gradients (detached) and drop the
