@@ -1,10 +1,12 @@
 //! Trains a small CNN (conv2d → relu → max_pool2d ×2 → linear, AdamW, batch 64) as issue 20's
 //! user did — the input batch (65,792 B: images `(64, 1, 16, 16)` f32 + labels `(64)` u32) made
 //! before the captured step and never labelled — and writes a candle-graph trace of step 2.
-//! `--drop-loss-before-step` runs backward, `drop((loss, logits))`, then the optimizer step.
+//! `--drop-loss-before-step` runs backward, `drop((loss, logits))`, then the optimizer step;
+//! `--detach-parameter-gradients` also keeps only the parameters' detached gradients and drops
+//! the original gradient store before the step.
 //!
 //! ```text
-//! cargo run -p candle-graph-examples --example cnn -- [--out DIR] [--steps N] [--seed S] [--batch N] [--deterministic] [--drop-loss-before-step]
+//! cargo run -p candle-graph-examples --example cnn -- [--out DIR] [--steps N] [--seed S] [--batch N] [--deterministic] [--drop-loss-before-step | --detach-parameter-gradients]
 //! candle-graph summary out/cnn
 //! ```
 
