@@ -1,5 +1,5 @@
-//! `check` on a real Candle loop that ended before its capture step: the first issue it lists
-//! says so.
+//! `check` on a real Candle loop (two steps of issue 20's MLP) that ended before its capture
+//! step: the first issue it lists says so, with the probe's reason and what to change.
 
 use candle_core::Device;
 use candle_graph_examples::train::train_loop;
@@ -39,6 +39,20 @@ fn check_says_first_that_the_capture_step_was_never_reached() {
         profiler.finish(),
         Err(ProbeError::CaptureStepNotReached { step: 4, .. })
     ));
+
+    let doc = trace_schema::load_path(&path).unwrap();
+    let a = trace_graph::analyze(&doc);
+    assert_eq!(
+        a.health.issues[0].code,
+        trace_graph::HealthCode::CaptureNotStarted,
+        "{:#?}",
+        a.health.issues
+    );
+    // no captured step: nothing to qualify as without warm-up
+    assert!(a
+        .findings
+        .iter()
+        .all(|f| f.code != trace_graph::FindingCode::CapturedWithoutWarmUp));
 
     let r = run(&["check", s(&path)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
