@@ -1,5 +1,6 @@
 //! The runnable examples' command line (`--out DIR`, `--steps N`, `--seed S`, `--batch N`,
-//! `--device D`, `--deterministic`, `--drop-loss-before-step`; MLP: `--hidden-layers N`,
+//! `--device D`, `--deterministic`, `--drop-loss-before-step`, `--detach-parameter-gradients`;
+//! MLP: `--hidden-layers N`,
 //! `--detach-bias N`), parsed with clap.
 
 use std::path::PathBuf;
@@ -39,6 +40,11 @@ pub struct ExampleArgs {
     /// are freed before the optimizer runs.
     #[arg(long)]
     pub drop_loss_before_step: bool,
+    /// Run backward, drop the loss, keep only the parameters' gradients (detached) in a new
+    /// store and drop the original one, then step: what the gradient store alone held is freed
+    /// before the optimizer runs.
+    #[arg(long, conflicts_with = "drop_loss_before_step")]
+    pub detach_parameter_gradients: bool,
     /// MLP only: hidden layers (default 2, 784-512-512-10; 3 adds `fc4`).
     #[arg(long, value_name = "N")]
     pub hidden_layers: Option<usize>,
@@ -52,6 +58,34 @@ fn parse_device(s: &str) -> Result<DeviceSpec, String> {
 }
 
 impl ExampleArgs {
+    /// The CNN run (`--example cnn`: `--out` default `out/cnn`, `--steps`, `--seed`,
+    /// `--batch`, `--device`, `--deterministic`, `--drop-loss-before-step`, which drops
+    /// `(loss, logits)` between backward and the optimizer step; the MLP flags are ignored).
+    pub fn cnn_run(&self) -> crate::cnn::CnnRun {
+        let mut run =
+            crate::cnn::CnnRun::new(self.out.clone().unwrap_or_else(|| PathBuf::from("out/cnn")));
+        run.steps = self.steps;
+        run.seed = self.seed;
+        run.deterministic = self.deterministic;
+        run.device = self.device;
+        run.update = self.update();
+        if let Some(batch) = self.batch {
+            run.sizes.batch_size = batch;
+        }
+        run
+    }
+
+    /// The update style the flags ask for (`backward_step` by default).
+    pub fn update(&self) -> UpdateStyle {
+        if self.drop_loss_before_step {
+            UpdateStyle::DropLossBeforeStep
+        } else if self.detach_parameter_gradients {
+            UpdateStyle::DetachedParameterGradients
+        } else {
+            UpdateStyle::BackwardStep
+        }
+    }
+
     /// The training config for `model`.
     pub fn config(&self, model: ModelKind) -> TrainConfig {
         let out = self
@@ -63,9 +97,7 @@ impl ExampleArgs {
         config.seed = self.seed;
         config.deterministic = self.deterministic;
         config.device = self.device;
-        if self.drop_loss_before_step {
-            config.update = UpdateStyle::DropLossBeforeStep;
-        }
+        config.update = self.update();
         if let Some(n) = self.hidden_layers {
             config.sizes.mlp.hidden_layers = n;
         }
@@ -118,6 +150,21 @@ mod tests {
         .unwrap()
         .config(ModelKind::Mlp);
         assert_eq!(variant.update, UpdateStyle::DropLossBeforeStep);
+        let fixed = ExampleArgs::try_parse_from(["cnn", "--detach-parameter-gradients"]).unwrap();
+        assert_eq!(
+            fixed.config(ModelKind::Mlp).update,
+            UpdateStyle::DetachedParameterGradients
+        );
+        assert_eq!(
+            fixed.cnn_run().update,
+            UpdateStyle::DetachedParameterGradients
+        );
+        assert!(ExampleArgs::try_parse_from([
+            "cnn",
+            "--drop-loss-before-step",
+            "--detach-parameter-gradients"
+        ])
+        .is_err());
         assert_eq!(
             (
                 variant.sizes.mlp.hidden_layers,

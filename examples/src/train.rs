@@ -26,6 +26,7 @@
 
 use std::path::{Path, PathBuf};
 
+use candle_core::backprop::GradStore;
 use candle_core::DType;
 use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarMap};
 use trace_probe::{MemoryCategory, ProbeError, ProbedOptimizer, ProfileRun, Profiler};
@@ -45,6 +46,12 @@ pub enum UpdateStyle {
     /// drop(loss); opt.step(&grads)?` — the activations are freed before the optimizer runs
     /// (the advice of the `activations_retained_into_optimizer` finding).
     DropLossBeforeStep,
+    /// Run backward, drop the loss, move only the parameters' gradients, detached, into a new
+    /// `GradStore`, drop the original store, then step: what the original store alone held
+    /// (the gradients of non-parameter leaves such as the input batch, and the forward
+    /// activations the gradients' own computations still reference) is freed before the
+    /// optimizer runs (the advice of the finding when the gradient store holds activations).
+    DetachedParameterGradients,
 }
 
 /// File name of the trace written into the output directory.
@@ -283,8 +290,9 @@ pub fn train_loop<O: Optimizer>(
 
 /// One update of [`train_loop`] (its loop body): the step guard (records only on the captured
 /// step; on CUDA/Metal the measured region synchronises the device at both ends), labelled
-/// batch facts, the loss statistics, then the update as `update` says (`backward_step`, or
-/// backward, drop the loss, step). Returns the loss.
+/// batch facts, the loss statistics, then the update as `update` says (`backward_step`;
+/// backward, drop the loss, step; or that with only the parameters' detached gradients kept).
+/// Returns the loss.
 ///
 /// # Errors
 /// Candle errors naming the step and phase; probe errors of the statistics.
@@ -321,8 +329,32 @@ pub(crate) fn train_step<O: Optimizer>(
             opt.step(&grads)
                 .map_err(candle(|| format!("step {step}: optimizer")))?;
         }
+        UpdateStyle::DetachedParameterGradients => {
+            let grads = profiler
+                .backward(&loss)
+                .map_err(candle(|| format!("step {step}: backward")))?;
+            drop(loss);
+            // what only the original store held goes before the step
+            let kept = parameter_gradients(grads, &work.varmap().all_vars());
+            opt.step(&kept)
+                .map_err(candle(|| format!("step {step}: optimizer")))?;
+        }
     }
     Ok(value)
+}
+
+/// The gradients of `vars` only, detached, in a new store; `grads` is dropped, and with it what
+/// only it held: the gradients of non-parameter leaves (the input batch, …) and the forward
+/// activations that the gradients' own computations still reference (Candle keeps those until
+/// the store is dropped). The step of [`UpdateStyle::DetachedParameterGradients`].
+pub fn parameter_gradients(mut grads: GradStore, vars: &[candle_core::Var]) -> GradStore {
+    let mut kept = GradStore::default();
+    for var in vars {
+        if let Some(g) = grads.remove(var.as_tensor()) {
+            kept.insert(var.as_tensor(), g.detach());
+        }
+    }
+    kept
 }
 
 /// AdamW with the config's learning rate.

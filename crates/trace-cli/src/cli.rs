@@ -100,6 +100,11 @@ pub struct DemoArgs {
     /// then step (instead of `backward_step`). Compare with `candle-graph diff`.
     #[arg(long)]
     pub drop_loss_before_step: bool,
+    /// Apply the advice given when the gradient store holds activations: run backward, drop
+    /// the loss, keep only the parameters' gradients (detached) in a new store and drop the
+    /// original one before the step.
+    #[arg(long, conflicts_with = "drop_loss_before_step")]
+    pub detach_parameter_gradients: bool,
 }
 
 /// `device-check` arguments.
@@ -307,6 +312,19 @@ mod tests {
             panic!()
         };
         assert!(d.drop_loss_before_step);
+        let cli =
+            Cli::try_parse_from(["candle-graph", "demo", "--detach-parameter-gradients"]).unwrap();
+        let Command::Demo(d) = cli.command else {
+            panic!()
+        };
+        assert!(d.detach_parameter_gradients && !d.drop_loss_before_step);
+        assert!(Cli::try_parse_from([
+            "candle-graph",
+            "demo",
+            "--drop-loss-before-step",
+            "--detach-parameter-gradients"
+        ])
+        .is_err());
     }
 
     #[test]

@@ -17,6 +17,9 @@ use crate::health::Severity;
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum FindingCode {
+    /// The captured step ran with no warm-up step before it (`warmup_steps` 0, or capture step
+    /// 1): its figures may include one-time costs.
+    CapturedWithoutWarmUp,
     /// The span with the largest host self time in the measured subtree.
     LargestHostSelfTime,
     /// The logical memory peak (one per device when there are several): when, in which span
@@ -86,6 +89,49 @@ pub struct Evidence {
     /// Byte figures are lower bounds (the capture is incomplete).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub lower_bound: bool,
+    /// Who holds the storages, as far as the trace shows (activations retained into the
+    /// optimizer), one entry per holder.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_by: Vec<Holding>,
+}
+
+/// What holds storages that outlive the point where they could have been freed, read from
+/// their lifetimes (see the `activations_retained_into_optimizer` finding in the README).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, strum::IntoStaticStr,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Holder {
+    /// The loss, still live when the optimizer starts: every node of its autograd graph stays
+    /// live with it (the storages the probe registered as graph nodes).
+    Loss,
+    /// The gradient store: the loss was dropped before the optimizer started, and these are
+    /// freed only with the gradients, in the run of frees that drops the store.
+    GradientStore,
+    /// Freed with the gradients, but the trace cannot tell whether the loss was still live
+    /// (the probe did not see it).
+    LossOrGradientStore,
+    /// The trace does not show what holds them.
+    Unknown,
+}
+
+/// Storages with one holder.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Holding {
+    /// Who holds them.
+    pub holder: Holder,
+    /// How many storages.
+    pub count: u64,
+    /// Their bytes (`None` when the sum passes 2^64).
+    pub bytes: Option<u64>,
+    /// `{device}:{storage_id}`, largest first (a summary-detail analysis lists at most
+    /// [`trace_memory::SUMMARY_TOP`]).
+    pub storages: Vec<String>,
+    /// When the holder let them go, ns since session start: the loss's free, the first free of
+    /// the gradient release; absent when unknown or never.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub released_ns: Option<u64>,
 }
 
 /// A finding.
@@ -258,7 +304,7 @@ pub const TOP_STORAGES: usize = 5;
 
 /// Names a storage for a reader, never by its address: its label, else its shape and dtype,
 /// else the allocating op, with its size, category and allocating span's path.
-fn describe(
+pub(crate) fn describe(
     doc: &TraceDocument,
     spans: &trace_memory::SpanIndex,
     l: &trace_memory::StorageLifetime,
@@ -439,11 +485,17 @@ pub(crate) fn memory_findings(
         let path = spans
             .path_of_id(doc, &opt.span_id)
             .unwrap_or_else(|| opt.span_name.to_string());
+        let listed = match logical.detail {
+            trace_memory::Detail::Full => usize::MAX,
+            trace_memory::Detail::Summary => trace_memory::SUMMARY_TOP,
+        };
+        let r = crate::retention::retention(doc, opt.start_ns);
+        let (advice, held_by) = crate::advice::retention_advice(doc, spans, &r, origin_ns, listed);
         out.push(Finding {
             code: FindingCode::ActivationsRetainedIntoOptimizer,
             severity: Severity::Warning,
             summary: format!(
-                "{} of activations ({} storages) are still live when the optimizer pass {path} starts{still}{bound}: run backward, drop the loss, then step, so they are freed before the optimizer runs",
+                "{} of activations ({} storages) are still live when the optimizer pass {path} starts{still}{bound}{advice}",
                 human_bytes(opt.activation_live_bytes),
                 opt.activation_live_count,
             ),
@@ -455,6 +507,7 @@ pub(crate) fn memory_findings(
                 pass: Some(Pass::Optimizer),
                 category: Some(MemoryCategory::Activation),
                 lower_bound,
+                held_by,
                 ..Evidence::default()
             },
             requires: requires.clone(),
@@ -505,4 +558,4 @@ pub(crate) fn memory_findings(
         });
     }
 }
-trace_schema::wire_names!(FindingCode);
+trace_schema::wire_names!(FindingCode, Holder);

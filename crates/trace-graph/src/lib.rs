@@ -30,12 +30,14 @@
 
 #![deny(missing_docs)]
 
+mod advice;
 pub mod capability;
 pub mod findings;
 pub mod gradients;
 pub mod graph;
 pub mod health;
 mod index;
+mod retention;
 mod timing;
 
 use serde::Serialize;
@@ -48,7 +50,7 @@ pub use capability::{
     assess_capabilities, observed_coverage, Capability, CapabilityKind, CapabilityLevel,
     CapabilityMatrix,
 };
-pub use findings::{Evidence, Finding, FindingCode};
+pub use findings::{Evidence, Finding, FindingCode, Holder, Holding};
 pub use gradients::{
     summarize_gradients, GradientCounts, GradientSummary, NonParameterGradient, ParameterGradient,
 };
@@ -79,7 +81,8 @@ pub struct Analysis {
     /// Why the graph was refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub graph_refusal: Option<GraphRefusal>,
-    /// Findings, in a fixed order: time, memory, gradients, coverage gaps.
+    /// Findings, in a fixed order: the capture (no warm-up), time, memory, gradients, coverage
+    /// gaps.
     pub findings: Vec<Finding>,
     /// The span hierarchy every result above was derived with (paths, effective passes,
     /// parents; not serialized): displays ask it instead of walking the document again.
@@ -174,7 +177,7 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
         (None, Some(GraphRefusal { reasons }))
     };
 
-    let mut findings = Vec::new();
+    let mut findings: Vec<findings::Finding> = advice::warm_up_finding(doc).into_iter().collect();
     if let Some(g) = &graph {
         findings.extend(findings::largest_self_time(g, &capabilities));
     }

@@ -92,6 +92,11 @@ fn truncated_trace_loads_and_says_so() {
     assert_eq!(g.outer_wall_time_ns, None);
     assert_eq!(g.nodes[1].host_total_time_ns, Some(5));
     assert!(codes(&a).contains(&(Severity::Warning, HealthCode::TraceTruncated)));
+    // call 1 of an inference run: no warm-up call before it
+    assert_eq!(
+        a.findings.first().map(|f| f.code),
+        Some(trace_graph::FindingCode::CapturedWithoutWarmUp)
+    );
     insta::assert_yaml_snapshot!(view(&a));
 }
 
@@ -590,4 +595,75 @@ fn memory_events_outside_their_span_are_a_warning() {
     assert!(a.health.structurally_valid);
     let clean = analyze(&TraceDocument::from_events(clean_step()));
     assert!(!codes(&clean).contains(&(Severity::Warning, HealthCode::MemoryOutsideSpan)));
+}
+
+/// `captured_without_warm_up` reads `warmup_steps` (0: none), else capture step 1; a trace with
+/// no span (the capture never started) has no captured step to qualify.
+#[test]
+fn warm_up_finding_follows_the_meta() {
+    let with = |capture: Option<u64>, warmup: Option<u64>, spans: bool| {
+        let mut events = clean_step();
+        if let TraceEvent::Meta(m) = &mut events[0] {
+            m.run.capture_step = capture;
+            m.run.warmup_steps = warmup;
+        }
+        if !spans {
+            events.retain(|e| matches!(e, TraceEvent::Meta(_)));
+            events.push(failed(
+                10,
+                "capture step 1 was never reached before finish()",
+            ));
+        }
+        let a = analyze(&TraceDocument::from_events(events));
+        a.findings
+            .iter()
+            .find(|f| f.code == trace_graph::FindingCode::CapturedWithoutWarmUp)
+            .map(|f| f.summary.clone())
+    };
+    let s = with(Some(1), Some(0), true).expect("finding");
+    assert!(
+        s.starts_with("step 1 was captured with no warm-up step before it"),
+        "{s}"
+    );
+    assert!(with(Some(1), None, true).is_some());
+    assert!(with(Some(3), Some(0), true)
+        .unwrap()
+        .starts_with("step 3 was"));
+    assert!(with(Some(2), Some(1), true).is_none());
+    assert!(with(None, None, true).is_none());
+    assert!(with(Some(1), Some(0), false).is_none());
+}
+
+/// A failed terminal and no span: the capture never started, the first issue says so (and the
+/// failure is not repeated as `capture_failed`); a failed capture with spans is `capture_failed`.
+#[test]
+fn a_capture_that_never_started_is_the_first_issue() {
+    let never = analyze(&TraceDocument::from_events(vec![
+        meta(ExecutionPhase::Train, Some(contract(&["w1"]))),
+        failed(10, "capture step 2 was never reached before finish()"),
+    ]));
+    let first = &never.health.issues[0];
+    assert_eq!(first.code, HealthCode::CaptureNotStarted);
+    assert_eq!(first.severity, Severity::Error);
+    assert!(
+        first
+            .message
+            .contains("(capture step 2 was never reached before finish())")
+            && first
+                .message
+                .contains("run at least 2 steps or capture an earlier step"),
+        "{}",
+        first.message
+    );
+    assert!(!codes(&never).contains(&(Severity::Warning, HealthCode::CaptureFailed)));
+
+    let started = analyze(&TraceDocument::from_events(vec![
+        meta(ExecutionPhase::Train, None),
+        measured("s1", None, "train_step", 0),
+        failed(10, "panicked"),
+    ]));
+    assert!(!codes(&started)
+        .iter()
+        .any(|c| c.1 == HealthCode::CaptureNotStarted));
+    assert!(codes(&started).contains(&(Severity::Warning, HealthCode::CaptureFailed)));
 }

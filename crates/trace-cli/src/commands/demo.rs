@@ -1,9 +1,11 @@
 //! `candle-graph demo [--out DIR] [--model llama|mlp] [--steps N] [--device D]
-//! [--drop-loss-before-step]`: trains a built-in Candle model on CPU (or `cuda[:N]` /
+//! [--drop-loss-before-step | --detach-parameter-gradients]`: trains a built-in Candle model on CPU (or `cuda[:N]` /
 //! `metal[:N]` when built with that feature), captures step 2 after one warm-up step with the
 //! probe and the tracking allocator (installed in `main.rs`), writes `DIR/trace.jsonl` and prints
 //! its summary. `--drop-loss-before-step` runs backward, drops the loss, then steps (the advice
-//! of the `activations_retained_into_optimizer` finding).
+//! of the `activations_retained_into_optimizer` finding); `--detach-parameter-gradients` also
+//! keeps only the parameters' gradients, detached, and drops the original gradient store before
+//! the step (its advice when the gradient store holds activations).
 
 use anyhow::{bail, Context, Result};
 use candle_graph_examples::{
@@ -33,6 +35,9 @@ pub fn run(args: &DemoArgs, progress: bool) -> Result<TrainReport> {
     config.device = args.device;
     if args.drop_loss_before_step {
         config.update = UpdateStyle::DropLossBeforeStep;
+    }
+    if args.detach_parameter_gradients {
+        config.update = UpdateStyle::DetachedParameterGradients;
     }
     let bar = progress.then(|| {
         let bar = ProgressBar::new(args.steps);

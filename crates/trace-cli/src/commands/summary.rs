@@ -152,7 +152,7 @@ pub fn findings(analysis: &Analysis) -> Vec<FindingRecord> {
                 trace_graph::FindingCode::StoragesRetainedAtEnd if ended_early => Some(
                     "the capture did not finish: these storages were live when it stopped, not necessarily retained",
                 ),
-                code => advice(code),
+                _ => advice(f),
             },
         })
         .collect()

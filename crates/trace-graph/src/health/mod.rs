@@ -64,6 +64,9 @@ pub enum HealthCode {
     /// The meta fails validation, e.g. `capture_step` 0 (loader).
     InvalidMeta,
     // capture
+    /// The capture never started: the terminal is `failed` and no span was recorded (e.g. the
+    /// run ended before the capture step). Listed first (error).
+    CaptureNotStarted,
     /// The terminal outcome is `failed` (warning).
     CaptureFailed,
     /// Partial last line or no terminal: capture incomplete (warning).
@@ -415,8 +418,10 @@ pub(crate) fn analyze_health(
     let peak_categorized_share = logical.and_then(memory::peak_categorized_share);
     let state = CaptureState::of(doc);
     let mut issues = Issues::default();
+    // First: when nothing was captured, every other issue follows from it.
+    let not_started = capture_not_started(doc, state, &mut issues);
     semantic(doc, &mut issues);
-    capture(doc, state, &mut issues);
+    capture(doc, state, not_started, &mut issues);
     hierarchy::check(doc, index, state, origin_ns, &mut issues);
     references::check(doc, index, memory_spans, origin_ns, &mut issues);
     references::check_edges(doc, index, &mut issues);
@@ -489,13 +494,45 @@ fn semantic(doc: &TraceDocument, issues: &mut Issues) {
     }
 }
 
-fn capture(doc: &TraceDocument, state: CaptureState, issues: &mut Issues) {
-    if state.failed {
-        let reason = doc
-            .terminal
-            .as_ref()
-            .and_then(|t| t.reason.as_deref())
-            .unwrap_or("no reason given");
+/// The reason of a failed terminal.
+fn failure_reason(doc: &TraceDocument) -> &str {
+    doc.terminal
+        .as_ref()
+        .and_then(|t| t.reason.as_deref())
+        .unwrap_or("no reason given")
+}
+
+/// `capture_not_started`: a `failed` terminal and no span at all — the probe writes that when
+/// `finish()` comes before the capture step (the meta, then the terminal with the reason).
+/// Returns whether it was reported.
+fn capture_not_started(doc: &TraceDocument, state: CaptureState, issues: &mut Issues) -> bool {
+    if !state.failed || !doc.spans.is_empty() {
+        return false;
+    }
+    let step = match doc.meta.capture_step {
+        Some(n) => format!("capture step {n}"),
+        None => "the capture step".to_string(),
+    };
+    let advice = match doc.meta.capture_step {
+        Some(n) if n > 1 => {
+            format!("if the run ended before it, run at least {n} steps or capture an earlier step")
+        }
+        _ => "if the run ended before it, run the step the profiler captures".to_string(),
+    };
+    issues.error(
+        HealthCode::CaptureNotStarted,
+        format!(
+            "the capture never started: no span was recorded and the terminal failed ({}); nothing of {step} is in the trace: {advice}",
+            failure_reason(doc)
+        ),
+        IssueLocation::document(),
+    );
+    true
+}
+
+fn capture(doc: &TraceDocument, state: CaptureState, not_started: bool, issues: &mut Issues) {
+    if state.failed && !not_started {
+        let reason = failure_reason(doc);
         issues.warning(
             HealthCode::CaptureFailed,
             format!("the captured step failed: {reason}; results are diagnostic only"),
