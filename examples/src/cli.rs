@@ -52,6 +52,25 @@ fn parse_device(s: &str) -> Result<DeviceSpec, String> {
 }
 
 impl ExampleArgs {
+    /// The CNN run (`--example cnn`: `--out` default `out/cnn`, `--steps`, `--seed`,
+    /// `--batch`, `--device`, `--deterministic`, `--drop-loss-before-step`, which drops
+    /// `(loss, logits)` between backward and the optimizer step; the MLP flags are ignored).
+    pub fn cnn_run(&self) -> crate::cnn::CnnRun {
+        let mut run =
+            crate::cnn::CnnRun::new(self.out.clone().unwrap_or_else(|| PathBuf::from("out/cnn")));
+        run.steps = self.steps;
+        run.seed = self.seed;
+        run.deterministic = self.deterministic;
+        run.device = self.device;
+        if self.drop_loss_before_step {
+            run.update = UpdateStyle::DropLossBeforeStep;
+        }
+        if let Some(batch) = self.batch {
+            run.sizes.batch_size = batch;
+        }
+        run
+    }
+
     /// The training config for `model`.
     pub fn config(&self, model: ModelKind) -> TrainConfig {
         let out = self

@@ -17,6 +17,8 @@ use rand::{Rng, SeedableRng};
 /// - rank-2 names ending in `embed_tokens.weight`: uniform in `[-1, 1)`;
 /// - other rank-2 weights of shape `(out, in)`: uniform in `[-1/sqrt(in), 1/sqrt(in))`
 ///   (`torch.nn.Linear`'s Kaiming-uniform bound);
+/// - rank-4 convolution kernels of shape `(out, in, kh, kw)`: uniform in
+///   `[-1/sqrt(in·kh·kw), 1/sqrt(in·kh·kw))` (`torch.nn.Conv2d`'s bound);
 /// - rank-1 names containing `norm`: ones (RMSNorm gain);
 /// - other rank-1 tensors (biases): zeros.
 ///
@@ -37,6 +39,10 @@ pub fn seed_varmap(varmap: &VarMap, seed: u64) -> Result<()> {
             }
             [_, fan_in] => {
                 let bound = 1.0 / (*fan_in as f32).sqrt();
+                (0..count).map(|_| rng.gen_range(-bound..bound)).collect()
+            }
+            [_, c_in, kh, kw] => {
+                let bound = 1.0 / ((c_in * kh * kw) as f32).sqrt();
                 (0..count).map(|_| rng.gen_range(-bound..bound)).collect()
             }
             [_] if name.contains("norm") => vec![1.0; count],

@@ -6,6 +6,9 @@
 //! - [`llama`]: a small llama-style causal language model built only from differentiable
 //!   candle-nn operations, loss over every position;
 //! - [`mlp`]: the 784-512-512-10 MLP, batch 64;
+//! - [`cnn`]: a small CNN (conv2d → relu → max_pool2d ×2 → linear, AdamW, batch 64) trained
+//!   as issue 20's user did, the input batch made before the captured step and never labelled
+//!   (`--example cnn`);
 //! - [`init`] and [`data`]: seeded weights and learnable synthetic data (Candle's CPU RNG cannot
 //!   be seeded), so runs are reproducible;
 //! - [`model`]: both models behind one [`Workload`];
@@ -28,6 +31,7 @@
 #![deny(missing_docs)]
 
 pub mod cli;
+pub mod cnn;
 pub mod data;
 pub mod device;
 pub mod init;
