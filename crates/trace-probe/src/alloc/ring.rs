@@ -46,6 +46,9 @@ pub(crate) enum RawEvent {
         thread: u32,
         /// The word at the calibrated storage-pointer offset of the dying block.
         storage_block: usize,
+        /// Address of the dying tensor block (the session tracker keeps live tensor blocks by
+        /// address).
+        block: usize,
     },
 }
 
@@ -78,7 +81,8 @@ struct Slot {
     meta: AtomicU64,
     /// Alloc: address; block free: block address; tensor free: storage block word.
     a: AtomicUsize,
-    /// Alloc: size; block free: data pointer of the signature (0: no match).
+    /// Alloc: size; block free: data pointer of the signature (0: no match); tensor free:
+    /// tensor block address.
     b: AtomicUsize,
     /// Block free: data buffer size of the signature.
     c: AtomicUsize,
@@ -138,7 +142,8 @@ pub(crate) fn push(ev: RawEvent) -> bool {
             ts_ns,
             thread,
             storage_block,
-        } => (KIND_TENSOR_FREE, ts_ns, thread, 0, storage_block, 0, 0),
+            block,
+        } => (KIND_TENSOR_FREE, ts_ns, thread, 0, storage_block, block, 0),
         RawEvent::BlockFree {
             ts_ns,
             thread,
@@ -190,6 +195,7 @@ pub(crate) fn drain_into(out: &mut Vec<RawEvent>) {
                 ts_ns,
                 thread,
                 storage_block: a,
+                block: b,
             },
             _ => RawEvent::Alloc {
                 ts_ns,
