@@ -116,10 +116,12 @@ pub fn measure_overhead(config: &TrainConfig, pairs: usize) -> Result<OverheadRe
 /// One timed update on a fresh model, AdamW and profiler; armed or not.
 fn time_update(config: &TrainConfig, device: &Device, armed: bool) -> Result<u64, TrainError> {
     const STEP: u64 = 1;
-    // A disarmed profiler is configured for a step the loop never reaches.
+    // A disarmed profiler is configured for a step the loop never reaches, and does not track
+    // storages before it (that would arm the allocator hook).
     let capture_step = if armed { STEP } else { u64::MAX };
     let varmap = VarMap::new();
     let profiler = ProfileRun::training(config.entrypoint(), capture_step)
+        .track_pre_existing(armed)
         .device(device)
         .varmap(&varmap)
         .tag("model", config.model.as_str())

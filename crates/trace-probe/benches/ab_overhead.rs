@@ -7,7 +7,15 @@
 //! every other cycle), each compared with the plain block of its round:
 //! - `plain`: candle-nn `Linear`s and `AdamW`;
 //! - `idle`: probed `Linear`s, `ProbedOptimizer`, the tracing layer installed, the step not
-//!   captured (the steady-state cost);
+//!   captured, the session not tracking storages (`track_pre_existing(false)`: the allocator
+//!   hook disarmed, the steady-state cost of the wrappers);
+//! - `tracked`: the same under a session that tracks storages until its capture step (the
+//!   default: the hook armed, every allocation logged, the drainer thread feeding the session
+//!   tracker) — a warm-up step's cost; a fresh session per block (built, its step 1 run and
+//!   finished outside the measurement);
+//! - `untracked` (its control): the same fresh session per block with tracking off — a fresh
+//!   optimizer's buffers fault in pages a long-lived model does not, so `tracked / untracked`
+//!   is the tracking's cost;
 //! - `fresh` (the control): step 2 of a fresh run (session, probed layers over the shared
 //!   weights, fresh `ProbedOptimizer<AdamW>`, step 1 run), not captured;
 //! - `captured`: the same, step 2 captured, writing to `std::io::sink()` — meta, root span,
@@ -271,7 +279,7 @@ fn describe(label: &str, ratios: &[Cost]) {
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// The variants, in the order of the first pair (rotated every pair).
-const VARIANTS: [&str; 4] = ["plain", "idle", "fresh", "captured"];
+const VARIANTS: [&str; 6] = ["plain", "idle", "tracked", "untracked", "fresh", "captured"];
 
 fn main() -> Res<()> {
     if std::env::args().any(|a| a == "--list") {
@@ -310,7 +318,10 @@ fn main() -> Res<()> {
 
     // The idle model's layer stays installed for the process (as a user would install it);
     // runs install their own session's layer over it while they run.
-    let idle_session = TraceSession::new(ProfileRun::training("ab", u64::MAX), std::io::sink())?;
+    let idle_session = TraceSession::new(
+        ProfileRun::training("ab", u64::MAX).track_pre_existing(false),
+        std::io::sink(),
+    )?;
     let _default = tracing::subscriber::set_default(subscriber(&idle_session));
     let idle_weights = VarMap::new();
     let mut idle = Probed::new(&d, &idle_session, &idle_weights)?;
@@ -327,6 +338,23 @@ fn main() -> Res<()> {
     let mut finish = Vec::new();
     let mut block = |variant: &str| -> Res<Cost> {
         let mut total = Cost::default();
+        if variant == "tracked" || variant == "untracked" {
+            let session = TraceSession::new(
+                ProfileRun::training("ab", u64::MAX).track_pre_existing(variant == "tracked"),
+                std::io::sink(),
+            )?;
+            let default = tracing::subscriber::set_default(subscriber(&session));
+            let mut model = Probed::new(&d, &session, &weights)?;
+            model.step(1, &x, &y)?;
+            for _ in 0..steps {
+                let t = Clocks::now();
+                model.step(2, &x, &y)?;
+                total += t.since();
+            }
+            drop(default);
+            let _ = session.finish(); // never captured: stops tracking
+            return Ok(total);
+        }
         for _ in 0..steps {
             match variant {
                 "plain" => {
@@ -358,6 +386,7 @@ fn main() -> Res<()> {
     // ratios[v][pair]: variant v over plain, same pair.
     let mut ratios: Vec<Vec<Cost>> = vec![Vec::new(); VARIANTS.len()];
     let mut captured_over_fresh = Vec::new();
+    let mut tracked_over_untracked = Vec::new();
     let mut plain_ms = Vec::new();
     for pair in 0..pairs {
         let mut order: Vec<usize> = (0..VARIANTS.len()).collect();
@@ -373,7 +402,8 @@ fn main() -> Res<()> {
         for v in 1..VARIANTS.len() {
             ratios[v].push(cost[v].ratio(cost[0]));
         }
-        captured_over_fresh.push(cost[3].ratio(cost[2]));
+        captured_over_fresh.push(cost[5].ratio(cost[4]));
+        tracked_over_untracked.push(cost[2].ratio(cost[3]));
     }
     println!(
         "MLP 784-{h}-{h}-10 batch 64 AdamW, tracking allocator installed, {pairs} rounds x {steps} steps per variant, \
@@ -383,16 +413,28 @@ fn main() -> Res<()> {
         h = d.hidden
     );
     describe(
-        "idle / plain (wrappers + layer, step not captured)",
+        "idle / plain (wrappers + layer, step not captured, not tracking: hook disarmed)",
         &ratios[1],
     );
     describe(
-        "fresh / plain (step 2 of a fresh run, not captured)",
+        "tracked / plain (the same, the session tracking storages: hook armed)",
         &ratios[2],
     );
     describe(
-        "captured / plain (step 2 of a fresh run, captured, allocator armed)",
+        "untracked / plain (the same, tracking off: the control)",
         &ratios[3],
+    );
+    describe(
+        "tracked / untracked (tracking storages before the capture step, alone)",
+        &tracked_over_untracked,
+    );
+    describe(
+        "fresh / plain (step 2 of a fresh run, not captured, tracking)",
+        &ratios[4],
+    );
+    describe(
+        "captured / plain (step 2 of a fresh run, captured, allocator armed)",
+        &ratios[5],
     );
     describe("captured / fresh (the capture alone)", &captured_over_fresh);
     println!(

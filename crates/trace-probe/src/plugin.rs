@@ -98,6 +98,7 @@ pub(crate) fn builtin_plugins(run: &ProfileRun) -> Vec<Arc<dyn CapturePlugin>> {
     vec![Arc::new(crate::storage::StoragePlugin::new(
         &run.device,
         run.deterministic,
+        run.track_pre_existing,
     ))]
 }
 

@@ -56,6 +56,7 @@ pub struct ProfileRun {
     pub(crate) deterministic: bool,
     pub(crate) parameters: Option<Parameters>,
     pub(crate) tracing: TracingMode,
+    pub(crate) track_pre_existing: bool,
 }
 
 impl ProfileRun {
@@ -88,6 +89,7 @@ impl ProfileRun {
             deterministic: false,
             parameters: None,
             tracing: TracingMode::default(),
+            track_pre_existing: true,
         }
     }
 
@@ -189,6 +191,17 @@ impl ProfileRun {
     /// samples. Two single-threaded runs of a seeded program write identical bytes.
     pub fn deterministic(mut self, on: bool) -> Self {
         self.deterministic = on;
+        self
+    }
+
+    /// Whether the session tracks every storage allocated from its creation (warm-up steps
+    /// included) so that the ones still live when the captured step begins — an input batch
+    /// made before the step, model buffers — are written as `pre_existing` with their exact
+    /// heap bytes (default on; CPU with the tracking allocator). It keeps the allocator hook
+    /// armed until the captured step (see the crate README's cost figures). Off, such storages
+    /// are missing unless labelled (`session.tensor(..)`), and logical memory is `partial`.
+    pub fn track_pre_existing(mut self, on: bool) -> Self {
+        self.track_pre_existing = on;
         self
     }
 

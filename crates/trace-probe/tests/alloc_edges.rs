@@ -113,7 +113,21 @@ fn look_alike_user_objects_never_become_storages() -> Result<(), Box<dyn std::er
     for loader in [Loader::RwLockF32, Loader::RwLockU8, Loader::Thread] {
         let (doc, summary) = mlp_step(loader)?;
         let contract = doc.meta.capture_contract.clone().expect("contract");
-        assert_eq!(contract.logical_memory, CoverageLevel::Complete);
+        // Not the process's first session: tensors of the earlier ones existed before it, so
+        // storages older than the session are unknown — the only limit allowed here.
+        let reason = contract
+            .reasons
+            .get("logical_memory")
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            contract.logical_memory == CoverageLevel::Complete
+                || (contract.logical_memory == CoverageLevel::Partial
+                    && reason.starts_with("storages older than the session are unknown:")
+                    && !reason.contains(';')),
+            "{:?}: {reason}",
+            contract.logical_memory
+        );
         let phantom = doc
             .memory
             .iter()
@@ -274,10 +288,31 @@ fn the_calibrated_look_alike_is_exactly_candles_block() {
 fn a_storage_made_before_the_capture_and_freed_inside_it_has_its_exact_size(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let _g = lock();
+    // Tracked since the session was created: adopted at capture start, its free watched.
+    let summary = storage_made_before_the_capture(true)?;
+    assert_eq!(summary.unregistered_pre_window_frees, 0, "{summary:?}");
+    assert!(summary.adopted_bytes >= 4 * MIB as u64, "{summary:?}");
+    // Not tracked: found at its free by the drop signature, the same bytes.
+    let summary = storage_made_before_the_capture(false)?;
+    assert_eq!(summary.unregistered_pre_window_frees, 1, "{summary:?}");
+    assert_eq!(summary.adopted_storages, 0);
+    Ok(())
+}
+
+/// A 4 MiB tensor made before step 2 (never registered) and dropped in its forward pass: it
+/// is `pre_existing` with its size, freed once, in the peak. Returns the capture summary.
+fn storage_made_before_the_capture(
+    track: bool,
+) -> Result<capture::CaptureSummary, Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("pre.jsonl");
     let varmap = VarMap::new();
-    let session = TraceSession::create(ProfileRun::training("pre", 2).varmap(&varmap), &path)?;
+    let session = TraceSession::create(
+        ProfileRun::training("pre", 2)
+            .varmap(&varmap)
+            .track_pre_existing(track),
+        &path,
+    )?;
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
     let l1: Linear = candle_nn::linear(32, 8, vb.pp("l1"))?;
     let mut opt =
@@ -319,10 +354,9 @@ fn a_storage_made_before_the_capture_and_freed_inside_it_has_its_exact_size(
         .filter(|m| m.action == MemoryAction::Free && m.storage == id)
         .count();
     assert_eq!(freed, 1, "and freed in the window");
-    assert_eq!(summary.unregistered_pre_window_frees, 1);
     let peak = peak_bytes(&doc);
     assert!(peak >= 4 * MIB as u64, "the peak holds it: {peak}");
-    Ok(())
+    Ok(summary)
 }
 
 #[test]

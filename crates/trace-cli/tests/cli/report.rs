@@ -70,9 +70,9 @@ fn the_llama_fixture_report_states_the_summary() {
     ));
     assert!(html.contains("valid, complete (0 errors, 3 warnings)"));
     assert!(html.contains("activations_retained_into_optimizer"));
-    // 256 storages live at the peak: 200 rows and the rest counted
-    assert!(html.contains("held at the peak (top 200 of 256;"));
-    assert!(html.contains("56 more storages, each at most"));
+    // 259 storages live at the peak: 200 rows and the rest counted
+    assert!(html.contains("held at the peak (top 200 of 259;"));
+    assert!(html.contains("59 more storages, each at most"));
 }
 
 #[test]

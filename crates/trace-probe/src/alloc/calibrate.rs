@@ -75,6 +75,7 @@ pub fn calibrate() -> Result<Calibration, CalibrationError> {
 fn probe_tensor(dtype: DType) -> Result<(Tensor, usize, usize, u64), CalibrationError> {
     let t = Tensor::zeros(24, dtype, &Device::Cpu)
         .map_err(|e| CalibrationError::Candle(e.to_string()))?;
+    crate::storage::tracker::note_probe_tensor();
     let key = storage_key(&t);
     let (guard, _) = t.storage_and_layout();
     let (ptr, bytes) = match &*guard {

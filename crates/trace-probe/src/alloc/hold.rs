@@ -1,7 +1,10 @@
 //! Held frees: while [`HOLD`](super::state::HOLD) is set, the hook does not return freed
-//! storage-sized blocks to the inner allocator but parks them here, so memory the probe reads
-//! after disarming (the optimizer-construction capture reads a word of blocks that were live at
-//! disarm time) cannot be freed and reused under it, whichever thread frees it.
+//! storage-sized and tensor-sized blocks to the inner allocator but parks them here, so memory
+//! the probe reads after disarming (the optimizer-construction capture reads a word of blocks
+//! that were live at disarm time; the capture start reads storage and tensor blocks the session
+//! tracker saw allocated) cannot be freed and reused under it, whichever thread frees it. A
+//! hold may also start while armed ([`super::hook::hold_armed`]): the frees are logged when
+//! parked, and not again when released.
 //!
 //! Lock-free and allocation-free: a static array of slots claimed with `fetch_add`. A full array
 //! leaks the block instead of freeing it (counted by [`leaked_blocks`]): never freeing is always
@@ -76,6 +79,7 @@ pub(crate) fn release() {
         std::hint::spin_loop();
     }
     let n = NEXT.swap(0, Ordering::Relaxed).min(SLOTS);
+    super::state::RELEASING.with(|r| r.set(true));
     for slot in &PARKED[..n] {
         let ptr = slot.ptr.swap(0, Ordering::Acquire);
         if ptr == 0 {
@@ -90,6 +94,7 @@ pub(crate) fn release() {
             unsafe { std::alloc::dealloc(ptr as *mut u8, layout) };
         }
     }
+    super::state::RELEASING.with(|r| r.set(false));
 }
 
 /// Blocks leaked because the park was full, since process start.

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::ring::{self, DataBuffer, RawEvent};
 use super::state::{
     self, ARMED, ARMED_ALLOC_CALLS, ARMED_NET_BYTES, BLOCK_SIZE, DATA_PTR_OFFSET, HEAP_SHARDS,
-    HOLD, IGNORE_DEPTH, INSTALLED, LAST_FREE, SHARDS, STATE, TENSOR_BLOCK_SIZE,
+    HOLD, IGNORE_DEPTH, INSTALLED, LAST_FREE, RELEASING, SHARDS, STATE, TENSOR_BLOCK_SIZE,
     TENSOR_STORAGE_OFFSET,
 };
 use super::{hold, watch};
@@ -148,6 +148,7 @@ fn on_dealloc(ptr: *mut u8, size: usize) {
                 ts_ns: state::now_ns(),
                 thread: state::thread_id(),
                 storage_block: word,
+                block: ptr as usize,
             });
         }
     }
@@ -202,11 +203,12 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         let s = self.flags();
-        if s & ARMED != 0 {
+        if s & ARMED != 0 && !RELEASING.with(|r| r.get()) {
             on_dealloc(ptr, layout.size());
         }
         if s & HOLD != 0
-            && layout.size() == BLOCK_SIZE.load(Ordering::Relaxed)
+            && (layout.size() == BLOCK_SIZE.load(Ordering::Relaxed)
+                || layout.size() == TENSOR_BLOCK_SIZE.load(Ordering::Relaxed))
             && hold::park(ptr, layout)
         {
             // Parked: freed (and counted) later by `hold::release`, through this allocator.
@@ -227,6 +229,20 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
             // The old block is gone, the new one is logged as an allocation (a grown Vec that
             // becomes a storage's data buffer is joined on its final address).
             ARMED_NET_BYTES.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+            let old = layout.size();
+            if old == BLOCK_SIZE.load(Ordering::Relaxed)
+                || old == TENSOR_BLOCK_SIZE.load(Ordering::Relaxed)
+            {
+                // A block-sized object that is not a storage (no storage block is ever
+                // reallocated) left this address: a zero-size allocation there tells the
+                // session tracker that whatever it knew at that address is gone.
+                ring::push(RawEvent::Alloc {
+                    ts_ns: state::now_ns(),
+                    thread: state::thread_id(),
+                    addr: ptr as usize,
+                    size: 0,
+                });
+            }
             log_alloc(new, new_size);
         }
         new
@@ -246,9 +262,16 @@ pub(crate) fn disarm() {
     STATE.fetch_and(!ARMED, Ordering::SeqCst);
 }
 
-/// Disarms the hook and starts holding storage-sized frees in one atomic step, so no block that
-/// was live while armed (no free logged) can be returned to the inner allocator until
-/// [`hold::release`].
+/// Disarms the hook and starts holding storage-sized (and tensor-sized) frees in one atomic
+/// step, so no block that was live while armed (no free logged) can be returned to the inner
+/// allocator until [`hold::release`].
 pub(crate) fn disarm_and_hold() {
     hold::start_with(|s| (s & !ARMED) | HOLD);
+}
+
+/// Starts holding storage-sized and tensor-sized frees and leaves the hook armed (frees are
+/// still logged): memory of blocks the drain has not yet seen freed stays readable until
+/// [`hold::release`].
+pub(crate) fn hold_armed() {
+    hold::start_with(|s| s | HOLD);
 }

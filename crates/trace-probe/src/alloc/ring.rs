@@ -46,6 +46,9 @@ pub(crate) enum RawEvent {
         thread: u32,
         /// The word at the calibrated storage-pointer offset of the dying block.
         storage_block: usize,
+        /// Address of the dying tensor block (the session tracker keeps live tensor blocks by
+        /// address).
+        block: usize,
     },
 }
 
@@ -78,7 +81,8 @@ struct Slot {
     meta: AtomicU64,
     /// Alloc: address; block free: block address; tensor free: storage block word.
     a: AtomicUsize,
-    /// Alloc: size; block free: data pointer of the signature (0: no match).
+    /// Alloc: size; block free: data pointer of the signature (0: no match); tensor free:
+    /// tensor block address.
     b: AtomicUsize,
     /// Block free: data buffer size of the signature.
     c: AtomicUsize,
@@ -117,7 +121,13 @@ pub(crate) fn push(ev: RawEvent) -> bool {
     let mut head = HEAD.load(Ordering::Relaxed);
     loop {
         let tail = TAIL.load(Ordering::Acquire);
-        if head.wrapping_sub(tail) >= cap {
+        if tail > head {
+            // `head` is stale: other threads pushed and the consumer read past it since it was
+            // loaded (both counters only grow). Not a full ring: look again.
+            head = HEAD.load(Ordering::Relaxed);
+            continue;
+        }
+        if head - tail >= cap {
             DROPPED.fetch_add(1, Ordering::Relaxed);
             return false;
         }
@@ -138,7 +148,8 @@ pub(crate) fn push(ev: RawEvent) -> bool {
             ts_ns,
             thread,
             storage_block,
-        } => (KIND_TENSOR_FREE, ts_ns, thread, 0, storage_block, 0, 0),
+            block,
+        } => (KIND_TENSOR_FREE, ts_ns, thread, 0, storage_block, block, 0),
         RawEvent::BlockFree {
             ts_ns,
             thread,
@@ -190,6 +201,7 @@ pub(crate) fn drain_into(out: &mut Vec<RawEvent>) {
                 ts_ns,
                 thread,
                 storage_block: a,
+                block: b,
             },
             _ => RawEvent::Alloc {
                 ts_ns,
@@ -223,4 +235,55 @@ pub fn ring_capacity() -> usize {
 pub fn pending_events() -> u64 {
     HEAD.load(Ordering::Relaxed)
         .saturating_sub(TAIL.load(Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Producers that keep the ring nearly empty while a consumer drains it must never see a
+    /// full ring: a producer whose loaded head went stale (others pushed, the consumer read
+    /// past it) used to compute a wrapped-around fill level and count a drop.
+    #[test]
+    fn a_stale_head_is_not_a_full_ring() {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let consumer = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    drain_into(&mut out);
+                    out.clear();
+                }
+            })
+        };
+        let dropped_before = dropped_events();
+        let producers: Vec<_> = (0..6)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for burst in 0..20_000u64 {
+                        for i in 0..64u64 {
+                            push(RawEvent::Alloc {
+                                ts_ns: burst * 64 + i,
+                                thread: t,
+                                addr: 0x1000,
+                                size: 8,
+                            });
+                        }
+                        // at most 6 × (4,096 + 64) events in the ring at once, far below its
+                        // capacity; producers preempted between their two loads meanwhile
+                        while pending_events() > 4_096 {
+                            std::thread::yield_now();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for p in producers {
+            p.join().expect("producer");
+        }
+        stop.store(true, Ordering::Relaxed);
+        consumer.join().expect("consumer");
+        assert_eq!(dropped_events(), dropped_before, "no event dropped");
+    }
 }

@@ -57,6 +57,9 @@ thread_local! {
     pub(crate) static LAST_FREE: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
     /// Depth of [`IgnoreAllocs`] guards on this thread: allocations are not logged while > 0.
     pub(crate) static IGNORE_DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// This thread is returning parked blocks to the inner allocator (`hold::release`): their
+    /// frees were logged when they were parked, so the hook does not log them again.
+    pub(crate) static RELEASING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// [`thread_key`] as stored in a ring event.

@@ -25,6 +25,26 @@ impl CaptureState {
         category: MemoryCategory,
         f: impl FnOnce() -> R,
     ) -> (R, Option<u64>) {
+        self.capture_construction_for(0, label, category, f)
+    }
+
+    /// [`Self::capture_construction`] for the session whose storage plug-in is `owner`: when
+    /// that session's tracker is running, the hook stays armed (construction is part of what
+    /// the tracker sees) and the construction's events are read with frees held while armed;
+    /// another session's running tracker is stopped first (its contract says why).
+    pub(crate) fn capture_construction_for<R>(
+        &mut self,
+        owner: u64,
+        label: &str,
+        category: MemoryCategory,
+        f: impl FnOnce() -> R,
+    ) -> (R, Option<u64>) {
+        if self.tracking(owner) {
+            return self.capture_construction_tracked(label, category, f);
+        }
+        if self.window_start.is_none() {
+            self.interrupt_tracking("another session's optimizer construction armed the allocator");
+        }
         let calib = match calibrate() {
             Ok(c) if self.window_start.is_none() && !alloc::is_armed() => c,
             _ => return (f(), None),
@@ -44,6 +64,48 @@ impl CaptureState {
         hook::disarm_and_hold();
         let _quiet = IgnoreAllocs::new();
         ring::drain_into(&mut self.raw);
+        let found = if ring::dropped_events() != dropped_before {
+            None
+        } else {
+            calib.data_ptr_offset.map(|off| {
+                self.register_constructed(
+                    calib.block_size,
+                    calib.key_offset,
+                    off,
+                    RegisterAs::category(category).label(label),
+                )
+            })
+        };
+        hold::release();
+        self.raw.clear();
+        (out, found)
+    }
+
+    /// The construction capture while this session's tracker runs (the hook already armed).
+    fn capture_construction_tracked<R>(
+        &mut self,
+        label: &str,
+        category: MemoryCategory,
+        f: impl FnOnce() -> R,
+    ) -> (R, Option<u64>) {
+        let Ok(calib) = calibrate() else {
+            return (f(), None);
+        };
+        {
+            let _quiet = IgnoreAllocs::new();
+            self.pump_tracker();
+        }
+        let dropped_before = ring::dropped_events();
+        let out = f();
+        // Frees stay logged; their blocks are parked until `hold::release`, so a block the
+        // drain below has not seen freed stays readable.
+        hook::hold_armed();
+        let _quiet = IgnoreAllocs::new();
+        self.raw.clear();
+        ring::drain_into(&mut self.raw);
+        if let Some(t) = self.tracker.as_mut() {
+            t.feed(&self.raw);
+        }
         let found = if ring::dropped_events() != dropped_before {
             None
         } else {

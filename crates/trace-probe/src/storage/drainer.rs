@@ -25,14 +25,39 @@ use crate::alloc::IgnoreAllocs;
 /// How often the drainer looks at the ring while a window is open.
 pub(crate) const POLL: Duration = Duration::from_millis(1);
 
+/// How often it looks while a session tracker runs (warm-up steps: the tracker joins what it
+/// drains, so it drains less often, in larger batches).
+const POLL_TRACKING: Duration = Duration::from_millis(2);
+
+/// Events the drainer lets gather before feeding the session tracker (a fraction of a training
+/// step's allocations: the tracker stays current, wake-ups stay few).
+const TRACKING_BATCH: u64 = 1024;
+
 /// A window is open.
 static OPEN: AtomicBool = AtomicBool::new(false);
+/// A session tracker runs (see `tracker`): the drainer feeds it.
+static TRACKING: AtomicBool = AtomicBool::new(false);
 /// The drainer thread, once started.
 static THREAD: OnceLock<Option<Thread>> = OnceLock::new();
 
 /// Called by the window before it arms: starts (once) and wakes the drainer.
 pub(crate) fn window_opened() {
     OPEN.store(true, Ordering::SeqCst);
+    wake();
+}
+
+/// Called when a session tracker starts: starts (once) and wakes the drainer.
+pub(crate) fn tracking_started() {
+    TRACKING.store(true, Ordering::SeqCst);
+    wake();
+}
+
+/// Called when the session tracker stops.
+pub(crate) fn tracking_stopped() {
+    TRACKING.store(false, Ordering::SeqCst);
+}
+
+fn wake() {
     let thread = THREAD.get_or_init(|| {
         let _quiet = IgnoreAllocs::new();
         std::thread::Builder::new()
@@ -55,7 +80,16 @@ fn run() {
     let _quiet = IgnoreAllocs::new();
     loop {
         if !OPEN.load(Ordering::SeqCst) {
-            std::thread::park();
+            if !TRACKING.load(Ordering::SeqCst) {
+                std::thread::park();
+                continue;
+            }
+            let capacity = ring::ring_capacity();
+            if capacity == ring::RING_CAPACITY && ring::pending_events() >= TRACKING_BATCH {
+                super::window::lock().pump_tracker();
+            } else {
+                std::thread::sleep(POLL_TRACKING);
+            }
             continue;
         }
         let capacity = ring::ring_capacity();

@@ -246,6 +246,7 @@ mod tests {
             ts_ns: ts,
             thread,
             storage_block,
+            block: 0,
         }
     }
 

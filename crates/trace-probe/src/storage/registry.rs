@@ -155,11 +155,26 @@ impl Registry {
             if let Some(entry) = self.entries.get(&tag) {
                 if self.is_live(entry, &facts) {
                     let entry = self.entries.get_mut(&tag).expect("entry present");
+                    // Found by address (no tensor seen yet): what registers it names it.
+                    let found_by_address = entry.tensor_ids.is_empty();
                     if !entry.tensor_ids.contains(&t.id()) {
                         entry.tensor_ids.push(t.id());
                     }
                     if entry.label.is_none() {
                         entry.label = what.label;
+                    }
+                    if found_by_address {
+                        // A storage known only by its bytes (found live at capture start) is
+                        // described by what registers it later (a labelled input, a graph
+                        // node): shape, dtype, and a category better than an inferred one.
+                        entry.shape = t.dims().iter().map(|&d| d as u64).collect();
+                        entry.dtype = t.dtype().as_str().to_string();
+                        if entry.category_source == CategorySource::Inferred
+                            && what.category_source != CategorySource::Inferred
+                        {
+                            entry.category = what.category;
+                            entry.category_source = what.category_source;
+                        }
                     }
                     return Registration::Alias(tag);
                 }
@@ -197,13 +212,37 @@ impl Registry {
         Registration::New(tag)
     }
 
-    /// Registers a storage found without a tensor (optimizer state found by address).
+    /// Registers a storage found without a tensor (optimizer state found by address), kept
+    /// across sessions (persistent).
     pub(crate) fn register_raw(
         &mut self,
         key: usize,
         bytes: u64,
         data_ptr: usize,
         what: RegisterAs,
+    ) -> u32 {
+        self.register_found(key, bytes, data_ptr, what, true)
+    }
+
+    /// Registers a storage found without a tensor for this session only (a storage the session
+    /// tracker found live at capture start).
+    pub(crate) fn register_session_raw(
+        &mut self,
+        key: usize,
+        bytes: u64,
+        data_ptr: usize,
+        what: RegisterAs,
+    ) -> u32 {
+        self.register_found(key, bytes, data_ptr, what, false)
+    }
+
+    fn register_found(
+        &mut self,
+        key: usize,
+        bytes: u64,
+        data_ptr: usize,
+        what: RegisterAs,
+        persistent: bool,
     ) -> u32 {
         if let Some(&old) = self.by_key.get(&key) {
             self.forget(old);
@@ -234,7 +273,7 @@ impl Registry {
                 category: what.category,
                 category_source: what.category_source,
                 watched,
-                persistent: true,
+                persistent,
             },
         );
         tag

@@ -21,6 +21,7 @@ use trace_schema::{
 
 use super::events::{Attribution, Located};
 use super::registry::RegisterAs;
+use super::tracker::PreSessionStorages;
 use super::window::{self as capture, CaptureSummary};
 use crate::device::DeviceLabel;
 use crate::plugin::{CaptureContext, CapturePlugin, SpanInfo};
@@ -38,8 +39,15 @@ struct Sequences {
     slots: HashMap<(u64, u64), u64>,
 }
 
+/// Numbers the storage plug-ins of the process (a session tracker's owner).
+static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
+
 /// The allocator and device-sample plug-in of one session.
 pub(crate) struct StoragePlugin {
+    /// This plug-in's number (owner of the session tracker it started).
+    owner: u64,
+    /// Whether the session tracker started at creation (`Err`: why not).
+    tracking: Mutex<Result<(), String>>,
     device: Device,
     device_label: DeviceLabel,
     deterministic: bool,
@@ -60,8 +68,21 @@ pub(crate) struct StoragePlugin {
 }
 
 impl StoragePlugin {
-    pub(crate) fn new(device: &Device, deterministic: bool) -> Self {
+    /// The plug-in of a session being created; with `track` on a CPU device it starts the
+    /// session tracker (every storage allocated from now on is known at capture start).
+    pub(crate) fn new(device: &Device, deterministic: bool, track: bool) -> Self {
+        let owner = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
+        let tracking = match device {
+            Device::Cpu if track => capture::lock().start_tracking(owner),
+            Device::Cpu => Err(
+                "tracking before the captured step is off (ProfileRun::track_pre_existing(false))"
+                    .to_string(),
+            ),
+            _ => Err("registration only on this device".to_string()),
+        };
         Self {
+            owner,
+            tracking: Mutex::new(tracking),
             device: device.clone(),
             device_label: DeviceLabel::of(device),
             deterministic,
@@ -91,6 +112,28 @@ impl StoragePlugin {
         for tag in tags {
             st.forget_entry(tag);
         }
+    }
+
+    /// At capture start (the meta): the storages the session tracker saw allocated and still
+    /// live become `pre_existing` session entries; returns what is known about the storages
+    /// live now (`None` off CPU: registration only).
+    fn adopt_live_storages(&self) -> Option<PreSessionStorages> {
+        if !matches!(self.device, Device::Cpu) {
+            return None;
+        }
+        let started = self
+            .tracking
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        Some(match started {
+            Ok(()) => {
+                let (outcome, tags) = capture::lock().adopt_live_storages(self.owner);
+                self.remember_tags(tags);
+                outcome
+            }
+            Err(why) => PreSessionStorages::Untracked(why),
+        })
     }
 
     fn sample(&self, ctx: &CaptureContext<'_>) {
@@ -223,7 +266,9 @@ impl CapturePlugin for StoragePlugin {
     fn on_meta(&self, meta: &mut RunMeta) {
         meta.tracking_allocator_installed = Some(crate::alloc::is_installed());
         let contract = meta.capture_contract.get_or_insert_with(Default::default);
-        let (level, reason) = capture::logical_memory_contract(self.device_label);
+        let pre_session = self.adopt_live_storages();
+        let (level, reason) =
+            capture::logical_memory_contract_with(self.device_label, pre_session.as_ref());
         contract.logical_memory = level;
         match reason {
             Some(r) => {
@@ -262,8 +307,12 @@ impl CapturePlugin for StoragePlugin {
         let mut st = capture::lock();
         let before: std::collections::HashSet<u32> =
             st.registry().entries().iter().map(|e| e.tag).collect();
-        let ((), found) =
-            st.capture_construction("optimizer state", MemoryCategory::Optimizer, construct);
+        let ((), found) = st.capture_construction_for(
+            self.owner,
+            "optimizer state",
+            MemoryCategory::Optimizer,
+            construct,
+        );
         self.remember_tags(
             st.registry()
                 .entries()
@@ -349,6 +398,7 @@ impl CapturePlugin for StoragePlugin {
     }
 
     fn on_finish(&self, _ctx: &CaptureContext<'_>) -> Option<u64> {
+        capture::lock().stop_tracking(self.owner);
         self.forget_own_tags();
         let summary = self.summary.lock().unwrap_or_else(|e| e.into_inner());
         summary.as_ref().map(|s| {
@@ -400,6 +450,7 @@ impl CapturePlugin for StoragePlugin {
 impl Drop for StoragePlugin {
     /// A session dropped without `finish()` forgets its entries too.
     fn drop(&mut self) {
+        capture::lock().stop_tracking(self.owner);
         self.forget_own_tags();
     }
 }

@@ -4,6 +4,12 @@
 //! # How storages reach the trace
 //! - **Registered before capture start** (parameters, labelled tensors, optimizer state found at
 //!   construction): one `alloc` at capture start marked `pre_existing`, `source: registry`.
+//! - **Live at capture start, allocated since the session was created** (an input batch, model
+//!   buffers, tensors kept from an earlier step; see `tracker`): one `alloc` at capture start
+//!   marked `pre_existing`, `source: allocator`, heap bytes from the logged data-buffer
+//!   allocation, category `other` (inferred) unless a registration in the window names it (a
+//!   labelled input: its label, category, shape and dtype). Written when freed or when the
+//!   window ends, so that naming is in it.
 //! - **Registered during the window** (graph nodes after forward, gradients after backward): one
 //!   `alloc` written at registration, with the exact time of the data buffer's logged
 //!   allocation (`source: allocator`); when its block predates the window, a `pre_existing`
@@ -26,13 +32,16 @@
 
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use trace_schema::{CoverageLevel, MemoryAction, MemoryEvent, MemorySource};
+use trace_schema::{
+    CategorySource, CoverageLevel, MemoryAction, MemoryCategory, MemoryEvent, MemorySource,
+};
 
 use super::events::{self, alloc_event, anonymous_alloc, Attribution, PendingEvent};
 use super::join::{JoinStats, Joiner, StorageFreed};
-use super::registry::Registry;
+use super::registry::{RegisterAs, Registry};
+use super::tracker::{self, PreSessionStorages, ScanLayout, SessionTracker};
 use crate::alloc::ring::{self, RawEvent};
-use crate::alloc::{self, calibrate, hook, Calibration, CalibrationError, IgnoreAllocs};
+use crate::alloc::{self, calibrate, hold, hook, Calibration, CalibrationError, IgnoreAllocs};
 use crate::device::DeviceLabel;
 
 /// Figures of one capture window, for the summary and the README.
@@ -69,6 +78,11 @@ pub struct CaptureSummary {
     /// Storages registered while the watch table was full (not watched): on CPU their frees are
     /// still found by the confirmed drop signature; on other devices they are lost.
     pub unwatched_registrations: u64,
+    /// Storages the session tracker found live at capture start (allocated since the session
+    /// was created, neither parameters nor optimizer state): written as `pre_existing`.
+    pub adopted_storages: u64,
+    /// Their heap bytes.
+    pub adopted_bytes: u64,
 }
 
 impl CaptureSummary {
@@ -122,6 +136,16 @@ pub struct CaptureState {
     unknown_pre_existing: Vec<String>,
     pub(super) summary: CaptureSummary,
     warned: bool,
+    /// The session tracker (one at a time; see `tracker`).
+    pub(super) tracker: Option<SessionTracker>,
+    /// Why a session's tracking was stopped by another session (owner → reason).
+    lost_tracking: Vec<(u64, String)>,
+    /// Storages adopted at the last capture start, not yet written: their `pre_existing`
+    /// alloc is written when they are freed or when the window ends, so a label or category a
+    /// later registration gives them (a labelled input) is in it.
+    adopted: Vec<u32>,
+    /// Figures of the last adoption: (storages, bytes).
+    adopted_figures: (u64, u64),
 }
 
 static STATE: OnceLock<Mutex<CaptureState>> = OnceLock::new();
@@ -176,8 +200,40 @@ pub fn availability() -> Availability {
 }
 
 /// The logical-memory coverage to declare for a capture on `device`, with the reason when not
-/// complete (`capture_contract.reasons["logical_memory"]`).
+/// complete (`capture_contract.reasons["logical_memory"]`), not counting storages that lived
+/// before the captured step (see [`logical_memory_contract_with`]).
 pub fn logical_memory_contract(device: DeviceLabel) -> (CoverageLevel, Option<String>) {
+    logical_memory_contract_with(device, None)
+}
+
+/// [`logical_memory_contract`] for a session whose storages live at capture start are
+/// described by `pre_session` (on CPU, `complete` needs [`PreSessionStorages::AllKnown`];
+/// otherwise `partial` with its reason). `None`: not considered.
+pub fn logical_memory_contract_with(
+    device: DeviceLabel,
+    pre_session: Option<&PreSessionStorages>,
+) -> (CoverageLevel, Option<String>) {
+    let (level, reason) = base_contract(device);
+    let Some(extra) = pre_session.and_then(|p| p.reason()) else {
+        return (level, reason);
+    };
+    // Only where the capture could otherwise know them (CPU, allocator installed and
+    // calibrated); elsewhere the base reason already says why storages are missing.
+    if level == CoverageLevel::None
+        || !device.is_cpu()
+        || !alloc::is_installed()
+        || calibrate().is_err()
+    {
+        return (level, reason);
+    }
+    let reason = match reason {
+        Some(r) => format!("{r}; {extra}"),
+        None => extra,
+    };
+    (CoverageLevel::Partial, Some(reason))
+}
+
+fn base_contract(device: DeviceLabel) -> (CoverageLevel, Option<String>) {
     let a = availability();
     let st = lock();
     match (&a.calibration, a.installed) {
@@ -241,8 +297,20 @@ impl CaptureState {
         let _quiet = IgnoreAllocs::new();
         self.device = Some(device);
         self.summary = CaptureSummary::default();
+        (self.summary.adopted_storages, self.summary.adopted_bytes) = self.adopted_figures;
+        self.adopted_figures = (0, 0);
         self.joiner = Joiner::default();
+        if self.window_start.is_none() {
+            self.interrupt_tracking("another session's captured step armed the allocator");
+        }
         if self.window_start.is_some() || alloc::is_armed() || alloc::block_size() == 0 {
+            // No window: adopted storages are written now (no window end will).
+            self.start_session_ns = start_session_ns;
+            for tag in std::mem::take(&mut self.adopted) {
+                if let Some(entry) = self.registry.get(tag).cloned() {
+                    self.queue_adopted(&entry);
+                }
+            }
             self.queue_pre_existing(start_session_ns);
             return false;
         }
@@ -266,6 +334,9 @@ impl CaptureState {
     fn queue_pre_existing(&mut self, at: u64) {
         let watching = self.registry.watching();
         for e in self.registry.entries() {
+            if self.adopted.contains(&e.tag) {
+                continue; // written when freed or at the window's end
+            }
             if watching && !e.watched {
                 self.summary.unwatched_registrations += 1;
             }
@@ -375,6 +446,10 @@ impl CaptureState {
         let Some(entry) = self.registry.forget(tag) else {
             return;
         };
+        if let Some(i) = self.adopted.iter().position(|t| *t == tag) {
+            self.adopted.swap_remove(i);
+            self.queue_adopted(&entry);
+        }
         if let RawEvent::BlockFree { data: Some(d), .. } = *ev {
             if entry.data_ptr == Some(d.ptr) {
                 self.summary.data_size_checked += 1;
@@ -406,6 +481,15 @@ impl CaptureState {
     /// and the summary; non-persistent registry entries are forgotten.
     pub fn end(&mut self, attr: &dyn Attribution) -> (Vec<MemoryEvent>, CaptureSummary) {
         let armed_calls = alloc::armed_alloc_calls();
+        // Adopted storages not freed so far: their `pre_existing` alloc, with what the
+        // registry knows of them now (a free still in the ring follows it).
+        let quiet = IgnoreAllocs::new();
+        for tag in std::mem::take(&mut self.adopted) {
+            if let Some(entry) = self.registry.get(tag).cloned() {
+                self.queue_adopted(&entry);
+            }
+        }
+        drop(quiet);
         let mut events = self.drain(attr);
         if self.window_start.take().is_some() {
             hook::disarm();
@@ -431,6 +515,217 @@ impl CaptureState {
     /// The summary so far (of the last window once it ended).
     pub fn summary(&self) -> &CaptureSummary {
         &self.summary
+    }
+
+    /// Queues the `pre_existing` alloc of an adopted storage at capture start.
+    fn queue_adopted(&mut self, entry: &super::registry::StorageEntry) {
+        self.pending.push(PendingEvent {
+            hook_ns: 0,
+            thread: 0,
+            session_ns: Some(self.start_session_ns),
+            event: alloc_event(entry, true, MemorySource::Allocator),
+            infer_category: false,
+        });
+    }
+
+    /// Starts the session tracker for `owner` (a session's storage plug-in) at session
+    /// creation: arms the hook, from now on every storage is known. `Err` says why not (the
+    /// session's contract then says so).
+    pub(crate) fn start_tracking(&mut self, owner: u64) -> Result<(), String> {
+        // Calibration (first call) must see its own allocations: before `IgnoreAllocs`.
+        let calib = calibrate().map_err(|e| format!("automatic storage capture is off: {e}"))?;
+        let _quiet = IgnoreAllocs::new();
+        if calib.data_ptr_offset.is_none() {
+            return Err("calibration could not pin down the data pointer's offset".into());
+        }
+        if let Some(t) = &self.tracker {
+            return Err(format!(
+                "another session (plug-in {}) was tracking storages when this one was created",
+                t.owner
+            ));
+        }
+        if self.window_start.is_some() || alloc::is_armed() {
+            return Err("another capture was running when this session was created".into());
+        }
+        if !self.registry.watching() {
+            self.registry.enable_watch(calib.key_offset);
+        }
+        let foreign = tracker::foreign_tensors_so_far()
+            .ok_or_else(|| "the marker tensor could not be created".to_string())?;
+        self.backlog.clear();
+        self.raw.clear();
+        ring::drain_into(&mut self.raw);
+        self.raw.clear();
+        self.tracker = Some(SessionTracker::new(
+            owner,
+            ring::dropped_events(),
+            foreign,
+            calib.block_size,
+            calib.tensor_block_size,
+        ));
+        hook::arm();
+        super::drainer::tracking_started();
+        Ok(())
+    }
+
+    /// Whether `owner`'s tracker is running.
+    pub(crate) fn tracking(&self, owner: u64) -> bool {
+        self.tracker
+            .as_ref()
+            .is_some_and(|t| t.owner == owner && t.interrupted.is_none())
+    }
+
+    /// Drains the ring into the running tracker (the drainer's path while a session waits for
+    /// its captured step).
+    pub(crate) fn pump_tracker(&mut self) {
+        if self.window_start.is_some() {
+            return;
+        }
+        let Some(t) = self.tracker.as_mut() else {
+            return;
+        };
+        self.raw.clear();
+        ring::drain_into(&mut self.raw);
+        let running = t.interrupted.is_none();
+        t.feed(&self.raw);
+        self.raw.clear();
+        if running && t.interrupted.is_some() {
+            // It gave up (too many addresses): stop logging; its owner's contract says why.
+            hook::disarm();
+            super::drainer::tracking_stopped();
+        }
+    }
+
+    /// Stops the running tracker of another session (a capture or an optimizer construction
+    /// needs the hook to itself): its owner's contract will say `why`.
+    pub(crate) fn interrupt_tracking(&mut self, why: &str) {
+        if let Some(mut t) = self.tracker.take() {
+            hook::disarm();
+            super::drainer::tracking_stopped();
+            let _quiet = IgnoreAllocs::new();
+            self.raw.clear();
+            ring::drain_into(&mut self.raw);
+            self.raw.clear();
+            t.interrupt(why);
+            if let Some(reason) = t.interrupted {
+                self.lost_tracking.push((t.owner, reason));
+            }
+        }
+    }
+
+    /// Ends `owner`'s tracking without a capture (its session finished or was dropped).
+    pub(crate) fn stop_tracking(&mut self, owner: u64) {
+        self.lost_tracking.retain(|(o, _)| *o != owner);
+        if self.window_start.is_none() {
+            // A meta written without a capture (the step never reached) adopted storages that
+            // no window will write: the plug-in forgets their entries.
+            self.adopted.clear();
+            self.adopted_figures = (0, 0);
+        }
+        if self.tracker.as_ref().is_some_and(|t| t.owner == owner) {
+            self.tracker = None;
+            if self.window_start.is_none() {
+                hook::disarm();
+                super::drainer::tracking_stopped();
+                let _quiet = IgnoreAllocs::new();
+                self.raw.clear();
+                ring::drain_into(&mut self.raw);
+                self.raw.clear();
+            }
+        }
+    }
+
+    /// At capture start (before `meta`): stops `owner`'s tracker and registers every storage
+    /// it saw allocated and still live — not already registered (parameters, optimizer state) —
+    /// as a session entry of category `other` (inferred) with its heap bytes, written
+    /// `pre_existing` at capture start. Returns what is known about the storages live now, and
+    /// the tags registered.
+    pub(crate) fn adopt_live_storages(&mut self, owner: u64) -> (PreSessionStorages, Vec<u32>) {
+        let _quiet = IgnoreAllocs::new();
+        self.adopted.clear();
+        self.adopted_figures = (0, 0);
+        if let Some(i) = self.lost_tracking.iter().position(|(o, _)| *o == owner) {
+            let (_, why) = self.lost_tracking.swap_remove(i);
+            return (PreSessionStorages::Untracked(why), Vec::new());
+        }
+        let Some(mut t) = self.tracker.take_if(|t| t.owner == owner) else {
+            return (
+                PreSessionStorages::Untracked("the session was not tracking storages".into()),
+                Vec::new(),
+            );
+        };
+        let calib = match calibrate() {
+            Ok(c) => c,
+            Err(e) => return (PreSessionStorages::Untracked(e.to_string()), Vec::new()),
+        };
+        // From here until `hold::release`, no storage- or tensor-sized block is returned to the
+        // inner allocator: every block the tracker believes live stays readable.
+        hook::disarm_and_hold();
+        super::drainer::tracking_stopped();
+        self.raw.clear();
+        ring::drain_into(&mut self.raw);
+        t.feed(&self.raw);
+        self.raw.clear();
+        let dropped = ring::dropped_events().saturating_sub(t.dropped_at_start);
+        let result = if let Some(why) = t.interrupted.clone() {
+            (PreSessionStorages::Untracked(why), Vec::new())
+        } else if dropped > 0 {
+            (
+                PreSessionStorages::Untracked(format!(
+                    "the allocator ring dropped {dropped} events before capture start"
+                )),
+                Vec::new(),
+            )
+        } else {
+            let layout = ScanLayout {
+                block_size: calib.block_size,
+                data_ptr_offset: calib.data_ptr_offset.unwrap_or(usize::MAX),
+                tensor_block_size: calib.tensor_block_size,
+                tensor_storage_offset: calib.tensor_storage_offset,
+            };
+            // SAFETY: the hook was disarmed with storage- and tensor-sized frees held before the
+            // last drain fed the tracker, and the hold lasts until after this call.
+            let live = unsafe { t.live_storages(layout) };
+            let mut tags = Vec::new();
+            for s in &live.storages {
+                let key = s.block + calib.key_offset;
+                if let Some(e) = self.registry.by_key(key) {
+                    if !e.watched || alloc::watch::get(s.block) == e.tag {
+                        continue; // a parameter, optimizer state, a labelled tensor
+                    }
+                    let stale = e.tag;
+                    self.registry.forget(stale);
+                }
+                let tag = self.registry.register_session_raw(
+                    key,
+                    s.bytes,
+                    s.data,
+                    RegisterAs {
+                        label: None,
+                        category: MemoryCategory::Other,
+                        category_source: CategorySource::Inferred,
+                    },
+                );
+                self.adopted_figures.0 += 1;
+                self.adopted_figures.1 += s.bytes;
+                tags.push(tag);
+            }
+            self.adopted = tags.clone();
+            let outcome = if t.foreign_tensors > 0 {
+                PreSessionStorages::OlderUnknown {
+                    tensors: t.foreign_tensors,
+                }
+            } else if live.unsized_storages > 0 {
+                PreSessionStorages::Unsized {
+                    storages: live.unsized_storages,
+                }
+            } else {
+                PreSessionStorages::AllKnown
+            };
+            (outcome, tags)
+        };
+        hold::release();
+        result
     }
 }
 
