@@ -98,7 +98,11 @@ fn check_passes_gradients_and_modules(doc: &TraceDocument) {
         .iter()
         .map(|s| doc.str(s.module_path.expect("module path")))
         .collect();
-    assert_eq!(paths, ["linear", "linear"]);
+    // Named by their VarBuilder path, their kind recorded beside.
+    assert_eq!(paths, ["fc1", "fc2"]);
+    assert!(modules
+        .iter()
+        .all(|s| s.module_kind.map(|k| doc.str(k)) == Some("linear")));
     assert!(modules.iter().all(|s| s.instance_key.is_some()));
     assert_ne!(modules[0].instance_key, modules[1].instance_key);
 

@@ -87,6 +87,10 @@ impl TraceSession {
             }
             self.inner.close_auto_forward();
         }
+        if pass == Pass::Optimizer {
+            // A backward the user ran themselves is over.
+            self.inner.backward.end(&self.inner, false);
+        }
         match self
             .inner
             .open_span_raw(pass_name(pass), SpanKind::Function, Some(pass), None)
@@ -153,6 +157,8 @@ impl Inner {
             step: None,
             module_path: None,
             instance_key: None,
+            module_kind: None,
+            forward_span_id: None,
         }));
         self.spans.opened(
             SpanInfo {
@@ -210,6 +216,7 @@ impl Inner {
     }
 
     fn end_capture(&self, start_ns: u64) {
+        self.backward.end_of_capture(self);
         self.close_auto_forward();
         *lock(&self.auto_forward) = None;
         if lock(&self.state).phase != Phase::Capturing {
@@ -230,6 +237,8 @@ impl Inner {
         self.emit(TraceEvent::SpanEnd(SpanEndEvent {
             id: span_wire_id(ROOT_SPAN),
             duration_ns: end_ns.saturating_sub(start_ns),
+            inferred: false,
+            inferred_reason: None,
         }));
         self.writer.flush_async();
         drop(state);
