@@ -98,6 +98,9 @@ pub struct TrainConfig {
     pub deterministic: bool,
     /// How each step updates the parameters.
     pub update: UpdateStyle,
+    /// Per-module backward spans ([`trace_probe::ProfileRun::backward_spans`]); off by
+    /// default (their cost exceeds the probe's 3% target), `--backward-spans` turns them on.
+    pub backward_spans: bool,
 }
 
 impl TrainConfig {
@@ -114,6 +117,7 @@ impl TrainConfig {
             out_dir: out_dir.into(),
             deterministic: false,
             update: UpdateStyle::default(),
+            backward_spans: false,
         }
     }
 
@@ -214,6 +218,7 @@ pub fn train_with_progress(
         .tag("seed", config.seed.to_string())
         .tag("steps", config.steps.to_string())
         .deterministic(config.deterministic)
+        .backward_spans(config.backward_spans)
         .start(&trace_path)?;
     let result = Workload::with_varmap(
         config.model,
