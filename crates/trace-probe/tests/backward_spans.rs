@@ -42,7 +42,66 @@ impl Mlp {
     }
 }
 
+/// A block adding a learned term to its input: `proj(pos) + h`. `proj`'s input is a parameter,
+/// not the block's input, so Candle reaches it only after the block's input gradient is done.
+struct Offset {
+    proj: Traced<candle_nn::Linear>,
+    pos: Tensor,
+}
+
+impl Module for Offset {
+    fn forward(&self, h: &Tensor) -> candle_core::Result<Tensor> {
+        self.proj.forward(&self.pos)?.broadcast_add(h)
+    }
+}
+
+/// fc1 → relu → offset (a user module wrapped in [`Traced`]) → fc3.
+struct WithOffset {
+    fc1: Traced<candle_nn::Linear>,
+    offset: Traced<Offset>,
+    fc3: Traced<candle_nn::Linear>,
+}
+
+impl WithOffset {
+    fn new(varmap: &VarMap) -> candle_core::Result<Self> {
+        let vb = VarBuilder::from_varmap(varmap, DType::F32, &Device::Cpu);
+        let ob = vb.pp("offset");
+        let offset = Offset {
+            proj: nn::linear(common::HIDDEN, common::HIDDEN, ob.pp("proj"))?,
+            pos: ob.get_with_hints((1, common::HIDDEN), "pos", candle_nn::Init::Const(0.0))?,
+        };
+        Ok(Self {
+            fc1: nn::linear(common::IN, common::HIDDEN, vb.pp("fc1"))?,
+            offset: Traced::new(offset, tracing::trace_span!("offset", module = "offset")),
+            fc3: nn::linear(common::HIDDEN, common::CLASSES, vb.pp("fc3"))?,
+        })
+    }
+}
+
+impl Module for WithOffset {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let h = self.fc1.forward(x)?.relu()?;
+        let h = self.offset.forward(&h)?;
+        self.fc3.forward(&h)
+    }
+}
+
+impl Module for Mlp {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        Mlp::forward(self, x)
+    }
+}
+
 fn profile(backward_spans: bool) -> (TraceDocument, TraceSummary) {
+    profile_model(backward_spans, |varmap| {
+        Ok(Box::new(Mlp::new(varmap)?) as Box<dyn Module>)
+    })
+}
+
+fn profile_model(
+    backward_spans: bool,
+    build: impl FnOnce(&VarMap) -> candle_core::Result<Box<dyn Module>>,
+) -> (TraceDocument, TraceSummary) {
     let _one_at_a_time = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("trace.jsonl");
@@ -53,7 +112,7 @@ fn profile(backward_spans: bool) -> (TraceDocument, TraceSummary) {
         .backward_spans(backward_spans)
         .start(&path)
         .expect("profiler");
-    let mlp = Mlp::new(&varmap).expect("model");
+    let mlp = build(&varmap).expect("model");
     common::reseed(&varmap, 5).expect("seed");
     let mut opt =
         ProbedOptimizer::<AdamW>::new(varmap.all_vars(), ParamsAdamW::default()).expect("opt");
@@ -160,4 +219,56 @@ fn the_markers_copies_are_not_in_the_trace_and_forward_memory_is_unchanged() {
         .spans
         .iter()
         .any(|s| s.kind == SpanKind::Module && s.parent == Some(backward)));
+}
+
+#[test]
+fn a_submodule_reached_after_its_block_is_inferred_and_nothing_else() {
+    let (doc, _) = profile_model(true, |varmap| {
+        Ok(Box::new(WithOffset::new(varmap)?) as Box<dyn Module>)
+    });
+    assert!(doc.semantic_issues.is_empty(), "{:?}", doc.semantic_issues);
+    let backward = pass_span(&doc, Pass::Backward);
+    let end = backward.end_ns().expect("backward closed");
+    let in_backward: Vec<&SpanRecord> = doc
+        .spans
+        .iter()
+        .filter(|s| s.kind == SpanKind::Module && s.forward_span.is_some())
+        .collect();
+    assert!(in_backward
+        .iter()
+        .all(|s| s.start_ns >= backward.start_ns && s.end_ns().is_some_and(|e| e <= end)));
+    let names: Vec<&str> = in_backward.iter().map(|s| doc.str(s.name)).collect();
+    // Candle's order: fc3, the block (its input gradient is done after the add), fc1 (whose
+    // output feeds the block's input), then the block's projection of `pos`.
+    assert_eq!(names, ["fc3", "offset", "fc1", "offset.proj"]);
+    let inferred: Vec<(&str, &str)> = in_backward
+        .iter()
+        .filter(|s| s.inferred)
+        .map(|s| {
+            (
+                doc.str(s.name),
+                s.inferred_reason.map(|r| doc.str(r)).unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(inferred.len(), 2, "{inferred:?}");
+    assert_eq!(inferred[0].0, "offset");
+    assert!(
+        inferred[0].1.contains("submodules began"),
+        "{}",
+        inferred[0].1
+    );
+    assert_eq!(inferred[1].0, "offset.proj");
+    assert!(
+        inferred[1].1.contains("enclosing module"),
+        "{}",
+        inferred[1].1
+    );
+    // The projection's span is not under the block's (it had closed): under `backward`.
+    let proj = in_backward[3];
+    assert_eq!(proj.parent, Some(backward.id));
+    assert!(
+        allocated_in(&doc, proj.id) > 0,
+        "its gradients are attributed to it"
+    );
 }

@@ -11,9 +11,11 @@
 //! - `End`: close every open span (the backward call returned, or the next pass began).
 //!
 //! A span closed while some of its marked inputs are still pending was closed early (another
-//! module's backward began inside it: interleaved branches, e.g. the projections of one input
-//! or a residual); a span that opened under a span other than its enclosing module's is
-//! misparented; a span of a call without marked inputs (its input has no gradient, e.g. token
+//! module's backward began inside it: interleaved branches); a span closed before the backward
+//! of one of its submodules began left that work outside it (a submodule whose input does not
+//! come through the module's input, e.g. a learned offset added inside a block: Candle reaches
+//! it after the block's input); a span that opened under a span other than its enclosing
+//! module's is misparented; a span of a call without marked inputs (its input has no gradient, e.g. token
 //! ids or the batch) has no closing marker: it ends with the next unrelated module's backward or
 //! with `End`, and its end is unknown when `End` is not the backward call's return. Such spans
 //! are written as inferred, with the reason. Backward ops between two markers that belong to no
@@ -58,6 +60,8 @@ pub(crate) struct Faithfulness {
     pub(crate) misparented: bool,
     /// Its span closed before all of its marked inputs' gradients were complete.
     pub(crate) closed_early: bool,
+    /// Its span closed before the backward span of one of its submodules opened.
+    pub(crate) closed_before_submodule: bool,
     /// No marker ends its span (no marked input) and the end of the backward call was not seen.
     pub(crate) end_unknown: bool,
 }
@@ -65,7 +69,7 @@ pub(crate) struct Faithfulness {
 impl Faithfulness {
     /// Whether anything makes the span inexact.
     pub(crate) fn is_inferred(&self) -> bool {
-        self.misparented || self.closed_early || self.end_unknown
+        self.misparented || self.closed_early || self.closed_before_submodule || self.end_unknown
     }
 
     /// A sentence for the trace's `inferred_reason`, or `None` when exact.
@@ -77,6 +81,12 @@ impl Faithfulness {
         if self.closed_early {
             parts.push(
                 "it closed before its input gradients were complete (interleaved with another module's backward)"
+                    .to_string(),
+            );
+        }
+        if self.closed_before_submodule {
+            parts.push(
+                "it closed before the backward of one of its submodules began (Candle reached that submodule after this module's input)"
                     .to_string(),
             );
         }
@@ -100,6 +110,8 @@ pub(crate) struct Tracker {
     pending: Vec<u32>,
     stack: Vec<usize>,
     faith: Vec<Faithfulness>,
+    /// Per call: descendants with a span whose backward has not begun yet.
+    waiting_submodules: Vec<u32>,
     /// `End` means the backward call returned (exact end) rather than "the next pass began".
     end_is_exact: bool,
 }
@@ -108,12 +120,34 @@ impl Tracker {
     /// A machine over calls `facts` (indexed by call number).
     pub(crate) fn new(facts: Vec<CallFacts>, end_is_exact: bool) -> Self {
         let n = facts.len();
-        Self {
+        let mut t = Self {
             pending: facts.iter().map(|f| f.inputs).collect(),
             faith: vec![Faithfulness::default(); n],
             stack: Vec::new(),
+            waiting_submodules: vec![0; n],
             facts,
             end_is_exact,
+        };
+        for c in 0..n {
+            if t.facts[c].has_span {
+                t.for_each_ancestor(c, |w, a| w[a] = w[a].saturating_add(1));
+            }
+        }
+        t
+    }
+
+    /// Calls `f(waiting_submodules, a)` for every forward ancestor `a` of `c` (bounded: a
+    /// parent chain from the forward pass has no cycle, and never loops on one).
+    fn for_each_ancestor(&mut self, c: usize, mut f: impl FnMut(&mut [u32], usize)) {
+        let mut cur = self.facts.get(c).and_then(|x| x.parent);
+        let mut steps = 0;
+        while let Some(p) = cur.filter(|&p| p < self.facts.len()) {
+            f(&mut self.waiting_submodules, p);
+            steps += 1;
+            if steps > self.facts.len() {
+                return;
+            }
+            cur = self.facts[p].parent;
         }
     }
 
@@ -164,6 +198,9 @@ impl Tracker {
             if self.pending[top] > 0 {
                 self.faith[top].closed_early = true;
             }
+            if self.waiting_submodules[top] > 0 {
+                self.faith[top].closed_before_submodule = true;
+            }
             act(Action::Close(top));
         }
     }
@@ -172,6 +209,7 @@ impl Tracker {
     pub(crate) fn feed(&mut self, event: Event, act: &mut dyn FnMut(Action)) {
         match event {
             Event::Enter(c) if c < self.facts.len() => {
+                self.for_each_ancestor(c, |w, a| w[a] = w[a].saturating_sub(1));
                 while let Some(&top) = self.stack.last() {
                     if self.is_ancestor(top, c) {
                         break;
@@ -334,6 +372,36 @@ mod tests {
         assert!(!t.faithfulness(1).is_inferred());
         assert!(!t.faithfulness(2).is_inferred());
         assert!(!t.faithfulness(3).is_inferred());
+    }
+
+    #[test]
+    fn a_submodule_reached_after_its_module_closed_flags_both() {
+        use Action::*;
+        use Event::*;
+        // offset(0) ⊃ proj(1), whose input is not offset's input (a learned term); fc1(2) comes
+        // before offset in the forward pass and has no marked input. Candle reaches offset's
+        // input before proj: offset closes with proj's backward still to come.
+        let facts = vec![call(None, 1), call(Some(0), 1), call(None, 0)];
+        let (actions, t) = run(
+            facts,
+            &[
+                Enter(0),
+                InputDone(0),
+                Enter(2),
+                Enter(1),
+                InputDone(1),
+                End,
+            ],
+        );
+        assert_eq!(
+            actions,
+            vec![Open(0), Close(0), Open(2), Close(2), Open(1), Close(1)]
+        );
+        let offset = t.faithfulness(0);
+        assert!(offset.closed_before_submodule && !offset.closed_early);
+        assert!(offset.reason().unwrap().contains("submodules began"));
+        assert!(t.faithfulness(1).misparented);
+        assert!(!t.faithfulness(2).is_inferred());
     }
 
     #[test]

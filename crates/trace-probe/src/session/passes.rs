@@ -119,7 +119,10 @@ impl TraceSession {
             }
         }
         let _backward = self.pass(Pass::Backward);
-        loss.backward()
+        let grads = loss.backward();
+        // The backward call returned: backward module spans still open end here, exactly.
+        self.inner.backward.end(&self.inner, true);
+        grads
     }
 }
 
