@@ -435,10 +435,14 @@ mod tests {
         let Some(Fast::SpanStart(fast_start)) = fast(start) else {
             panic!("{start}")
         };
-        let TraceEvent::SpanStart(typed) = serde_json::from_str::<TraceEvent>(start).unwrap() else {
+        let TraceEvent::SpanStart(typed) = serde_json::from_str::<TraceEvent>(start).unwrap()
+        else {
             panic!()
         };
-        assert_eq!(fast_start.module_kind.as_deref(), typed.module_kind.as_deref());
+        assert_eq!(
+            fast_start.module_kind.as_deref(),
+            typed.module_kind.as_deref()
+        );
         assert_eq!(
             fast_start.forward_span_id.as_deref(),
             typed.forward_span_id.as_deref()
