@@ -169,6 +169,11 @@ pub struct TrainReport {
     pub parameters: Vec<ParameterShape>,
     /// Events written to the trace (meta and terminal included).
     pub events_written: u64,
+    /// Backward-span markers the probe applied in the captured step (0 with backward spans
+    /// off).
+    pub backward_markers: u64,
+    /// Bytes those markers copied: probe overhead, absent from the trace's memory.
+    pub backward_marker_copy_bytes: u64,
 }
 
 fn candle(context: impl FnOnce() -> String) -> impl FnOnce(candle_core::Error) -> TrainError {
@@ -254,6 +259,8 @@ pub fn train_with_progress(
         parameter_tensors: parameters.len(),
         parameters,
         events_written: summary.events_written,
+        backward_markers: summary.backward_markers,
+        backward_marker_copy_bytes: summary.backward_marker_copy_bytes,
     })
 }
 
