@@ -189,6 +189,28 @@ fn llama_backward_has_one_linked_span_per_module_in_processing_order() {
     let (off_n, off_b) = allocations_in(&off, Pass::Backward);
     assert_eq!(on_n - off_n, 2 * report_on.backward_markers as usize);
     assert_eq!(on_b - off_b, 2 * report_on.backward_marker_copy_bytes);
+    // No copy enters as a storage from before the capture (their frees and graph registrations
+    // are left out): the pre-existing storages are the same, and so is the step's logical peak
+    // (the pass-through allocations are transient, freed before the optimizer's peak).
+    let pre_existing = |doc: &TraceDocument| {
+        let bytes: Vec<u64> = doc
+            .memory
+            .iter()
+            .filter(|m| m.action == MemoryAction::Alloc && m.pre_existing)
+            .map(|m| m.bytes.unwrap_or(0))
+            .collect();
+        (bytes.len(), bytes.iter().sum::<u64>())
+    };
+    assert_eq!(pre_existing(&on), pre_existing(&off));
+    let peak = |doc: &TraceDocument| {
+        let logical = trace_graph::analyze(doc)
+            .memory
+            .logical
+            .expect("memory plane");
+        let p = logical.peak.expect("a peak");
+        (p.live_bytes, p.live_allocations.len())
+    };
+    assert_eq!(peak(&on), peak(&off));
     // The losses are the same step for step: the markers are identities.
     assert_eq!(report_on.losses, report_off.losses);
 }

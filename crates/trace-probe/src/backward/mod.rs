@@ -22,7 +22,7 @@ mod call;
 mod marker;
 mod tracker;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -36,6 +36,27 @@ use tracker::{Action, CallFacts, Event, Tracker};
 use crate::error::ProbeError;
 use crate::session::{Inner, OpenSpan, SpanExtras};
 use crate::writer::lock;
+
+/// Storage keys ([`crate::storage::bytes::StorageFacts::key`]) of the markers' copies: the
+/// storage capture neither registers them (graph nodes and their views) nor writes their free as
+/// an anonymous storage that lived before the capture, so the copies never reach the trace. A key
+/// is forgotten when its free is seen, and the set starts afresh at a session's first marker of a
+/// captured step (a copy freed outside any capture window leaves a stale key until then).
+static MARKER_STORAGES: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+
+/// Whether storage `key` is a backward-span marker's copy (the probe's, not the user's).
+pub(crate) fn is_marker_storage(key: usize) -> bool {
+    lock(&MARKER_STORAGES)
+        .as_ref()
+        .is_some_and(|set| set.contains(&key))
+}
+
+/// A freed storage: true (and the key forgotten) when it was a marker's copy.
+pub(crate) fn forget_marker_storage(key: usize) -> bool {
+    lock(&MARKER_STORAGES)
+        .as_mut()
+        .is_some_and(|set| set.remove(&key))
+}
 
 /// The backward-span state of a session.
 #[derive(Debug)]
@@ -56,6 +77,8 @@ struct State {
     tracker: Option<Tracker>,
     /// Open backward spans by call index.
     open: HashMap<usize, OpenSpan>,
+    /// Markers applied in the current captured step.
+    markers_in_step: u64,
 }
 
 impl BackwardSpans {
@@ -166,7 +189,9 @@ impl BackwardSpans {
             return;
         }
         self.end(inner, false);
-        reset(&mut lock(&self.state));
+        let mut state = lock(&self.state);
+        reset(&mut state);
+        state.markers_in_step = 0;
     }
 }
 
@@ -258,6 +283,21 @@ fn mark(call: &Arc<ModuleCall>, xs: &Tensor, boundary: Boundary) -> Tensor {
     };
     match marked {
         Ok(t) => {
+            {
+                let _ignore = crate::alloc::IgnoreAllocs::new(); // the probe's own bookkeeping
+                let key = crate::storage::bytes::storage_facts(&t).key;
+                let first = {
+                    let mut state = lock(&inner.backward.state);
+                    state.markers_in_step += 1;
+                    state.markers_in_step == 1
+                };
+                let mut keys = lock(&MARKER_STORAGES);
+                let keys = keys.get_or_insert_with(HashSet::new);
+                if first {
+                    keys.clear();
+                }
+                keys.insert(key);
+            }
             let bytes = (xs.elem_count() as u64).saturating_mul(xs.dtype().size_in_bytes() as u64);
             inner.backward.copies.fetch_add(1, Ordering::Relaxed);
             inner
