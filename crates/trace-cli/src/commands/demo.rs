@@ -1,9 +1,10 @@
 //! `candle-graph demo [--out DIR] [--model llama|mlp] [--steps N] [--device D]
-//! [--drop-loss-before-step]`: trains a built-in Candle model on CPU (or `cuda[:N]` /
+//! [--drop-loss-before-step] [--backward-spans]`: trains a built-in Candle model on CPU (or `cuda[:N]` /
 //! `metal[:N]` when built with that feature), captures step 2 after one warm-up step with the
 //! probe and the tracking allocator (installed in `main.rs`), writes `DIR/trace.jsonl` and prints
 //! its summary. `--drop-loss-before-step` runs backward, drops the loss, then steps (the advice
-//! of the `activations_retained_into_optimizer` finding).
+//! of the `activations_retained_into_optimizer` finding); `--backward-spans` turns on the probe's
+//! per-module backward spans (`backward/<module path>`, opt-in for their cost).
 
 use anyhow::{bail, Context, Result};
 use candle_graph_examples::{
@@ -34,6 +35,7 @@ pub fn run(args: &DemoArgs, progress: bool) -> Result<TrainReport> {
     if args.drop_loss_before_step {
         config.update = UpdateStyle::DropLossBeforeStep;
     }
+    config.backward_spans = args.backward_spans;
     let bar = progress.then(|| {
         let bar = ProgressBar::new(args.steps);
         bar.set_style(
