@@ -69,7 +69,7 @@ impl CaptureState {
     /// backward-span markers are the probe's copies, not the user's: left out.
     pub fn register_graph(&mut self, loss: &Tensor) {
         for node in loss.sorted_nodes() {
-            if crate::backward::is_marker_storage(storage_facts(&node).key) {
+            if crate::backward::is_marker_storage(storage_facts(node).key) {
                 continue;
             }
             let category = if node.is_variable() {
