@@ -1,7 +1,6 @@
 //! The runnable examples' command line (`--out DIR`, `--steps N`, `--seed S`, `--batch N`,
-//! `--device D`, `--deterministic`, `--drop-loss-before-step`, `--detach-parameter-gradients`;
-//! MLP: `--hidden-layers N`,
-//! `--detach-bias N`), parsed with clap.
+//! `--device D`, `--deterministic`, `--drop-loss-before-step`, `--detach-parameter-gradients`,
+//! `--backward-spans`; MLP: `--hidden-layers N`, `--detach-bias N`), parsed with clap.
 
 use std::path::PathBuf;
 
@@ -51,6 +50,10 @@ pub struct ExampleArgs {
     /// MLP only: use the bias of layer `fc<N>` detached, so it gets no gradient (a bug to find).
     #[arg(long, value_name = "N")]
     pub detach_bias: Option<usize>,
+    /// Per-module backward spans (the probe's boundary markers; off by default: they cost
+    /// more than the probe's 3% target, see the trace-probe README).
+    #[arg(long)]
+    pub backward_spans: bool,
 }
 
 fn parse_device(s: &str) -> Result<DeviceSpec, String> {
@@ -102,6 +105,7 @@ impl ExampleArgs {
             config.sizes.mlp.hidden_layers = n;
         }
         config.sizes.mlp.detached_bias = self.detach_bias;
+        config.backward_spans = self.backward_spans;
         if let Some(batch) = self.batch {
             match model {
                 ModelKind::Llama => config.sizes.llama.batch_size = batch,

@@ -105,6 +105,9 @@ pub struct TrainConfig {
     pub deterministic: bool,
     /// How each step updates the parameters.
     pub update: UpdateStyle,
+    /// Per-module backward spans ([`trace_probe::ProfileRun::backward_spans`]); off by
+    /// default (their cost exceeds the probe's 3% target), `--backward-spans` turns them on.
+    pub backward_spans: bool,
 }
 
 impl TrainConfig {
@@ -121,6 +124,7 @@ impl TrainConfig {
             out_dir: out_dir.into(),
             deterministic: false,
             update: UpdateStyle::default(),
+            backward_spans: false,
         }
     }
 
@@ -172,6 +176,11 @@ pub struct TrainReport {
     pub parameters: Vec<ParameterShape>,
     /// Events written to the trace (meta and terminal included).
     pub events_written: u64,
+    /// Backward-span markers the probe applied in the captured step (0 with backward spans
+    /// off).
+    pub backward_markers: u64,
+    /// Bytes those markers copied: probe overhead, absent from the trace's memory.
+    pub backward_marker_copy_bytes: u64,
 }
 
 fn candle(context: impl FnOnce() -> String) -> impl FnOnce(candle_core::Error) -> TrainError {
@@ -221,6 +230,7 @@ pub fn train_with_progress(
         .tag("seed", config.seed.to_string())
         .tag("steps", config.steps.to_string())
         .deterministic(config.deterministic)
+        .backward_spans(config.backward_spans)
         .start(&trace_path)?;
     let result = Workload::with_varmap(
         config.model,
@@ -256,6 +266,8 @@ pub fn train_with_progress(
         parameter_tensors: parameters.len(),
         parameters,
         events_written: summary.events_written,
+        backward_markers: summary.backward_markers,
+        backward_marker_copy_bytes: summary.backward_marker_copy_bytes,
     })
 }
 

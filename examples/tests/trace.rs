@@ -15,10 +15,24 @@ fn check(model: ModelKind, parameters: u64) {
     assert!(report.losses.iter().all(|l| l.is_finite()));
     let doc = trace_schema::load_path(&report.trace_path).unwrap();
     assert_eq!(doc.meta.capture_step, Some(2));
-    assert!(
-        doc.spans.iter().any(|s| doc.str(s.name) == "linear"),
+    // Probed layers: module spans named by their VarBuilder path, their kind beside.
+    let linears: Vec<&str> = doc
+        .spans
+        .iter()
+        .filter(|s| s.module_kind.map(|k| doc.str(k)) == Some("linear"))
+        .map(|s| doc.str(s.name))
+        .collect();
+    let expected_first = match model {
+        ModelKind::Llama => "model.layers.0.self_attn.q_proj",
+        ModelKind::Mlp => "fc1",
+    };
+    assert_eq!(
+        linears.first().copied(),
+        Some(expected_first),
         "module spans"
     );
+    // Backward spans are opt-in: none by default.
+    assert!(!doc.spans.iter().any(|s| s.forward_span.is_some()));
     let analysis = trace_graph::analyze(&doc);
     assert!(
         analysis.health.structurally_valid,

@@ -84,7 +84,8 @@ struct Fixture {
 /// The golden traces. Small on purpose: the MLP with a batch of 8, the llama model as built;
 /// and three MLP variants that `candle-graph diff` is tested on against `mlp`: the retention
 /// fix (backward, drop the loss, then step), a model with one layer more, and a run where one
-/// parameter loses its gradient (the bias of `fc3` used detached).
+/// parameter loses its gradient (the bias of `fc3` used detached); the llama model with per-module
+/// backward spans (`--backward-spans`, which the CLI's summary lists).
 const FIXTURES: &[Fixture] = &[
     Fixture {
         example: "mlp",
@@ -110,6 +111,11 @@ const FIXTURES: &[Fixture] = &[
         example: "llama",
         args: &["--steps", "3"],
         dir: "llama",
+    },
+    Fixture {
+        example: "llama",
+        args: &["--steps", "3", "--backward-spans"],
+        dir: "llama-backward-spans",
     },
 ];
 

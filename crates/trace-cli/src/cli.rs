@@ -105,6 +105,11 @@ pub struct DemoArgs {
     /// original one before the step.
     #[arg(long, conflicts_with = "drop_loss_before_step")]
     pub detach_parameter_gradients: bool,
+    /// Per-module backward spans: the probed modules mark their boundaries so the backward pass
+    /// shows one `backward/<module path>` span per module, in Candle's processing order. Off by
+    /// default: the markers cost more than the probe's 3% target (trace-probe README).
+    #[arg(long)]
+    pub backward_spans: bool,
 }
 
 /// `device-check` arguments.
@@ -292,12 +297,20 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (d.model, d.steps, d.out, d.device, d.drop_loss_before_step),
+            (
+                d.model,
+                d.steps,
+                d.out,
+                d.device,
+                d.drop_loss_before_step,
+                d.backward_spans
+            ),
             (
                 ModelArg::Llama,
                 3,
                 PathBuf::from("out/demo"),
                 DeviceSpec::Cpu,
+                false,
                 false
             )
         );
@@ -325,6 +338,12 @@ mod tests {
             "--detach-parameter-gradients"
         ])
         .is_err());
+        let cli = Cli::try_parse_from(["candle-graph", "demo", "--backward-spans"]).unwrap();
+        let Command::Demo(d) = cli.command else {
+            panic!()
+        };
+        assert!(d.backward_spans);
+        assert!(Cli::try_parse_from(["candle-graph", "demo", "--no-backward-spans"]).is_err());
     }
 
     #[test]

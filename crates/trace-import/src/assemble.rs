@@ -158,6 +158,8 @@ pub(crate) fn assemble(
                 step: n.step,
                 module_path: n.module_path.clone(),
                 instance_key: None,
+                module_kind: None,
+                forward_span_id: None,
             }),
         ));
         let end_key = if end == start {
@@ -170,6 +172,8 @@ pub(crate) fn assemble(
             TraceEvent::SpanEnd(SpanEndEvent {
                 id: span_id(&tree, i),
                 duration_ns: end - start,
+                inferred: false,
+                inferred_reason: None,
             }),
         ));
     }

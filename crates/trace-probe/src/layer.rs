@@ -45,6 +45,29 @@ pub struct ProbeLayer {
     open: Arc<AtomicUsize>,
 }
 
+/// The instance name a span carries in its `module` field (the probed constructors record
+/// their `VarBuilder` path there): the trace span is named after it, and the tracing span's
+/// own name becomes the module kind.
+#[derive(Debug)]
+struct ModuleName(String);
+
+/// Reads the `module` field of a new span.
+struct ModuleField(Option<String>);
+
+impl tracing::field::Visit for ModuleField {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if field.name() == "module" {
+            self.0 = Some(value.to_string());
+        }
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "module" {
+            self.0 = Some(format!("{value:?}"));
+        }
+    }
+}
+
 /// Per-span data kept in the tracing span's extensions: the trace spans opened by its enters
 /// (several when it is entered on several threads or re-entered).
 #[derive(Debug, Default)]
@@ -65,6 +88,17 @@ impl<S> Layer<S> for ProbeLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
+    fn on_new_span(&self, attrs: &tracing::span::Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        if attrs.metadata().fields().field("module").is_none() {
+            return;
+        }
+        let mut field = ModuleField(None);
+        attrs.record(&mut field);
+        if let (Some(name), Some(span)) = (field.0.filter(|n| !n.is_empty()), ctx.span(id)) {
+            span.extensions_mut().insert(ModuleName(name));
+        }
+    }
+
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
         if !self.session.is_capturing() {
             return;
@@ -72,14 +106,26 @@ where
         let Some(span) = ctx.span(id) else {
             return;
         };
-        let name = span.metadata().name();
-        let Some(open) = self
-            .session
-            .inner
-            .open_module_span_raw(name, Some(id.into_u64()))
+        let kind = span.metadata().name();
+        let instance = span.extensions().get::<ModuleName>().map(|n| n.0.clone());
+        let (name, module_kind) = match &instance {
+            Some(name) => (name.as_str(), Some(kind)),
+            None => (kind, None),
+        };
+        let Some(open) =
+            self.session
+                .inner
+                .open_module_span_raw(name, module_kind, Some(id.into_u64()))
         else {
             return;
         };
+        self.session.inner.backward.forward_call_entered(
+            &self.session.inner,
+            id.into_u64(),
+            open.id,
+            name,
+            module_kind,
+        );
         self.open.fetch_add(1, Ordering::Relaxed);
         let mut extensions = span.extensions_mut();
         let entry = (thread_key(), open);
@@ -106,6 +152,7 @@ where
         };
         if let Some(open) = open {
             self.open.fetch_sub(1, Ordering::Relaxed);
+            crate::backward::forward_call_exited(self.session.inner.uid, open.id);
             self.session.inner.end_span(open.id, open.start_ns);
         }
     }

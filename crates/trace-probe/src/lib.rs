@@ -3,6 +3,7 @@
 
 #[doc(hidden)]
 pub mod alloc;
+mod backward;
 mod category;
 #[doc(hidden)]
 pub mod clock;

@@ -5,9 +5,16 @@
 //! swap `candle_nn::linear` for `trace_probe::nn::linear` (or `use trace_probe::nn as cnn;`)
 //! and the memory and time of each layer get a name.
 //!
-//! Span names follow candle-transformers (`linear`, `embedding`, `layer-norm`, `rms-norm`,
-//! `conv2d`, …); the module path nests them under the spans of enclosing modules. Outside the
-//! captured step a forward costs one disabled-span check more than candle-nn's.
+//! A layer built from a `VarBuilder` names its module span after the builder's path (`fc1`,
+//! `model.layers.0.self_attn.q_proj`: the prefix of its parameters, recorded in the tracing
+//! span's `module` field) and records its kind (`linear`, `embedding`, `layer-norm`, `rms-norm`,
+//! `conv2d`, …, candle-transformers' span names) as the span's `module_kind`; a layer without
+//! one (pooling, dropout) or at the builder's root is named after its kind. The module path nests
+//! the spans under the spans of enclosing modules. Outside the captured step a forward costs one
+//! disabled-span check more than candle-nn's (and one thread-local read).
+//!
+//! With [`crate::ProfileRun::backward_spans`] on, each forward of the captured step also marks
+//! the layer's input and output for the per-module backward spans (see the crate README).
 //!
 //! ```
 //! use candle_core::{DType, Device, Module, Tensor};
@@ -60,7 +67,14 @@ impl<M> std::ops::Deref for Traced<M> {
 impl<M: Module> Module for Traced<M> {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         let _enter = self.span.enter();
-        self.inner.forward(xs)
+        match crate::backward::call_for(&self.span) {
+            None => self.inner.forward(xs),
+            Some(call) => {
+                let xs = crate::backward::mark_input(&call, xs);
+                let ys = self.inner.forward(&xs)?;
+                Ok(crate::backward::mark_output(&call, ys))
+            }
+        }
     }
 }
 
@@ -72,7 +86,14 @@ impl Traced<candle_nn::RmsNorm> {
     /// Candle errors of the op.
     pub fn forward_diff(&self, xs: &Tensor) -> Result<Tensor> {
         let _enter = self.span.enter();
-        self.inner.forward_diff(xs)
+        match crate::backward::call_for(&self.span) {
+            None => self.inner.forward_diff(xs),
+            Some(call) => {
+                let xs = crate::backward::mark_input(&call, xs);
+                let ys = self.inner.forward_diff(&xs)?;
+                Ok(crate::backward::mark_output(&call, ys))
+            }
+        }
     }
 }
 
@@ -130,7 +151,14 @@ impl<M> std::ops::Deref for TracedT<M> {
 impl<M: ModuleT> ModuleT for TracedT<M> {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Result<Tensor> {
         let _enter = self.span.enter();
-        self.inner.forward_t(xs, train)
+        match crate::backward::call_for(&self.span) {
+            None => self.inner.forward_t(xs, train),
+            Some(call) => {
+                let xs = crate::backward::mark_input(&call, xs);
+                let ys = self.inner.forward_t(&xs, train)?;
+                Ok(crate::backward::mark_output(&call, ys))
+            }
+        }
     }
 }
 
@@ -202,108 +230,129 @@ pub fn avg_pool2d_with_stride(kernel: usize, stride: usize) -> Traced<Pool2d> {
 
 /// Defines a probed constructor: same name, arguments and errors as candle-nn's.
 macro_rules! probed {
-    ($(#[$doc:meta])* $wrap:ident, $name:ident, $span:literal, $ty:ty, ($($arg:ident: $argty:ty),*)) => {
+    ($(#[$doc:meta])* $wrap:ident, $name:ident, $span:literal, $ty:ty, ($($arg:ident: $argty:ty),*), $vb:ident) => {
         $(#[$doc])*
         ///
         /// # Errors
         #[doc = concat!("As `candle_nn::", stringify!($name), "`.")]
         pub fn $name($($arg: $argty),*) -> Result<$wrap<$ty>> {
-            Ok($wrap::new(candle_nn::$name($($arg),*)?, tracing::trace_span!($span)))
+            let module = $vb.prefix();
+            Ok($wrap::new(
+                candle_nn::$name($($arg),*)?,
+                tracing::trace_span!($span, module = module.as_str()),
+            ))
         }
     };
 }
 
 probed!(
     /// `candle_nn::linear` (span `linear`).
-    Traced, linear, "linear", candle_nn::Linear, (in_dim: usize, out_dim: usize, vb: VarBuilder)
+    Traced, linear, "linear", candle_nn::Linear, (in_dim: usize, out_dim: usize, vb: VarBuilder),
+    vb
 );
 probed!(
     /// `candle_nn::linear_no_bias` (span `linear`).
     Traced, linear_no_bias, "linear", candle_nn::Linear,
-    (in_dim: usize, out_dim: usize, vb: VarBuilder)
+    (in_dim: usize, out_dim: usize, vb: VarBuilder),
+    vb
 );
 probed!(
     /// `candle_nn::linear_b` (span `linear`).
     Traced, linear_b, "linear", candle_nn::Linear,
-    (in_dim: usize, out_dim: usize, bias: bool, vb: VarBuilder)
+    (in_dim: usize, out_dim: usize, bias: bool, vb: VarBuilder),
+    vb
 );
 probed!(
     /// `candle_nn::embedding` (span `embedding`).
     Traced, embedding, "embedding", candle_nn::Embedding,
-    (in_size: usize, out_size: usize, vb: VarBuilder)
+    (in_size: usize, out_size: usize, vb: VarBuilder),
+    vb
 );
 probed!(
     /// `candle_nn::layer_norm_no_bias` (span `layer-norm`).
     Traced, layer_norm_no_bias, "layer-norm", candle_nn::LayerNorm,
-    (size: usize, eps: f64, vb: VarBuilder)
+    (size: usize, eps: f64, vb: VarBuilder),
+    vb
 );
 probed!(
     /// `candle_nn::rms_norm` (span `rms-norm`). Its `forward` is candle-nn's fused op (no
     /// backward on contiguous input); [`Traced::forward_diff`] is the differentiable one.
-    Traced, rms_norm, "rms-norm", candle_nn::RmsNorm, (size: usize, eps: f64, vb: VarBuilder)
+    Traced, rms_norm, "rms-norm", candle_nn::RmsNorm, (size: usize, eps: f64, vb: VarBuilder),
+    vb
 );
 probed!(
     /// `candle_nn::group_norm` (span `group-norm`).
     Traced, group_norm, "group-norm", candle_nn::GroupNorm,
-    (num_groups: usize, num_channels: usize, eps: f64, vb: VarBuilder)
+    (num_groups: usize, num_channels: usize, eps: f64, vb: VarBuilder),
+    vb
 );
 probed!(
     /// `candle_nn::conv1d` (span `conv1d`).
     Traced, conv1d, "conv1d", candle_nn::Conv1d,
     (in_channels: usize, out_channels: usize, kernel_size: usize, cfg: candle_nn::Conv1dConfig,
-     vb: VarBuilder)
+     vb: VarBuilder),
+    vb
 );
 probed!(
     /// `candle_nn::conv1d_no_bias` (span `conv1d`).
     Traced, conv1d_no_bias, "conv1d", candle_nn::Conv1d,
     (in_channels: usize, out_channels: usize, kernel_size: usize, cfg: candle_nn::Conv1dConfig,
-     vb: VarBuilder)
+     vb: VarBuilder),
+    vb
 );
 probed!(
     /// `candle_nn::conv2d` (span `conv2d`).
     Traced, conv2d, "conv2d", candle_nn::Conv2d,
     (in_channels: usize, out_channels: usize, kernel_size: usize, cfg: candle_nn::Conv2dConfig,
-     vb: VarBuilder)
+     vb: VarBuilder),
+    vb
 );
 probed!(
     /// `candle_nn::conv2d_no_bias` (span `conv2d`).
     Traced, conv2d_no_bias, "conv2d", candle_nn::Conv2d,
     (in_channels: usize, out_channels: usize, kernel_size: usize, cfg: candle_nn::Conv2dConfig,
-     vb: VarBuilder)
+     vb: VarBuilder),
+    vb
 );
 probed!(
     /// `candle_nn::conv_transpose1d` (span `conv-transpose1d`).
     Traced, conv_transpose1d, "conv-transpose1d", candle_nn::ConvTranspose1d,
     (in_channels: usize, out_channels: usize, kernel_size: usize,
-     cfg: candle_nn::ConvTranspose1dConfig, vb: VarBuilder)
+     cfg: candle_nn::ConvTranspose1dConfig, vb: VarBuilder),
+    vb
 );
 probed!(
     /// `candle_nn::conv_transpose1d_no_bias` (span `conv-transpose1d`).
     Traced, conv_transpose1d_no_bias, "conv-transpose1d", candle_nn::ConvTranspose1d,
     (in_channels: usize, out_channels: usize, kernel_size: usize,
-     cfg: candle_nn::ConvTranspose1dConfig, vb: VarBuilder)
+     cfg: candle_nn::ConvTranspose1dConfig, vb: VarBuilder),
+    vb
 );
 probed!(
     /// `candle_nn::conv_transpose2d` (span `conv-transpose2d`).
     Traced, conv_transpose2d, "conv-transpose2d", candle_nn::ConvTranspose2d,
     (in_channels: usize, out_channels: usize, kernel_size: usize,
-     cfg: candle_nn::ConvTranspose2dConfig, vb: VarBuilder)
+     cfg: candle_nn::ConvTranspose2dConfig, vb: VarBuilder),
+    vb
 );
 probed!(
     /// `candle_nn::conv_transpose2d_no_bias` (span `conv-transpose2d`).
     Traced, conv_transpose2d_no_bias, "conv-transpose2d", candle_nn::ConvTranspose2d,
     (in_channels: usize, out_channels: usize, kernel_size: usize,
-     cfg: candle_nn::ConvTranspose2dConfig, vb: VarBuilder)
+     cfg: candle_nn::ConvTranspose2dConfig, vb: VarBuilder),
+    vb
 );
 probed!(
     /// `candle_nn::lstm` (span `lstm`, entered by `step` and `seq`).
     Traced, lstm, "lstm", candle_nn::LSTM,
-    (in_dim: usize, hidden_dim: usize, config: candle_nn::LSTMConfig, vb: VarBuilder)
+    (in_dim: usize, hidden_dim: usize, config: candle_nn::LSTMConfig, vb: VarBuilder),
+    vb
 );
 probed!(
     /// `candle_nn::gru` (span `gru`, entered by `step` and `seq`).
     Traced, gru, "gru", candle_nn::GRU,
-    (in_dim: usize, hidden_dim: usize, config: candle_nn::GRUConfig, vb: VarBuilder)
+    (in_dim: usize, hidden_dim: usize, config: candle_nn::GRUConfig, vb: VarBuilder),
+    vb
 );
 
 /// `candle_nn::layer_norm` (span `layer-norm`).
@@ -315,9 +364,10 @@ pub fn layer_norm<C: Into<candle_nn::LayerNormConfig>>(
     config: C,
     vb: VarBuilder,
 ) -> Result<Traced<candle_nn::LayerNorm>> {
+    let module = vb.prefix();
     Ok(Traced::new(
         candle_nn::layer_norm(size, config, vb)?,
-        tracing::trace_span!("layer-norm"),
+        tracing::trace_span!("layer-norm", module = module.as_str()),
     ))
 }
 
@@ -330,9 +380,10 @@ pub fn batch_norm<C: Into<candle_nn::BatchNormConfig>>(
     config: C,
     vb: VarBuilder,
 ) -> Result<TracedT<candle_nn::BatchNorm>> {
+    let module = vb.prefix();
     Ok(TracedT::new(
         candle_nn::batch_norm(num_features, config, vb)?,
-        tracing::trace_span!("batch-norm"),
+        tracing::trace_span!("batch-norm", module = module.as_str()),
     ))
 }
 

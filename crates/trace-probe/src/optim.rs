@@ -156,7 +156,10 @@ impl<O: Optimizer> Optimizer for ProbedOptimizer<O> {
         }
         let grads = {
             let _backward = session.pass(Pass::Backward);
-            loss.backward()?
+            let grads = loss.backward();
+            // The backward call returned: backward module spans still open end here, exactly.
+            session.inner.backward.end(&session.inner, true);
+            grads?
         };
         for plugin in session.plugins() {
             plugin.on_gradients(&session.inner.plugin_context(), &grads);

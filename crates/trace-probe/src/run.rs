@@ -57,6 +57,7 @@ pub struct ProfileRun {
     pub(crate) parameters: Option<Parameters>,
     pub(crate) tracing: TracingMode,
     pub(crate) track_pre_existing: bool,
+    pub(crate) backward_spans: bool,
 }
 
 impl ProfileRun {
@@ -90,6 +91,7 @@ impl ProfileRun {
             parameters: None,
             tracing: TracingMode::default(),
             track_pre_existing: true,
+            backward_spans: false,
         }
     }
 
@@ -202,6 +204,24 @@ impl ProfileRun {
     /// are missing unless labelled (`session.tensor(..)`), and logical memory is `partial`.
     pub fn track_pre_existing(mut self, on: bool) -> Self {
         self.track_pre_existing = on;
+        self
+    }
+
+    /// Per-module backward spans (off by default): during the captured step the probed
+    /// modules of [`crate::nn`] mark their input and output with an identity custom op, so the
+    /// backward pass opens a `module` span per module (named as its forward span, with
+    /// `forward_span_id`) while Candle's backprop runs that module's backward, and memory
+    /// allocated in between is attributed to it. Spans whose extent Candle's order made
+    /// uncertain (interleaved branches) are written as `inferred` with the reason.
+    ///
+    /// Off by default because it costs more than the probe's 3% target on small models: each
+    /// marker copies its tensor in the forward pass (probe memory, absent from the trace and
+    /// reported in [`crate::TraceSummary::backward_marker_copy_bytes`]) and adds a gradient
+    /// addition in the backward pass (in the trace). The crate README gives the measured figures
+    /// and the command that reproduces them. Only the captured step pays; the other steps run
+    /// the plain modules.
+    pub fn backward_spans(mut self, on: bool) -> Self {
+        self.backward_spans = on;
         self
     }
 

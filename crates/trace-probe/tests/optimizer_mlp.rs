@@ -98,7 +98,11 @@ fn check_passes_gradients_and_modules(doc: &TraceDocument) {
         .iter()
         .map(|s| doc.str(s.module_path.expect("module path")))
         .collect();
-    assert_eq!(paths, ["linear", "linear"]);
+    // Named by their VarBuilder path, their kind recorded beside.
+    assert_eq!(paths, ["fc1", "fc2"]);
+    assert!(modules
+        .iter()
+        .all(|s| s.module_kind.map(|k| doc.str(k)) == Some("linear")));
     assert!(modules.iter().all(|s| s.instance_key.is_some()));
     assert_ne!(modules[0].instance_key, modules[1].instance_key);
 
@@ -327,29 +331,31 @@ fn probed_constructors_cover_candle_nn_layers() -> Result<(), Box<dyn std::error
     }
     profiler.finish()?;
     let doc = trace_schema::load_path(&path)?;
-    let mut names: Vec<&str> = doc
+    // Named by their VarBuilder path with the kind beside; pooling and dropout (no builder)
+    // are named after their kind.
+    let mut names: Vec<(&str, Option<&str>)> = doc
         .spans
         .iter()
         .filter(|s| s.kind == SpanKind::Module)
-        .map(|s| doc.str(s.name))
+        .map(|s| (doc.str(s.name), s.module_kind.map(|k| doc.str(k))))
         .collect();
     names.sort_unstable();
     assert_eq!(
         names,
         [
-            "avg-pool2d",
-            "batch-norm",
-            "conv-transpose1d",
-            "conv-transpose2d",
-            "conv1d",
-            "conv2d",
-            "dropout",
-            "embedding",
-            "gru",
-            "layer-norm",
-            "lstm",
-            "max-pool2d",
-            "rms-norm"
+            ("avg-pool2d", None),
+            ("bn", Some("batch-norm")),
+            ("c1", Some("conv1d")),
+            ("c2", Some("conv2d")),
+            ("ct1", Some("conv-transpose1d")),
+            ("ct2", Some("conv-transpose2d")),
+            ("dropout", None),
+            ("emb", Some("embedding")),
+            ("gru", Some("gru")),
+            ("ln", Some("layer-norm")),
+            ("lstm", Some("lstm")),
+            ("max-pool2d", None),
+            ("rms", Some("rms-norm")),
         ]
     );
     Ok(())

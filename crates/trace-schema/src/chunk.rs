@@ -123,6 +123,8 @@ pub(crate) struct LocalSpanStart {
     pub pass: Option<Pass>,
     pub module_path: Option<LocalId>,
     pub instance_key: Option<LocalId>,
+    pub module_kind: Option<LocalId>,
+    pub forward_span: Option<LocalId>,
 }
 
 /// One parsed line.
@@ -134,6 +136,8 @@ pub(crate) enum Item {
     SpanEnd {
         id: LocalId,
         duration_ns: u64,
+        inferred: bool,
+        inferred_reason: Option<LocalId>,
     },
     /// A line of another kind (or one the fast path left), parsed by the general path.
     Event(Box<TraceEvent>),
@@ -258,10 +262,14 @@ impl ParsedChunk {
                 pass: e.step,
                 module_path: self.o(&e.module_path),
                 instance_key: self.o(&e.instance_key),
+                module_kind: self.o(&e.module_kind),
+                forward_span: self.o(&e.forward_span_id),
             }),
-            Fast::SpanEnd { id, duration_ns } => Item::SpanEnd {
-                id: self.s(&id),
-                duration_ns,
+            Fast::SpanEnd(e) => Item::SpanEnd {
+                id: self.s(&e.id),
+                duration_ns: e.duration_ns,
+                inferred: e.inferred,
+                inferred_reason: self.o(&e.inferred_reason),
             },
         };
         self.items.push((line, item));

@@ -187,6 +187,14 @@ pub struct SpanStartEvent {
     /// Stable key of the module instance (e.g. the `tracing` span id) (trace/11).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_key: Option<String>,
+    /// What kind of layer the module is (e.g. `linear`, `conv2d`, `rms-norm`), when the name is
+    /// the instance's (e.g. `fc1`, from the `VarBuilder` prefix) (trace/11, optional: readers that predate it ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module_kind: Option<String>,
+    /// On a backward module span: the forward module span (one call of the module) whose
+    /// backward it is (trace/11, optional: readers that predate it ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward_span_id: Option<String>,
 }
 
 /// Closes a span.
@@ -197,6 +205,14 @@ pub struct SpanEndEvent {
     /// Wall duration in ns (0 in old traces meant "not recorded").
     #[serde(default)]
     pub duration_ns: u64,
+    /// The span's extent was inferred, not observed exactly: e.g. a backward module span whose
+    /// boundaries come from Candle's processing order, which interleaved another module's
+    /// backward with this one (trace/11, optional: readers that predate it ignore it). Memory and time attributed to it are approximate.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inferred: bool,
+    /// Why the extent is inferred (present only with `inferred`) (trace/11, optional: readers that predate it ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inferred_reason: Option<String>,
 }
 
 /// A timed operation inside a span.

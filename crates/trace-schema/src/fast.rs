@@ -133,6 +133,14 @@ pub(crate) struct FastLine<'a> {
     module_path: F<Str<'a>>,
     #[serde(default, borrow)]
     instance_key: F<Str<'a>>,
+    #[serde(default, borrow)]
+    module_kind: F<Str<'a>>,
+    #[serde(default, borrow)]
+    forward_span_id: F<Str<'a>>,
+    #[serde(default)]
+    inferred: F<bool>,
+    #[serde(default, borrow)]
+    inferred_reason: F<Str<'a>>,
 }
 
 /// A `memory` event from the fast path.
@@ -183,6 +191,17 @@ pub(crate) struct FastSpanStart<'a> {
     pub step: Option<Pass>,
     pub module_path: Option<Cow<'a, str>>,
     pub instance_key: Option<Cow<'a, str>>,
+    pub module_kind: Option<Cow<'a, str>>,
+    pub forward_span_id: Option<Cow<'a, str>>,
+}
+
+/// A `span_end` event from the fast path.
+#[derive(Debug)]
+pub(crate) struct FastSpanEnd<'a> {
+    pub id: Cow<'a, str>,
+    pub duration_ns: u64,
+    pub inferred: bool,
+    pub inferred_reason: Option<Cow<'a, str>>,
 }
 
 /// One line taken by the fast path.
@@ -191,7 +210,7 @@ pub(crate) enum Fast<'a> {
     Memory(FastMemory<'a>),
     Op(FastOp<'a>),
     SpanStart(FastSpanStart<'a>),
-    SpanEnd { id: Cow<'a, str>, duration_ns: u64 },
+    SpanEnd(FastSpanEnd<'a>),
 }
 
 /// Required: a value (absent or null fails).
@@ -295,11 +314,15 @@ pub(crate) fn parse_fast(bytes: &[u8], version: SchemaVersion) -> Option<Fast<'_
             step: opt(l.step)?,
             module_path: opt(l.module_path)?.map(s),
             instance_key: opt(l.instance_key)?.map(s),
+            module_kind: opt(l.module_kind)?.map(s),
+            forward_span_id: opt(l.forward_span_id)?.map(s),
         }),
-        "span_end" => Fast::SpanEnd {
+        "span_end" => Fast::SpanEnd(FastSpanEnd {
             id: s(req(l.id)?),
             duration_ns: dflt(l.duration_ns)?,
-        },
+            inferred: dflt(l.inferred)?,
+            inferred_reason: opt(l.inferred_reason)?.map(s),
+        }),
         _ => return None,
     })
 }
@@ -380,10 +403,10 @@ mod tests {
             assert!(fast(line).is_none(), "{line}");
         }
         // escapes are decoded, not a reason to leave the fast path
-        let Some(Fast::SpanEnd { id, .. }) = fast(r#"{"kind":"span_end","id":"s\u0031"}"#) else {
+        let Some(Fast::SpanEnd(end)) = fast(r#"{"kind":"span_end","id":"s\u0031"}"#) else {
             panic!()
         };
-        assert_eq!(id, "s1");
+        assert_eq!(end.id, "s1");
     }
 
     #[test]
@@ -404,5 +427,44 @@ mod tests {
                 typed.output_dense_bytes
             )
         );
+    }
+
+    #[test]
+    fn backward_span_fields_agree_with_the_typed_parse() {
+        let start = r#"{"kind":"span_start","id":"s9","parent_id":"s3","name":"backward/model.fc1","start_ns":7,"span_kind":"module","step":"backward","module_kind":"linear","forward_span_id":"s4"}"#;
+        let Some(Fast::SpanStart(fast_start)) = fast(start) else {
+            panic!("{start}")
+        };
+        let TraceEvent::SpanStart(typed) = serde_json::from_str::<TraceEvent>(start).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            fast_start.module_kind.as_deref(),
+            typed.module_kind.as_deref()
+        );
+        assert_eq!(
+            fast_start.forward_span_id.as_deref(),
+            typed.forward_span_id.as_deref()
+        );
+        assert_eq!(fast_start.forward_span_id.as_deref(), Some("s4"));
+        let end = r#"{"kind":"span_end","id":"s9","duration_ns":3,"inferred":true,"inferred_reason":"interleaved"}"#;
+        let Some(Fast::SpanEnd(fast_end)) = fast(end) else {
+            panic!("{end}")
+        };
+        let TraceEvent::SpanEnd(typed) = serde_json::from_str::<TraceEvent>(end).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (fast_end.inferred, fast_end.inferred_reason.as_deref()),
+            (typed.inferred, typed.inferred_reason.as_deref())
+        );
+        assert!(fast_end.inferred);
+        // absent: not inferred; `null` where the typed field is a plain bool: general path
+        let Some(Fast::SpanEnd(plain)) = fast(r#"{"kind":"span_end","id":"s9"}"#) else {
+            panic!()
+        };
+        assert!(!plain.inferred && plain.inferred_reason.is_none());
+        assert!(fast(r#"{"kind":"span_end","id":"s9","inferred":null}"#).is_none());
     }
 }

@@ -229,10 +229,12 @@ fn span_start() -> impl Strategy<Value = TraceEvent> {
             option::of(step()),
             option::of(text()),
             option::of(text()),
+            option::of(text()),
+            option::of(text()),
         ),
     )
         .prop_map(
-            |((id, parent_id, name, start_ns), (kind, measured, step, mp, ik))| {
+            |((id, parent_id, name, start_ns), (kind, measured, step, mp, ik, mk, fwd))| {
                 TraceEvent::SpanStart(SpanStartEvent {
                     id,
                     parent_id,
@@ -243,6 +245,8 @@ fn span_start() -> impl Strategy<Value = TraceEvent> {
                     step,
                     module_path: mp,
                     instance_key: ik,
+                    module_kind: mk,
+                    forward_span_id: fwd,
                 })
             },
         )
@@ -483,8 +487,14 @@ fn edge() -> impl Strategy<Value = TraceEvent> {
 fn body_event() -> impl Strategy<Value = TraceEvent> {
     prop_oneof![
         span_start(),
-        (text(), any::<u64>())
-            .prop_map(|(id, duration_ns)| TraceEvent::SpanEnd(SpanEndEvent { id, duration_ns })),
+        (text(), any::<u64>(), any::<bool>(), option::of(text())).prop_map(
+            |(id, duration_ns, inferred, inferred_reason)| TraceEvent::SpanEnd(SpanEndEvent {
+                id,
+                duration_ns,
+                inferred,
+                inferred_reason,
+            })
+        ),
         op(),
         tensor(),
         tensor_stats(),

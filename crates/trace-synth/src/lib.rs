@@ -429,6 +429,8 @@ impl SynthEvents {
             step,
             module_path,
             instance_key,
+            module_kind: None,
+            forward_span_id: None,
         }));
         self.stack.push(OpenSpan {
             id,
@@ -445,6 +447,8 @@ impl SynthEvents {
             self.queue.push_back(TraceEvent::SpanEnd(SpanEndEvent {
                 id: format!("s{}", span.id),
                 duration_ns: end - span.start_ns,
+                inferred: false,
+                inferred_reason: None,
             }));
         }
     }

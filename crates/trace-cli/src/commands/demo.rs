@@ -1,11 +1,12 @@
 //! `candle-graph demo [--out DIR] [--model llama|mlp] [--steps N] [--device D]
-//! [--drop-loss-before-step | --detach-parameter-gradients]`: trains a built-in Candle model on CPU (or `cuda[:N]` /
+//! [--drop-loss-before-step | --detach-parameter-gradients] [--backward-spans]`: trains a built-in Candle model on CPU (or `cuda[:N]` /
 //! `metal[:N]` when built with that feature), captures step 2 after one warm-up step with the
 //! probe and the tracking allocator (installed in `main.rs`), writes `DIR/trace.jsonl` and prints
 //! its summary. `--drop-loss-before-step` runs backward, drops the loss, then steps (the advice
 //! of the `activations_retained_into_optimizer` finding); `--detach-parameter-gradients` also
 //! keeps only the parameters' gradients, detached, and drops the original gradient store before
-//! the step (its advice when the gradient store holds activations).
+//! the step (its advice when the gradient store holds activations); `--backward-spans` turns on
+//! the probe's per-module backward spans (`backward/<module path>`, opt-in for their cost).
 
 use anyhow::{bail, Context, Result};
 use candle_graph_examples::{
@@ -39,6 +40,7 @@ pub fn run(args: &DemoArgs, progress: bool) -> Result<TrainReport> {
     if args.detach_parameter_gradients {
         config.update = UpdateStyle::DetachedParameterGradients;
     }
+    config.backward_spans = args.backward_spans;
     let bar = progress.then(|| {
         let bar = ProgressBar::new(args.steps);
         bar.set_style(

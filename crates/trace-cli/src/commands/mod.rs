@@ -1,6 +1,7 @@
 //! One module per subcommand: each builds a serializable report from the analysis and renders
 //! it as text; `--json` prints the same report in the [`crate::envelope`].
 
+pub mod backward;
 pub mod check;
 pub mod demo;
 pub mod device_check;

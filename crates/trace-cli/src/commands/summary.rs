@@ -1,5 +1,6 @@
 //! `candle-graph summary TRACE`: identity, health, coverage, wall time, memory peak and what held
-//! it, slowest spans, gradient verdicts and findings.
+//! it, slowest spans, per-module backward spans (when the trace has them), gradient verdicts and
+//! findings.
 
 use std::fmt::Write as _;
 
@@ -10,6 +11,7 @@ use trace_memory::BytesOverflow;
 use trace_schema::{Device, TraceDocument};
 
 use crate::advice::advice;
+use crate::commands::backward::{self, BackwardModules};
 use crate::commands::peak::{self, Peaks};
 
 /// Rows shown in the "held at the peak" table.
@@ -189,6 +191,9 @@ pub struct SummaryReport {
     /// Why timing is unavailable, when the graph was refused.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub timing_refused: Vec<String>,
+    /// Per-module backward spans (only in a trace that has them: `demo --backward-spans`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backward_modules: Option<BackwardModules>,
     /// Gradient verdicts.
     pub gradients: GradientRecord,
     /// Findings.
@@ -296,6 +301,7 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis) -> SummaryReport {
         memory_overflow: analysis.memory.logical_overflow.clone(),
         slowest_spans: slowest,
         timing_refused: refused,
+        backward_modules: backward::build(doc, analysis, SLOWEST_ROWS),
         gradients,
         findings: findings(analysis),
     }
@@ -405,6 +411,10 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
             ]);
         }
         out.push_str(&t.render("  "));
+    }
+    if let Some(b) = &r.backward_modules {
+        out.push('\n');
+        backward::render(&mut out, b);
     }
     out.push('\n');
     let g = &r.gradients;

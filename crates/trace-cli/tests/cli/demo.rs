@@ -19,6 +19,12 @@ fn demo_trains_profiles_and_summarises() {
         r.stdout
     );
     assert!(!r.stdout.contains("no memory events"), "{}", r.stdout);
+    // backward spans are opt-in: a plain demo has none
+    assert!(
+        !r.stdout.contains("Candle's processing order"),
+        "{}",
+        r.stdout
+    );
     // the written trace feeds every command
     for args in [
         vec!["summary", s(&out)],
@@ -59,4 +65,54 @@ fn demo_json_has_no_progress_and_rejects_one_step() {
         "{}",
         bad.stderr
     );
+}
+
+#[test]
+fn demo_backward_spans_lists_the_backward_module_spans() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("demo");
+    let r = run(&["demo", "--backward-spans", "--out", s(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("trained llama model"), "{}", r.stderr);
+    assert!(
+        r.stdout.contains(
+            "backward     21 module spans in Candle's processing order (0 inferred: extent not observed exactly)"
+        ),
+        "{}",
+        r.stdout
+    );
+    // the section's rows name `backward/<VarBuilder path>` spans
+    let section = r
+        .stdout
+        .split("backward     21 module spans")
+        .nth(1)
+        .unwrap()
+        .split("\n\n")
+        .next()
+        .unwrap();
+    let rows: Vec<&str> = section
+        .lines()
+        .filter(|l| l.contains("  backward/"))
+        .collect();
+    assert_eq!(rows.len(), 5, "{section}");
+    assert!(
+        rows.iter()
+            .all(|l| l.contains("backward/model.") || l.contains("backward/lm_head")),
+        "{section}"
+    );
+    // the JSON summary carries every figure
+    let q = run(&["summary", s(&out), "--json"]);
+    assert_eq!(q.code, 0, "{}", q.stderr);
+    let v: serde_json::Value = serde_json::from_str(&q.stdout).unwrap();
+    let b = &v["backward_modules"];
+    assert_eq!(b["spans"], 21, "{b}");
+    assert_eq!(b["inferred"], 0, "{b}");
+    let slowest = b["slowest"].as_array().unwrap();
+    assert_eq!(slowest.len(), 5);
+    for row in slowest {
+        let path = row["path"].as_str().unwrap();
+        assert!(path.starts_with("llama::train_step/backward/"), "{path}");
+        assert!(row["forward_span_id"].as_str().unwrap().starts_with('s'));
+        assert!(row["direct_allocated_bytes"].as_u64().unwrap() > 0, "{row}");
+    }
 }

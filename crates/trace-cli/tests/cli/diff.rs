@@ -320,7 +320,7 @@ fn the_html_view_shows_the_retention_fix() {
     assert!(left.iter().all(|r| r.contains("activation forward")));
     assert_eq!(
         left[0],
-        "32.00 KiB 2 activation forward mlp::train_step/forward/mlp/linear#1 [8, 512] f32 -"
+        "32.00 KiB 2 activation forward mlp::train_step/forward/mlp/fc1 [8, 512] f32 -"
     );
     assert!(html.contains("Entered the live-at-peak set: none."));
     // byte columns sort by exact value
@@ -344,7 +344,7 @@ fn the_html_view_ranks_spans_and_lists_one_sided_spans_and_gradients() {
     assert!(spans[0].contains("+15.03 MiB"), "{spans:?}");
     let only = table_rows(&html, "candidate-only");
     assert_eq!(only.len(), 1);
-    assert!(only[0].starts_with("mlp::train_step/forward/mlp/linear#4 forward 0"));
+    assert!(only[0].starts_with("mlp::train_step/forward/mlp/fc4 forward 0"));
     assert!(html.contains("Parameters only in the candidate"));
     assert!(html.contains("<li>model/fc4.bias</li>"));
     assert_eq!(table_rows(&html, "norm-changes").len(), 5);

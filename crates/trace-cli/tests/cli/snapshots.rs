@@ -195,7 +195,7 @@ fn diff_fixture_pairs() {
     );
     assert_eq!(
         v["alignment"]["candidate_only"][0]["path"],
-        "mlp::train_step/forward/mlp/linear#4"
+        "mlp::train_step/forward/mlp/fc4"
     );
     assert_eq!(
         v["gradients"]["candidate_only"],
@@ -231,4 +231,36 @@ fn diff_fixture_pairs() {
         "diff_mlp_detached_bias",
         stdout(&["diff", &fixture("mlp"), &fixture("mlp-detached-bias")])
     );
+}
+
+/// The llama fixture captured with per-module backward spans (`--backward-spans`): the same
+/// peak as without them (the markers' copies are the probe's, not in the trace), and the
+/// summary's `backward` section.
+#[test]
+fn summary_with_backward_module_spans() {
+    let f = fixture("llama-backward-spans");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&["summary", &f, "--json"])).unwrap();
+    // the peak of the plain llama fixture, later in time (the backward pass has 21 spans more)
+    assert_eq!(v["memory_peak"]["live_bytes"], headline("llama").0);
+    assert_eq!(v["memory_peak"]["pass"], "optimizer");
+    assert_eq!(v["gradients"]["present"], 21);
+    let b = &v["backward_modules"];
+    assert_eq!(
+        (b["spans"].as_u64(), b["inferred"].as_u64()),
+        (Some(21), Some(0))
+    );
+    // deterministic clock: every span 1 ms, so the rows are the first five in processing
+    // order, lm_head first, each with what its backward allocated
+    let first = &b["slowest"][0];
+    assert_eq!(first["pass_path"], "backward/lm_head");
+    assert_eq!(first["forward_span_id"], "s30");
+    assert_eq!(first["host_self_time_ns"], 1_000_000);
+    assert_eq!(first["direct_allocated_bytes"], 376_832);
+    assert_eq!(b["slowest"][1]["pass_path"], "backward/model.norm");
+    assert_eq!(b["slowest"][1]["direct_allocated_bytes"], 695_552);
+    // the plain fixture has no such section
+    let plain: serde_json::Value =
+        serde_json::from_str(&stdout(&["summary", &fixture("llama"), "--json"])).unwrap();
+    assert!(plain.get("backward_modules").is_none());
+    insta::assert_snapshot!("summary_llama_backward_spans", stdout(&["summary", &f]));
 }

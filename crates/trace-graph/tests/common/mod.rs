@@ -46,6 +46,8 @@ pub fn start(id: &str, parent: Option<&str>, name: &str, start_ns: u64) -> Trace
         step: None,
         module_path: None,
         instance_key: None,
+        module_kind: None,
+        forward_span_id: None,
     })
 }
 
@@ -73,6 +75,8 @@ pub fn end(id: &str, duration_ns: u64) -> TraceEvent {
     TraceEvent::SpanEnd(SpanEndEvent {
         id: id.into(),
         duration_ns,
+        inferred: false,
+        inferred_reason: None,
     })
 }
 

@@ -124,6 +124,8 @@ pub fn span_start(id: &str, parent: Option<&str>, start: u64, step: Option<Pass>
         step,
         module_path: None,
         instance_key: None,
+        module_kind: None,
+        forward_span_id: None,
     })
 }
 
@@ -131,6 +133,8 @@ pub fn span_end(id: &str, duration: u64) -> TraceEvent {
     TraceEvent::SpanEnd(SpanEndEvent {
         id: id.into(),
         duration_ns: duration,
+        inferred: false,
+        inferred_reason: None,
     })
 }
 

@@ -150,10 +150,13 @@ impl Inner {
         if let Some(err) = lock(&self.first_error).take() {
             return Err(err);
         }
+        let (backward_markers, backward_marker_copy_bytes) = self.backward.copies();
         Ok(TraceSummary {
             outcome,
             events_written: written,
             dropped_events: dropped,
+            backward_markers,
+            backward_marker_copy_bytes,
         })
     }
 }

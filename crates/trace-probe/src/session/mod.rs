@@ -31,8 +31,8 @@ use trace_schema::{CaptureContract, CoverageLevel, GradientContract, TerminalOut
 
 pub(crate) use attribution::SpanChange;
 pub use passes::StepGuard;
-pub(crate) use spans::OpenSpan;
 pub use spans::SpanGuard;
+pub(crate) use spans::{OpenSpan, SpanExtras};
 
 use crate::clock::SessionClock;
 use crate::device::DeviceLabel;
@@ -81,6 +81,8 @@ pub(crate) struct Inner {
     pub(crate) spans: attribution::SpanLog,
     pub(crate) ids: ids::Ids,
     pub(crate) device: DeviceLabel,
+    /// Per-module backward spans (opt-in).
+    pub(crate) backward: crate::backward::BackwardSpans,
     /// The forward pass the step guard opened, until backward (or the step's end) closes it.
     auto_forward: Mutex<Option<(OpenSpan, u64)>>,
     first_error: Mutex<Option<ProbeError>>,
@@ -118,6 +120,12 @@ pub struct TraceSummary {
     pub events_written: u64,
     /// Events lost to a full buffer (allocator ring), when counted.
     pub dropped_events: Option<u64>,
+    /// Backward-span markers applied in the captured step (0 unless
+    /// [`crate::ProfileRun::backward_spans`] is on).
+    pub backward_markers: u64,
+    /// Bytes the backward-span markers copied: probe overhead, absent from the trace's logical
+    /// memory (see the crate README).
+    pub backward_marker_copy_bytes: u64,
 }
 
 impl TraceSession {
@@ -169,6 +177,7 @@ impl TraceSession {
                 capture_end_plugins_ran: false,
             }),
             ids: ids::Ids::new(run.deterministic),
+            backward: crate::backward::BackwardSpans::new(run.backward_spans),
             run,
             capturing: AtomicBool::new(false),
             next_span: AtomicU64::new(ROOT_SPAN + 1),

@@ -87,6 +87,10 @@ impl TraceSession {
             }
             self.inner.close_auto_forward();
         }
+        if pass == Pass::Optimizer {
+            // A backward the user ran themselves is over.
+            self.inner.backward.end(&self.inner, false);
+        }
         match self
             .inner
             .open_span_raw(pass_name(pass), SpanKind::Function, Some(pass), None)
@@ -115,7 +119,10 @@ impl TraceSession {
             }
         }
         let _backward = self.pass(Pass::Backward);
-        loss.backward()
+        let grads = loss.backward();
+        // The backward call returned: backward module spans still open end here, exactly.
+        self.inner.backward.end(&self.inner, true);
+        grads
     }
 }
 
@@ -153,6 +160,8 @@ impl Inner {
             step: None,
             module_path: None,
             instance_key: None,
+            module_kind: None,
+            forward_span_id: None,
         }));
         self.spans.opened(
             SpanInfo {
@@ -210,6 +219,7 @@ impl Inner {
     }
 
     fn end_capture(&self, start_ns: u64) {
+        self.backward.end_of_capture(self);
         self.close_auto_forward();
         *lock(&self.auto_forward) = None;
         if lock(&self.state).phase != Phase::Capturing {
@@ -230,6 +240,8 @@ impl Inner {
         self.emit(TraceEvent::SpanEnd(SpanEndEvent {
             id: span_wire_id(ROOT_SPAN),
             duration_ns: end_ns.saturating_sub(start_ns),
+            inferred: false,
+            inferred_reason: None,
         }));
         self.writer.flush_async();
         drop(state);

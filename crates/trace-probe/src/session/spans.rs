@@ -12,6 +12,19 @@ use trace_schema::{ExecutionStep as Pass, SpanEndEvent, SpanKind, SpanStartEvent
 use super::{stack, Inner, TraceSession};
 use crate::plugin::{span_wire_id, thread_key, SpanInfo, ROOT_SPAN};
 
+/// The optional fields of a `span_start`.
+#[derive(Debug, Default)]
+pub(crate) struct SpanExtras {
+    /// Module instance key.
+    pub(crate) instance_key: Option<String>,
+    /// Module kind (e.g. `linear`).
+    pub(crate) module_kind: Option<String>,
+    /// The module path, when not the enclosing module span's path plus the name.
+    pub(crate) module_path: Option<String>,
+    /// The forward module span a backward module span mirrors.
+    pub(crate) forward_span: Option<u64>,
+}
+
 /// An open span recorded outside of a guard (the tracing layer keeps these in span extensions).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct OpenSpan {
@@ -76,13 +89,25 @@ impl TraceSession {
 
 impl Inner {
     /// Opens a module span (the tracing layer's); the path extends the enclosing module span's.
+    /// `kind` is the layer kind when `name` is the instance's (a probed constructor's
+    /// `VarBuilder` path).
     pub(crate) fn open_module_span_raw(
         &self,
         name: &str,
+        kind: Option<&str>,
         instance_key: Option<u64>,
     ) -> Option<OpenSpan> {
         let key = instance_key.map(|k| self.ids.instance_wire_key(k));
-        self.open_span_raw(name, SpanKind::Module, None, key)
+        self.open_span_with(
+            name,
+            SpanKind::Module,
+            None,
+            SpanExtras {
+                instance_key: key,
+                module_kind: kind.map(str::to_string),
+                ..SpanExtras::default()
+            },
+        )
     }
 
     /// Opens a span without a guard (the caller must call [`Inner::end_span`]).
@@ -93,15 +118,42 @@ impl Inner {
         pass: Option<Pass>,
         instance_key: Option<String>,
     ) -> Option<OpenSpan> {
+        self.open_span_with(
+            name,
+            kind,
+            pass,
+            SpanExtras {
+                instance_key,
+                ..SpanExtras::default()
+            },
+        )
+    }
+
+    /// Opens a span with the optional fields of `span_start`.
+    pub(crate) fn open_span_with(
+        &self,
+        name: &str,
+        kind: SpanKind,
+        pass: Option<Pass>,
+        extras: SpanExtras,
+    ) -> Option<OpenSpan> {
         if !self.is_capturing() {
             return None;
         }
+        let SpanExtras {
+            instance_key,
+            module_kind,
+            module_path,
+            forward_span,
+        } = extras;
         let id = self.next_span.fetch_add(1, Ordering::Relaxed);
         let parent = stack::innermost(self.uid).unwrap_or(ROOT_SPAN);
         let inherited = self.spans.parent_context(parent);
-        let module_path = (kind == SpanKind::Module).then(|| match &inherited.module_path {
-            Some(p) => format!("{p}/{name}"),
-            None => name.to_string(),
+        let module_path = module_path.or_else(|| {
+            (kind == SpanKind::Module).then(|| match &inherited.module_path {
+                Some(p) => format!("{p}/{name}"),
+                None => name.to_string(),
+            })
         });
         let (start_ns, start_real) = self.clock.now_with_process_ns();
         self.emit(TraceEvent::SpanStart(SpanStartEvent {
@@ -114,6 +166,8 @@ impl Inner {
             step: pass,
             module_path: module_path.clone(),
             instance_key,
+            module_kind,
+            forward_span_id: forward_span.map(span_wire_id),
         }));
         self.spans.opened(
             SpanInfo {
@@ -134,6 +188,17 @@ impl Inner {
 
     /// Closes a span opened by [`Inner::open_span_raw`]; outside the capture it only forgets it.
     pub(crate) fn end_span(&self, id: u64, start_ns: u64) {
+        self.end_span_inferred(id, start_ns, None);
+    }
+
+    /// [`Inner::end_span`], marking the span's extent as inferred when `inferred_reason` is
+    /// given (the reason goes to the trace).
+    pub(crate) fn end_span_inferred(
+        &self,
+        id: u64,
+        start_ns: u64,
+        inferred_reason: Option<String>,
+    ) {
         if !self.is_capturing() {
             stack::pop(self.uid, id);
             return;
@@ -149,6 +214,8 @@ impl Inner {
         self.emit(TraceEvent::SpanEnd(SpanEndEvent {
             id: span_wire_id(id),
             duration_ns: end_ns.saturating_sub(start_ns),
+            inferred: inferred_reason.is_some(),
+            inferred_reason,
         }));
         self.writer.flush_async();
         self.log_close(id, end_ns, end_real);

@@ -65,9 +65,13 @@ impl CaptureState {
     }
 
     /// Registers the graph nodes of `loss` (`loss.sorted_nodes()`): variables as parameters
-    /// (aliases of the registered ones), everything else as activations.
+    /// (aliases of the registered ones), everything else as activations. The outputs of
+    /// backward-span markers are the probe's copies, not the user's: left out.
     pub fn register_graph(&mut self, loss: &Tensor) {
         for node in loss.sorted_nodes() {
+            if crate::backward::is_marker_storage(storage_facts(node).key) {
+                continue;
+            }
             let category = if node.is_variable() {
                 MemoryCategory::Parameter
             } else {

@@ -400,6 +400,9 @@ impl CaptureState {
             StorageFreed::Registered { tag, free_ns } => self.registered_free(tag, free_ns, ev),
             StorageFreed::Anonymous(a) => {
                 let key = a.block + key_offset();
+                if crate::backward::forget_marker_storage(key) {
+                    return; // a backward-span marker's copy: the probe's memory
+                }
                 if let Some(tag) = self.registry.by_key(key).map(|e| e.tag) {
                     // Registered but not watched (table full): a registered free.
                     self.registered_free(tag, a.free_ns, ev);

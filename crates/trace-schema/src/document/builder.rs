@@ -139,11 +139,21 @@ impl TraceBuilder {
                     pass: e.step,
                     module_path: e.module_path.as_deref().map(|p| doc.strings.intern(p)),
                     instance_key: e.instance_key.as_deref().map(|p| doc.strings.intern(p)),
+                    module_kind: e.module_kind.as_deref().map(|p| doc.strings.intern(p)),
+                    forward_span: e.forward_span_id.as_deref().map(|p| doc.strings.intern(p)),
+                    inferred: false,
+                    inferred_reason: None,
                     line: line.min(u32::MAX as u64) as u32,
                 };
                 self.add_span_start(record);
             }
-            TraceEvent::SpanEnd(e) => self.add_span_end(line, &e.id, e.duration_ns),
+            TraceEvent::SpanEnd(e) => self.add_span_end(
+                line,
+                &e.id,
+                e.duration_ns,
+                e.inferred,
+                e.inferred_reason.as_deref(),
+            ),
             TraceEvent::Op(e) => {
                 let spill = self.op_log.is_some();
                 if let Some(log) = self.op_log.as_mut() {
@@ -383,6 +393,8 @@ impl TraceBuilder {
                 let name = self.local(chunk, e.name);
                 let module_path = self.local_opt(chunk, e.module_path);
                 let instance_key = self.local_opt(chunk, e.instance_key);
+                let module_kind = self.local_opt(chunk, e.module_kind);
+                let forward_span = self.local_opt(chunk, e.forward_span);
                 self.add_span_start(SpanRecord {
                     id,
                     parent,
@@ -394,13 +406,23 @@ impl TraceBuilder {
                     pass: e.pass,
                     module_path,
                     instance_key,
+                    module_kind,
+                    forward_span,
+                    inferred: false,
+                    inferred_reason: None,
                     line: line.min(u32::MAX as u64) as u32,
                 });
             }
-            Item::SpanEnd { id, duration_ns } => {
+            Item::SpanEnd {
+                id,
+                duration_ns,
+                inferred,
+                inferred_reason,
+            } => {
                 self.doc.event_count += 1;
                 let name = chunk.strings.get(*id);
-                self.add_span_end(line, name, *duration_ns);
+                let reason = inferred_reason.map(|r| chunk.strings.get(r));
+                self.add_span_end(line, name, *duration_ns, *inferred, reason);
             }
         }
     }
@@ -426,7 +448,16 @@ impl TraceBuilder {
         self.evidence(start);
     }
 
-    fn add_span_end(&mut self, line: u64, id_text: &str, duration_ns: u64) {
+    /// Closes span `id_text` (its `span_end` on `line`): its duration and, when Candle's order
+    /// made its extent uncertain, `inferred` with the reason.
+    fn add_span_end(
+        &mut self,
+        line: u64,
+        id_text: &str,
+        duration_ns: u64,
+        inferred: bool,
+        inferred_reason: Option<&str>,
+    ) {
         let doc = &self.doc;
         let Some((id, index)) = doc
             .strings
@@ -446,8 +477,11 @@ impl TraceBuilder {
             return;
         }
         self.span_end_seen.insert(id, line);
+        let reason = inferred_reason.map(|r| self.doc.strings.intern(r));
         let span = &mut self.doc.spans[index as usize];
         span.duration_ns = Some(duration_ns);
+        span.inferred = inferred;
+        span.inferred_reason = reason;
         let end = span.start_ns.saturating_add(duration_ns);
         self.evidence(end);
     }

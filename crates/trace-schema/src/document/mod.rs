@@ -291,11 +291,15 @@ impl TraceDocument {
                 step: span.pass,
                 module_path: o(span.module_path),
                 instance_key: o(span.instance_key),
+                module_kind: o(span.module_kind),
+                forward_span_id: o(span.forward_span),
             }));
             if let Some(duration_ns) = span.duration_ns {
                 out.push(TraceEvent::SpanEnd(SpanEndEvent {
                     id: s(span.id),
                     duration_ns,
+                    inferred: span.inferred,
+                    inferred_reason: o(span.inferred_reason),
                 }));
             }
         }

@@ -26,6 +26,14 @@ pub struct SpanRecord {
     pub module_path: Option<Sym>,
     /// Module instance key (trace/11).
     pub instance_key: Option<Sym>,
+    /// Module kind, e.g. `linear` (trace/11, optional).
+    pub module_kind: Option<Sym>,
+    /// On a backward module span, the forward module span it mirrors (trace/11, optional).
+    pub forward_span: Option<Sym>,
+    /// The extent is inferred, not observed exactly (from `span_end`, trace/11, optional).
+    pub inferred: bool,
+    /// Why (trace/11, optional).
+    pub inferred_reason: Option<Sym>,
     /// 1-based line of the `span_start`.
     pub line: u32,
 }
@@ -175,6 +183,8 @@ mod tests {
         // Resident size per event is a target (well under 100 bytes/event at 10^7 events).
         assert_eq!(std::mem::size_of::<MemoryRecord>(), 64);
         assert!(std::mem::size_of::<OpRecord>() <= 80);
-        assert!(std::mem::size_of::<SpanRecord>() <= 56);
+        // A span is one per module call / pass, far fewer than memory and op events; the
+        // backward-span fields (module kind, forward span, inferred + reason) take it to 64.
+        assert!(std::mem::size_of::<SpanRecord>() <= 64);
     }
 }
