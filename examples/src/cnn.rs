@@ -308,6 +308,8 @@ pub fn train_cnn(run: &CnnRun) -> std::result::Result<TrainReport, TrainError> {
         parameter_tensors: parameters.len(),
         parameters,
         events_written: summary.events_written,
+        backward_markers: summary.backward_markers,
+        backward_marker_copy_bytes: summary.backward_marker_copy_bytes,
     })
 }
 
