@@ -178,17 +178,15 @@ pub fn bench_scale(root: &Path, args: &BenchArgs) -> Result<()> {
         let status = Command::new(&cargo)
             .current_dir(root)
             .args(["build", "--profile", &args.profile])
-            // `--bin` filters every selected package's targets: name both binaries
-            .args([
-                "-p",
-                "trace-cli",
-                "-p",
-                "xtask",
-                "--bin",
-                "candle-graph",
-                "--bin",
-                "xtask",
-            ])
+            .args(["-p", "trace-cli", "--bin", "candle-graph"])
+            // The release run re-runs itself from the release xtask (`--bin` filters every
+            // selected package, so it is named); the dev run keeps the running binary
+            // (rebuilding it would replace the file it spawns `bare-parse` from).
+            .args(if profile_dir == "release" {
+                &["-p", "xtask", "--bin", "xtask"][..]
+            } else {
+                &[][..]
+            })
             .status()
             .context("cannot run cargo build")?;
         if !status.success() {
