@@ -79,6 +79,10 @@ pub(crate) struct FastLine<'a> {
     storage_id: F<Str<'a>>,
     #[serde(default)]
     bytes: F<u64>,
+    /// Not kept by the loader; parsed so that a malformed value leaves the fast path and gets
+    /// the typed parse's error.
+    #[serde(default)]
+    logical_bytes: F<u64>,
     #[serde(default, borrow)]
     tensor_id: F<Str<'a>>,
     #[serde(default, borrow)]
@@ -261,6 +265,7 @@ pub(crate) fn parse_fast(bytes: &[u8], version: SchemaVersion) -> Option<Fast<'_
     let l = line;
     Some(match &*l.kind.0 {
         "memory" => {
+            opt(l.logical_bytes)?; // validated, not kept
             let m = FastMemory {
                 timestamp_ns: req(l.timestamp_ns)?,
                 action: req(l.action)?,
@@ -373,6 +378,16 @@ mod tests {
 
     fn fast(line: &str) -> Option<Fast<'_>> {
         parse_fast(line.as_bytes(), SchemaVersion::V11)
+    }
+
+    #[test]
+    fn a_malformed_logical_size_leaves_the_fast_path_for_the_typed_error() {
+        let ok = r#"{"kind":"memory","timestamp_ns":5,"action":"alloc","device":"cpu","storage_id":"a","bytes":8,"logical_bytes":4}"#;
+        assert!(matches!(fast(ok), Some(Fast::Memory(_))));
+        let bad = r#"{"kind":"memory","timestamp_ns":5,"action":"alloc","device":"cpu","storage_id":"a","bytes":8,"logical_bytes":"x"}"#;
+        assert!(fast(bad).is_none(), "the typed parse must see it");
+        let err = serde_json::from_str::<TraceEvent>(bad).expect_err("a string is not bytes");
+        assert!(err.to_string().contains("invalid type"), "{err}");
     }
 
     #[test]
