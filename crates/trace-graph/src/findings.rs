@@ -516,13 +516,10 @@ pub(crate) fn memory_findings(
     let retained: Vec<&trace_memory::StorageLifetime> = crate::health::retained(logical).collect();
     if !retained.is_empty() {
         let bytes = trace_memory::sum_bytes(retained.iter().map(|l| l.bytes));
-        let mut ranked = retained.clone();
-        ranked.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.start_ns.cmp(&b.start_ns)));
-        let top: Vec<String> = ranked
-            .iter()
-            .take(TOP_STORAGES)
-            .map(|l| describe(doc, spans, l))
-            .collect();
+        let ranked = trace_memory::first_k_by(retained.iter().copied(), TOP_STORAGES, |a, b| {
+            b.bytes.cmp(&a.bytes).then(a.start_ns.cmp(&b.start_ns))
+        });
+        let top: Vec<String> = ranked.iter().map(|l| describe(doc, spans, l)).collect();
         let when = if health.truncated || logical.live_at_end.trace_truncated {
             "when the trace was cut short"
         } else if health.capture_failed {

@@ -42,7 +42,7 @@ mod timing;
 
 use serde::Serialize;
 use trace_memory::{analyze_memory_observed, node_memory_metrics, MemoryProfile, SpanIndex};
-use trace_schema::TraceDocument;
+use trace_schema::{MemoryOrder, TraceDocument};
 
 pub use trace_memory::Detail;
 
@@ -124,16 +124,32 @@ pub fn analyze(doc: &TraceDocument) -> Analysis {
 ///   in both details.
 pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
     let spans = SpanIndex::build(doc);
-    // The memory replay (the longest pass) runs beside the op index, the gradients and the
-    // host timing, which do not depend on it.
+    // The memory replay (the longest pass) runs beside the op index and the gradients, which
+    // do not depend on it. With a core to spare the span references of the memory events are
+    // checked there too, in a pass of their own; on one core they ride along the replay.
+    let spare_core = rayon::current_num_threads() > 1;
     let mut memory_spans = health::MemorySpans::default();
-    let (memory, (ops, gradients)) = rayon::join(
+    let (memory, (ops, gradients, seen)) = rayon::join(
         || {
-            let mut observe = |m: &trace_schema::MemoryItem<'_>| memory_spans.observe(doc, m);
+            let mut observe = |m: &trace_schema::MemoryItem<'_>| {
+                if !spare_core {
+                    memory_spans.observe(doc, m)
+                }
+            };
             analyze_memory_observed(doc, &spans, detail, &mut observe)
         },
-        || (index::OpIndex::build(doc), summarize_gradients(doc)),
+        || {
+            let seen = spare_core.then(|| {
+                let mut seen = health::MemorySpans::default();
+                doc.for_each_memory(MemoryOrder::File, |m| seen.observe(doc, m));
+                seen
+            });
+            (index::OpIndex::build(doc), summarize_gradients(doc), seen)
+        },
     );
+    if let Some(seen) = seen {
+        memory_spans = seen;
+    }
     let logical = memory.logical.as_ref();
     let index = index::TraceIndex::new(spans, ops);
     let time_origin_ns = time_origin(doc, &index.spans);

@@ -64,6 +64,7 @@ pub mod passes;
 pub mod physical;
 mod replay;
 mod segtree;
+pub mod select;
 pub mod spans;
 pub mod timeline;
 
@@ -83,6 +84,7 @@ pub use physical::{
     LogicalVsPhysical, Observed, PhysicalDeviceStats, PhysicalMemoryProfile, PhysicalSample,
 };
 pub use replay::{alloc_bytes_overflow, Detail, SUMMARY_TOP};
+pub use select::first_k_by;
 pub use spans::{natural_cmp, SpanIndex};
 pub use timeline::{CellChange, LogicalTimeline, TimelinePoint, TotalPoint};
 

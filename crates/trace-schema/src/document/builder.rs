@@ -1,7 +1,7 @@
 //! [`TraceBuilder`]: assembles a [`TraceDocument`] event by event, never failing (broken rules
 //! become [`SemanticIssue`]s, see [`super::semantic`]).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::op_tensors::OpTensorLogWriter;
 use super::records::*;
@@ -71,12 +71,12 @@ impl TraceBuilder {
                 truncation: None,
                 semantic_issues: Vec::new(),
                 event_count: 0,
-                span_index: HashMap::new(),
+                span_index: HashMap::default(),
                 dropped_events_ns: None,
                 memory_log: None,
                 op_tensor_log: None,
             },
-            span_end_seen: HashMap::new(),
+            span_end_seen: HashMap::default(),
             latest_evidence_ns: 0,
             terminal_line: 0,
             memory_log: None,

@@ -10,11 +10,13 @@
 
 pub mod builder;
 pub mod op_tensors;
+mod pipeline;
+pub use pipeline::PIPELINE_MIN_EVENTS;
 pub mod records;
 pub mod semantic;
 pub mod spill;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 pub use builder::TraceBuilder;
 pub use op_tensors::OpTensorLog;
@@ -178,6 +180,26 @@ impl TraceDocument {
     /// spilled log back (the temporary file vanished or the disk failed) panics with its cause.
     pub fn for_each_memory(&self, order: MemoryOrder, f: impl FnMut(&MemoryItem<'_>)) {
         if let Err(e) = self.try_for_each_memory(order, f) {
+            panic!("cannot read the spilled memory events back: {e}");
+        }
+    }
+
+    /// [`Self::for_each_memory`] for one long pass: a spilled log of at least
+    /// [`PIPELINE_MIN_EVENTS`] events is read and decoded on a second thread while `f` runs on
+    /// this one, when the machine has more than one core. `f` sees the same events in the same
+    /// order either way.
+    ///
+    /// # Panics
+    /// As [`Self::for_each_memory`].
+    pub fn for_each_memory_pipelined(&self, order: MemoryOrder, f: impl FnMut(&MemoryItem<'_>)) {
+        let spare_core = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+        let result = match &self.memory_log {
+            Some(log) if spare_core && log.len() >= PIPELINE_MIN_EVENTS => {
+                pipeline::for_each_pipelined(log, order, f)
+            }
+            _ => self.try_for_each_memory(order, f),
+        };
+        if let Err(e) = result {
             panic!("cannot read the spilled memory events back: {e}");
         }
     }

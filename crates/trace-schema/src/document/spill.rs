@@ -340,6 +340,15 @@ pub struct MemoryLogWriter {
 }
 
 impl MemoryLogWriter {
+    /// A writer that moves to a file past `bytes` buffered bytes (tests: small logs on disk).
+    #[cfg(test)]
+    pub(crate) fn with_file_threshold(bytes: usize) -> Self {
+        Self {
+            file_threshold: bytes,
+            ..Self::default()
+        }
+    }
+
     /// Appends an event (its `index` is its position unless the log stores indices).
     ///
     /// # Errors
