@@ -249,7 +249,7 @@ pub fn table(rows: &[StorageRow]) -> Table {
                 (None, true) => "before capture".to_string(),
                 (None, false) => "-".to_string(),
             },
-            Table::text(&span),
+            Table::path(&span),
             Table::text(&shape_dtype(r)),
             Table::text(&label),
         ]);

@@ -42,6 +42,12 @@ impl Table {
         trace_format::cell(s, MAX_TEXT)
     }
 
+    /// A span path from the trace: escaped and elided to [`MAX_TEXT`] in the middle, so the
+    /// module at its end stays readable.
+    pub fn path(s: &str) -> String {
+        trace_format::path_cell(s, MAX_TEXT)
+    }
+
     /// Appends a row; missing cells are blank, extra cells are ignored. Cells are written as
     /// given: pass trace text through [`Table::text`].
     pub fn row<I, S>(&mut self, cells: I)

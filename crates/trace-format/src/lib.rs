@@ -188,6 +188,45 @@ pub fn elide(s: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `s` cut to at most `max` display columns by dropping its middle for one `…`: a third of the
+/// room keeps the start, the rest the end — for paths (`train_step/…/attn.q_proj`), whose
+/// last part names the module. Short strings and `max` below 3 as [`elide`].
+pub fn elide_middle(s: &str, max: usize) -> Cow<'_, str> {
+    if width(s) <= max || max < 3 {
+        return elide(s, max);
+    }
+    let head_room = (max - 1) / 3;
+    let tail_room = max - 1 - head_room;
+    let mut head = String::new();
+    let mut used = 0;
+    for c in s.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w > head_room {
+            break;
+        }
+        head.push(c);
+        used += w;
+    }
+    let mut tail: Vec<char> = Vec::new();
+    let mut used = 0;
+    for c in s.chars().rev() {
+        let w = c.width().unwrap_or(0);
+        if used + w > tail_room {
+            break;
+        }
+        tail.push(c);
+        used += w;
+    }
+    head.push('…');
+    head.extend(tail.into_iter().rev());
+    Cow::Owned(head)
+}
+
+/// [`escape`] then [`elide_middle`]: a span path ready for a table cell of `max` columns.
+pub fn path_cell(s: &str, max: usize) -> String {
+    elide_middle(&escape(s), max).into_owned()
+}
+
 /// [`escape`] then [`elide`]: a trace string ready for a table cell of `max` columns.
 pub fn cell(s: &str, max: usize) -> String {
     elide(&escape(s), max).into_owned()
@@ -196,6 +235,23 @@ pub fn cell(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_lose_their_middle_not_their_end() {
+        let p = "train_step/backward/model.layers.11.self_attn.q_proj.backward";
+        let cut = elide_middle(p, 30);
+        assert_eq!(cut, "train_step…elf_attn.q_proj.backward");
+        assert_eq!(width(&cut), 30);
+        assert_eq!(elide_middle("short", 30), "short");
+        assert_eq!(elide_middle(p, 2), "t…");
+        // wide characters count two columns on either side
+        let wide = "数据数据数据数据数据/模块";
+        let cut = elide_middle(wide, 9);
+        assert!(width(&cut) <= 9, "{cut}");
+        assert!(cut.ends_with("模块"), "{cut}");
+        // escaped first: a control character cannot survive the cut
+        assert!(!path_cell(&format!("a\u{1b}[2J{}", "x".repeat(80)), 20).contains('\u{1b}'));
+    }
 
     #[test]
     fn bytes_use_binary_units() {

@@ -189,7 +189,7 @@ pub fn render(out: &mut String, b: &BackwardModules) {
         t.row([
             opt_duration(r.host_self_time_ns),
             opt_bytes(r.direct_allocated_bytes),
-            Table::text(&path),
+            Table::path(&path),
         ]);
     }
     out.push_str(&t.render("  "));

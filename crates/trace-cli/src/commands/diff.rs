@@ -223,7 +223,7 @@ fn storage_table(out: &mut String, groups: &[StorageGroup], indent: &str) {
             g.count.to_string(),
             g.category.as_str().to_string(),
             g.pass.map_or("-", |p| p.as_str()).to_string(),
-            Table::text(g.span_path.as_deref().unwrap_or("-")),
+            Table::path(g.span_path.as_deref().unwrap_or("-")),
             Table::text(&shape_dtype(g)),
             Table::text(g.label.as_deref().unwrap_or("-")),
         ]);
@@ -440,7 +440,7 @@ fn render_spans(out: &mut String, diff: &TraceDiff, top: usize) {
             }
             row.push(cell(&r.direct_allocated_bytes, Unit::Bytes));
             row.push(cell(&r.subtree_peak_bytes, Unit::Bytes));
-            row.push(Table::text(&r.path));
+            row.push(Table::path(&r.path));
             t.row(row);
         }
         out.push_str(&t.render("  "));
@@ -483,7 +483,7 @@ fn render_spans(out: &mut String, diff: &TraceDiff, top: usize) {
             let _ = writeln!(
                 out,
                 "    {}{}{}",
-                Table::text(&u.path),
+                Table::path(&u.path),
                 if u.descendants > 0 {
                     format!(" (+{} below)", u.descendants)
                 } else {

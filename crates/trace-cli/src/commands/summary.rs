@@ -407,7 +407,7 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
             t.row([
                 duration(s.host_self_time_ns),
                 duration(s.host_total_time_ns),
-                crate::table::Table::text(&s.path),
+                crate::table::Table::path(&s.path),
             ]);
         }
         out.push_str(&t.render("  "));
