@@ -513,13 +513,24 @@ pub(crate) fn memory_findings(
             requires: requires.clone(),
         });
     }
-    let retained: Vec<&trace_memory::StorageLifetime> = crate::health::retained(logical).collect();
-    if !retained.is_empty() {
-        let bytes = trace_memory::sum_bytes(retained.iter().map(|l| l.bytes));
-        let ranked = trace_memory::first_k_by(retained.iter().copied(), TOP_STORAGES, |a, b| {
+    // streamed (the live set at the end can be millions): the count and bytes, then the ones
+    // the finding names
+    let retained_count = crate::health::retained(logical).count();
+    if retained_count > 0 {
+        let bytes = trace_memory::sum_bytes(crate::health::retained(logical).map(|l| l.bytes));
+        // a summary analysis names the largest ones only
+        let named = match logical.detail {
+            trace_memory::Detail::Full => usize::MAX,
+            trace_memory::Detail::Summary => trace_memory::SUMMARY_TOP,
+        };
+        let ranked = trace_memory::first_k_by(crate::health::retained(logical), named, |a, b| {
             b.bytes.cmp(&a.bytes).then(a.start_ns.cmp(&b.start_ns))
         });
-        let top: Vec<String> = ranked.iter().map(|l| describe(doc, spans, l)).collect();
+        let top: Vec<String> = ranked
+            .iter()
+            .take(TOP_STORAGES)
+            .map(|l| describe(doc, spans, l))
+            .collect();
         let when = if health.truncated || logical.live_at_end.trace_truncated {
             "when the trace was cut short"
         } else if health.capture_failed {
@@ -532,22 +543,17 @@ pub(crate) fn memory_findings(
             severity: Severity::Warning,
             summary: format!(
                 "{} storage(s) holding {} allocated inside the capture are still live {when} (parameters, optimizer state and pre-existing storages excluded); largest: {}",
-                retained.len(),
+                retained_count,
                 trace_format::checked_bytes(bytes),
                 top.join(", ")
             ),
             evidence: Evidence {
-                // a summary analysis names the largest ones only
                 storages: ranked
                     .iter()
-                    .take(match logical.detail {
-                        trace_memory::Detail::Full => usize::MAX,
-                        trace_memory::Detail::Summary => trace_memory::SUMMARY_TOP,
-                    })
                     .map(|l| crate::health::lifetime_label(l))
                     .collect(),
                 bytes,
-                count: Some(retained.len() as u64),
+                count: Some(retained_count as u64),
                 lower_bound,
                 ..Evidence::default()
             },

@@ -142,21 +142,22 @@ pub fn build(
         })
         .unwrap_or_default();
     let live_at_end = logical.map(|l| {
-        let ends: Vec<_> = l
-            .live_at_end_lifetimes()
-            .filter(|x| device.is_none_or(|d| &*x.device == d))
-            .collect();
-        // the largest few, as a stable sort by (bytes descending, start) would list them
-        let largest = trace_memory::first_k_by(ends.iter().copied(), END_ROWS, |a, b| {
+        // streamed twice (the live set at the end can be millions): figures, then the largest
+        // few as a stable sort by (bytes descending, start) would list them
+        let ends = || {
+            l.live_at_end_lifetimes()
+                .filter(|x| device.is_none_or(|d| &*x.device == d))
+        };
+        let largest = trace_memory::first_k_by(ends(), END_ROWS, |a, b| {
             b.bytes.cmp(&a.bytes).then(a.start_ns.cmp(&b.start_ns))
         });
         // sums of distinct lifetimes: bounded by the trace's checked total
         let shown_bytes: u64 = largest.iter().map(|x| x.bytes).sum();
         LiveAtEndRecord {
             trace_truncated: l.live_at_end.trace_truncated,
-            count: ends.len() as u64,
-            bytes: ends.iter().map(|x| x.bytes).sum(),
-            rest_bytes: trace_memory::sum_bytes(ends.iter().map(|x| x.bytes))
+            count: ends().count() as u64,
+            bytes: ends().map(|x| x.bytes).sum(),
+            rest_bytes: trace_memory::sum_bytes(ends().map(|x| x.bytes))
                 .and_then(|all| all.checked_sub(shown_bytes)),
             largest: largest
                 .iter()

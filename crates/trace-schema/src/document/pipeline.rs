@@ -16,7 +16,7 @@ use super::spill::{MemoryItem, MemoryLog, MemoryOrder};
 /// saves).
 pub const PIPELINE_MIN_EVENTS: usize = 1 << 16;
 /// Events per batch.
-const BATCH: usize = 4096;
+const BATCH: usize = 1024;
 /// Batches decoded ahead of the pass.
 const IN_FLIGHT: usize = 4;
 
