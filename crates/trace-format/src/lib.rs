@@ -130,13 +130,17 @@ fn signed(delta: i128, unit: fn(u64) -> String) -> String {
     }
 }
 
-/// True for the characters [`escape`] rewrites: C0 controls, DEL, C1 controls and the Unicode
-/// bidirectional controls (ALM, LRM, RLM, LRE–RLO, LRI–PDI).
+/// True for the characters [`escape`] rewrites: C0 controls, DEL, C1 controls, the Unicode
+/// bidirectional controls (ALM, LRM, RLM, LRE–RLO, LRI–PDI), and the invisible characters that
+/// make one name look like another or break a line: soft hyphen, zero-width space, non-joiner
+/// and joiner, line and paragraph separators, word joiner and invisible operators, the byte
+/// order mark, interlinear annotation controls (Unicode general categories Cc, Cf, Zl, Zp).
 pub fn is_unsafe(c: char) -> bool {
     matches!(c,
         '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
-        | '\u{61c}' | '\u{200e}' | '\u{200f}'
-        | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        | '\u{ad}' | '\u{61c}' | '\u{200b}'..='\u{200f}'
+        | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}'
+        | '\u{feff}' | '\u{fff9}'..='\u{fffb}')
 }
 
 /// Text from a trace made safe for a terminal: every [`is_unsafe`] character is written
@@ -217,6 +221,10 @@ pub fn elide_middle(s: &str, max: usize) -> Cow<'_, str> {
         tail.push(c);
         used += w;
     }
+    // a combining mark cut from its base would sit on the `…`
+    while tail.last().is_some_and(|&c| c.width() == Some(0)) {
+        tail.pop();
+    }
     head.push('…');
     head.extend(tail.into_iter().rev());
     Cow::Owned(head)
@@ -249,6 +257,14 @@ mod tests {
         let cut = elide_middle(wide, 9);
         assert!(width(&cut) <= 9, "{cut}");
         assert!(cut.ends_with("模块"), "{cut}");
+        // a combining mark whose base is cut off is dropped with it, not put on the `…`
+        assert_eq!(elide_middle("abcdefghij\u{301}xyz", 5), "a…xyz");
+        assert_eq!(elide_middle("abcdefghij\u{301}xyz", 8), "ab…ij\u{301}xyz");
+        // invisible characters are written visibly
+        assert_eq!(
+            escape("a\u{200b}b\u{2028}c\u{feff}"),
+            "a\\u{200b}b\\u{2028}c\\u{feff}"
+        );
         // escaped first: a control character cannot survive the cut
         assert!(!path_cell(&format!("a\u{1b}[2J{}", "x".repeat(80)), 20).contains('\u{1b}'));
     }

@@ -317,7 +317,10 @@ fn render_held(out: &mut String, p: &PeakRecord, indent: &str) {
             checked_bytes(p.held_more_bytes)
         );
     }
-    let _ = writeln!(out, "{indent}  ({})", live::LEGEND);
+    // the legend explains a `*`: only under a table that shows one
+    if p.held.iter().any(|r| r.category_inferred) {
+        let _ = writeln!(out, "{indent}  ({})", live::LEGEND);
+    }
 }
 
 /// Renders the peaks shared by `summary` and `memory`.

@@ -18,29 +18,34 @@ fn known_span(doc: &TraceDocument, id: &str) -> bool {
 /// first event in file order by its index).
 #[derive(Debug, Default)]
 pub(crate) struct MemorySpans {
-    unknown: BTreeMap<Sym, u64>,
+    /// Per unknown span: events naming it, and `(index, time)` of the first in file order.
+    unknown: BTreeMap<Sym, (u64, (u32, u64))>,
     /// Per span: events outside, and `(index, time)` of the first of them in file order.
     outside: BTreeMap<Sym, (u64, (u32, u64))>,
+}
+
+/// Counts one more event at `(index, time)` and keeps the first in file order.
+fn count_first(e: &mut (u64, (u32, u64)), index: u32, timestamp_ns: u64) {
+    e.0 += 1;
+    if index < e.1 .0 {
+        e.1 = (index, timestamp_ns);
+    }
 }
 
 impl MemorySpans {
     /// Takes one memory event into account.
     pub fn observe(&mut self, doc: &TraceDocument, m: &MemoryItem<'_>) {
         let Some(s) = m.span else { return };
+        let first = (0, (m.index, m.timestamp_ns));
         let Some(span) = doc.span(s) else {
-            *self.unknown.entry(s).or_default() += 1;
+            let e = self.unknown.entry(s).or_insert(first);
+            count_first(e, m.index, m.timestamp_ns);
             return;
         };
         let after_end = span.end_ns().is_some_and(|end| m.timestamp_ns > end);
         if m.timestamp_ns < span.start_ns || after_end {
-            let e = self
-                .outside
-                .entry(span.id)
-                .or_insert((0, (m.index, m.timestamp_ns)));
-            e.0 += 1;
-            if m.index < e.1 .0 {
-                e.1 = (m.index, m.timestamp_ns);
-            }
+            let e = self.outside.entry(span.id).or_insert(first);
+            count_first(e, m.index, m.timestamp_ns);
         }
     }
 }
@@ -175,15 +180,15 @@ pub(super) fn check(
     // One warning per missing span id (allocator events may name spans that were lost), and
     // memory events at times their span did not run (a clock mix-up or hand-written times).
     let unknown_memory_spans = &memory_spans.unknown;
-    let mut unknown: Vec<(&str, u64)> = unknown_memory_spans
+    let mut unknown: Vec<(&str, (u64, u64))> = unknown_memory_spans
         .iter()
-        .map(|(&s, &n)| (doc.str(s), n))
+        .map(|(&s, &(n, (_, first_ns)))| (doc.str(s), (n, first_ns)))
         .collect();
     unknown.sort();
-    for (span, n) in unknown {
+    for (span, (n, first_ns)) in unknown {
         issues.warning(
             HealthCode::MemoryUnknownSpan,
-            format!("{n} memory events name span {span}, which does not exist; they are kept but attributed to no node"),
+            format!("{n} memory event(s) name span {span}, which does not exist (first at {}); they are kept but attributed to no node", t(first_ns)),
             IssueLocation::node(span),
         );
     }
@@ -196,7 +201,7 @@ pub(super) fn check(
     for (span, (n, first_ns)) in outside {
         issues.warning(
             HealthCode::MemoryOutsideSpan,
-            format!("{n} memory events of span {span} lie outside its interval (first at {}); memory figures by time and pass may be wrong", t(first_ns)),
+            format!("{n} memory event(s) of span {span} lie outside its interval (first at {}); memory figures by time and pass may be wrong", t(first_ns)),
             IssueLocation::node(span),
         );
     }
