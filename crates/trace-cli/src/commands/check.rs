@@ -27,12 +27,7 @@ pub struct CheckReport {
 pub fn build(analysis: &Analysis) -> CheckReport {
     let h = &analysis.health;
     CheckReport {
-        health: HealthRecord {
-            structurally_valid: h.structurally_valid,
-            capture_complete: h.capture_complete,
-            error_count: h.error_count,
-            warning_count: h.warning_count,
-        },
+        health: HealthRecord::of(h),
         valid_and_complete: h.structurally_valid && h.capture_complete,
         issues: h.issues.clone(),
         omitted_issues: h

@@ -77,6 +77,29 @@ pub struct HealthRecord {
     pub error_count: u64,
     /// Warning count.
     pub warning_count: u64,
+    /// The distinct codes of the issues, errors first (`check` explains each).
+    pub issue_codes: Vec<&'static str>,
+}
+
+impl HealthRecord {
+    /// The verdict of `health` (see [`HealthRecord`]'s fields).
+    pub fn of(health: &trace_graph::TraceHealth) -> Self {
+        // `issues` is sorted by severity, errors first
+        let mut issue_codes: Vec<&'static str> = Vec::new();
+        for issue in &health.issues {
+            let code: &'static str = issue.code.into();
+            if !issue_codes.contains(&code) {
+                issue_codes.push(code);
+            }
+        }
+        Self {
+            structurally_valid: health.structurally_valid,
+            capture_complete: health.capture_complete,
+            error_count: health.error_count,
+            warning_count: health.warning_count,
+            issue_codes,
+        }
+    }
 }
 
 /// One slow span.
@@ -287,12 +310,7 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis) -> SummaryReport {
     };
     SummaryReport {
         run: RunRecord::of(doc),
-        health: HealthRecord {
-            structurally_valid: analysis.health.structurally_valid,
-            capture_complete: analysis.health.capture_complete,
-            error_count: analysis.health.error_count,
-            warning_count: analysis.health.warning_count,
-        },
+        health: HealthRecord::of(&analysis.health),
         not_seen: not_seen(doc, analysis),
         time_origin_ns: analysis.time_origin_ns,
         outer_wall_time_ns: outer,
@@ -336,6 +354,26 @@ pub fn health_line(h: &HealthRecord) -> String {
     )
 }
 
+/// `: code, code (…) — check explains them` naming the issues' codes (at most
+/// [`SHOWN_CODES`]), or "" without issues.
+pub fn issue_codes_suffix(h: &HealthRecord) -> String {
+    if h.issue_codes.is_empty() {
+        return String::new();
+    }
+    let shown = h.issue_codes.len().min(SHOWN_CODES);
+    let more = match h.issue_codes.len() - shown {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    format!(
+        ": {}{more} (`check` explains them)",
+        h.issue_codes[..shown].join(", ")
+    )
+}
+
+/// Issue codes the summary's health line names.
+pub const SHOWN_CODES: usize = 4;
+
 /// Renders the report as text.
 pub fn render(r: &SummaryReport, path: &str) -> String {
     let mut out = String::new();
@@ -358,7 +396,12 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
         let _ = write!(identity, " · candle {c}");
     }
     let _ = writeln!(out, "run          {}", escape(&identity));
-    let _ = writeln!(out, "health       {}", health_line(&r.health));
+    let _ = writeln!(
+        out,
+        "health       {}{}",
+        health_line(&r.health),
+        issue_codes_suffix(&r.health)
+    );
     if r.not_seen.is_empty() {
         out.push_str("coverage     everything declared was seen\n");
     } else {
