@@ -41,8 +41,8 @@ pub struct LiveAtEndRecord {
     pub trace_truncated: bool,
     /// Count.
     pub count: u64,
-    /// Bytes.
-    pub bytes: u64,
+    /// Bytes (`null` if the sum overflowed).
+    pub bytes: Option<u64>,
     /// Bytes of those not in `largest` (`null` if the sum overflowed).
     pub rest_bytes: Option<u64>,
     /// The largest ones.
@@ -142,8 +142,8 @@ pub fn build(
         })
         .unwrap_or_default();
     let live_at_end = logical.map(|l| {
-        // streamed twice (the live set at the end can be millions): figures, then the largest
-        // few as a stable sort by (bytes descending, start) would list them
+        // streamed twice (the live set at the end can be millions): the largest few as a
+        // stable sort by (bytes descending, start) would list them, then count and bytes
         let ends = || {
             l.live_at_end_lifetimes()
                 .filter(|x| device.is_none_or(|d| &*x.device == d))
@@ -151,14 +151,15 @@ pub fn build(
         let largest = trace_memory::first_k_by(ends(), END_ROWS, |a, b| {
             b.bytes.cmp(&a.bytes).then(a.start_ns.cmp(&b.start_ns))
         });
-        // sums of distinct lifetimes: bounded by the trace's checked total
-        let shown_bytes: u64 = largest.iter().map(|x| x.bytes).sum();
+        let (count, all) = ends().fold((0u64, Some(0u64)), |(n, sum), x| {
+            (n + 1, sum.and_then(|s| s.checked_add(x.bytes)))
+        });
+        let shown = trace_memory::sum_bytes(largest.iter().map(|x| x.bytes));
         LiveAtEndRecord {
             trace_truncated: l.live_at_end.trace_truncated,
-            count: ends().count() as u64,
-            bytes: ends().map(|x| x.bytes).sum(),
-            rest_bytes: trace_memory::sum_bytes(ends().map(|x| x.bytes))
-                .and_then(|all| all.checked_sub(shown_bytes)),
+            count,
+            bytes: all,
+            rest_bytes: all.zip(shown).and_then(|(a, s)| a.checked_sub(s)),
             largest: largest
                 .iter()
                 .map(|x| StorageRow::of(x, doc, spans))
@@ -288,7 +289,7 @@ pub fn render(r: &MemoryReport) -> String {
             "{when}: {} storage{}, {}",
             end.count,
             if end.count == 1 { "" } else { "s" },
-            bytes(end.bytes)
+            checked_bytes(end.bytes)
         );
         if !end.largest.is_empty() {
             out.push_str(&live::table(&end.largest).render("  "));

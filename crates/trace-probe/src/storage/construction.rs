@@ -64,20 +64,7 @@ impl CaptureState {
         hook::disarm_and_hold();
         let _quiet = IgnoreAllocs::new();
         ring::drain_into(&mut self.raw);
-        let found = if ring::dropped_events() != dropped_before {
-            None
-        } else {
-            calib.data_ptr_offset.map(|off| {
-                self.register_constructed(
-                    calib.block_size,
-                    calib.key_offset,
-                    off,
-                    RegisterAs::category(category).label(label),
-                )
-            })
-        };
-        hold::release();
-        self.raw.clear();
+        let found = self.register_drained(&calib, dropped_before, label, category);
         (out, found)
     }
 
@@ -106,6 +93,20 @@ impl CaptureState {
         if let Some(t) = self.tracker.as_mut() {
             t.feed(&self.raw);
         }
+        let found = self.register_drained(&calib, dropped_before, label, category);
+        (out, found)
+    }
+
+    /// The end of both construction captures (frees held, the window drained into `raw`):
+    /// registers the constructed storages unless the ring dropped events since
+    /// `dropped_before` (then `None`: unknown), releases the held frees, clears `raw`.
+    fn register_drained(
+        &mut self,
+        calib: &alloc::Calibration,
+        dropped_before: u64,
+        label: &str,
+        category: MemoryCategory,
+    ) -> Option<u64> {
         let found = if ring::dropped_events() != dropped_before {
             None
         } else {
@@ -120,7 +121,7 @@ impl CaptureState {
         };
         hold::release();
         self.raw.clear();
-        (out, found)
+        found
     }
 
     /// Registers the storages among the live blocks of the drained window; returns their bytes.

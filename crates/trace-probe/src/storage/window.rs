@@ -603,12 +603,7 @@ impl CaptureState {
     /// needs the hook to itself): its owner's contract will say `why`.
     pub(crate) fn interrupt_tracking(&mut self, why: &str) {
         if let Some(mut t) = self.tracker.take() {
-            hook::disarm();
-            super::drainer::tracking_stopped();
-            let _quiet = IgnoreAllocs::new();
-            self.raw.clear();
-            ring::drain_into(&mut self.raw);
-            self.raw.clear();
+            self.disarm_tracking();
             t.interrupt(why);
             if let Some(reason) = t.interrupted {
                 self.lost_tracking.push((t.owner, reason));
@@ -628,14 +623,20 @@ impl CaptureState {
         if self.tracker.as_ref().is_some_and(|t| t.owner == owner) {
             self.tracker = None;
             if self.window_start.is_none() {
-                hook::disarm();
-                super::drainer::tracking_stopped();
-                let _quiet = IgnoreAllocs::new();
-                self.raw.clear();
-                ring::drain_into(&mut self.raw);
-                self.raw.clear();
+                self.disarm_tracking();
             }
         }
+    }
+
+    /// Disarms the hook a tracker had armed and discards what the ring still holds (events of
+    /// a tracking nobody will read).
+    fn disarm_tracking(&mut self) {
+        hook::disarm();
+        super::drainer::tracking_stopped();
+        let _quiet = IgnoreAllocs::new();
+        self.raw.clear();
+        ring::drain_into(&mut self.raw);
+        self.raw.clear();
     }
 
     /// At capture start (before `meta`): stops `owner`'s tracker and registers every storage
