@@ -48,6 +48,8 @@ pub enum CapabilityLevel {
     Unavailable,
     /// Some evidence, not complete (or a diagnostic-only capture).
     Partial,
+    /// Observed by sampling: figures are estimates with intervals, never complete.
+    Sampled,
     /// Declared complete and observed.
     Complete,
     /// Contradicted by the trace (e.g. declared complete, nothing observed).
@@ -55,9 +57,9 @@ pub enum CapabilityLevel {
 }
 
 impl CapabilityLevel {
-    /// Partial or complete.
+    /// Partial, sampled or complete.
     pub fn is_available(self) -> bool {
-        matches!(self, Self::Partial | Self::Complete)
+        matches!(self, Self::Partial | Self::Sampled | Self::Complete)
     }
 }
 
@@ -113,6 +115,11 @@ pub fn observed_coverage(declared: CoverageLevel, observed: u64) -> (CapabilityL
             "declared partial and nothing was observed".into(),
         ),
         (CoverageLevel::Partial, true) => (Partial, "declared partial".into()),
+        (CoverageLevel::Sampled, false) => (
+            Unavailable,
+            "declared sampled but no sample was recorded".into(),
+        ),
+        (CoverageLevel::Sampled, true) => (Sampled, "sampled: figures are estimates".into()),
         (CoverageLevel::None, false) => (Unavailable, "not captured".into()),
         (CoverageLevel::None, true) => (Partial, "observed but coverage not declared".into()),
     }
@@ -216,7 +223,11 @@ pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> Capabil
             ContractField::DeviceTiming,
             cov.device_intervals,
         ),
-        (K::Operations, ContractField::Operations, cov.operations),
+        (
+            K::Operations,
+            ContractField::Operations,
+            cov.operations.saturating_add(cov.samples),
+        ),
         (K::Tensors, ContractField::Tensors, cov.tensors),
         (
             K::LogicalMemory,

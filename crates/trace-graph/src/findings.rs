@@ -269,7 +269,8 @@ pub(crate) fn gradient_findings(
 pub(crate) fn coverage_gaps(caps: &CapabilityMatrix, out: &mut Vec<Finding>) {
     for c in &caps.capabilities {
         let severity = match c.level {
-            CapabilityLevel::Complete => continue,
+            // Sampled is what was promised: every figure built on it carries its interval.
+            CapabilityLevel::Complete | CapabilityLevel::Sampled => continue,
             CapabilityLevel::Unavailable => Severity::Info,
             CapabilityLevel::Partial => Severity::Warning,
             CapabilityLevel::Invalid => Severity::Error,

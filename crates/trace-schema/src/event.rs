@@ -1,4 +1,4 @@
-//! The wire types of the `candle-graph/trace/11` JSONL format: one [`TraceEvent`] per line,
+//! The wire types of the `candle-graph/trace/12` JSONL format: one [`TraceEvent`] per line,
 //! tagged by `kind` (snake_case).
 //!
 //! # Stream shape
@@ -19,6 +19,7 @@
 //! | `gradient` | [`GradientEvent`] | trace/4 |
 //! | `edge` | [`EdgeEvent`] | trace/4 |
 //! | `dropped_events` | [`DroppedEventsEvent`] | trace/11 |
+//! | `frame` / `stack` / `sample` / `sampler` | [`FrameEvent`] / [`StackEvent`] / [`SampleEvent`] / [`SamplerEvent`] (see [`crate::sampling`]) | trace/12 |
 //! | `terminal` | [`TerminalEvent`] | trace/7 |
 //!
 //! # Example (a complete trace/11 document)
@@ -36,6 +37,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::meta::RunMeta;
+pub use crate::sampling::{
+    FrameEvent, SampleEvent, SampledThread, SamplerEvent, StackEvent, SymbolQuality,
+};
 
 /// One JSONL record of a trace stream, tagged by `kind`.
 // `Meta` is much larger than the body events, but there is one per trace and the loaded
@@ -68,6 +72,14 @@ pub enum TraceEvent {
     Edge(EdgeEvent),
     /// The running count of events lost to a full buffer.
     DroppedEvents(DroppedEventsEvent),
+    /// A symbol-table entry of sampled stacks (trace/12).
+    Frame(FrameEvent),
+    /// A distinct sampled call stack (trace/12).
+    Stack(StackEvent),
+    /// A wall-clock stack sample (trace/12).
+    Sample(SampleEvent),
+    /// The sampler's account of itself (trace/12).
+    Sampler(SamplerEvent),
     /// How the capture ended (exactly one, last).
     Terminal(TerminalEvent),
 }
@@ -88,6 +100,10 @@ impl TraceEvent {
             TraceEvent::Gradient(_) => "gradient",
             TraceEvent::Edge(_) => "edge",
             TraceEvent::DroppedEvents(_) => "dropped_events",
+            TraceEvent::Frame(_) => "frame",
+            TraceEvent::Stack(_) => "stack",
+            TraceEvent::Sample(_) => "sample",
+            TraceEvent::Sampler(_) => "sampler",
             TraceEvent::Terminal(_) => "terminal",
         }
     }
@@ -107,6 +123,10 @@ pub const EVENT_KINDS: &[&str] = &[
     "gradient",
     "edge",
     "dropped_events",
+    "frame",
+    "stack",
+    "sample",
+    "sampler",
     "terminal",
 ];
 

@@ -39,6 +39,7 @@ pub mod load;
 pub mod meta;
 mod parse;
 pub mod reader;
+pub mod sampling;
 pub mod shared;
 #[doc(hidden)]
 pub mod varint;
@@ -63,7 +64,8 @@ macro_rules! wire_names {
 pub use device::Device;
 pub use document::{
     DeviceMemoryRecord, EdgeRecord, MemoryItem, MemoryLog, MemoryOrder, MemoryRecord, OpRecord,
-    SemanticCode, SemanticIssue, SpanRecord, TensorRecord, TraceBuilder, TraceDocument, Truncation,
+    SampleRecord, SampleTable, SemanticCode, SemanticIssue, SpanRecord, StackRecord, TensorRecord,
+    TraceBuilder, TraceDocument, Truncation,
 };
 pub use dtype::{dense_bytes, dtype_bits, element_count};
 pub use error::LoadError;

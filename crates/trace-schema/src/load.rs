@@ -150,7 +150,7 @@ impl Consumer {
                         },
                         _ => None,
                     }
-                    .unwrap_or(SchemaVersion::V11);
+                    .unwrap_or(crate::version::WRITE_VERSION);
                     let mut b = if self.spill {
                         TraceBuilder::spilled(version)
                     } else {

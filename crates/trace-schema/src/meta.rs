@@ -61,6 +61,9 @@ pub enum CoverageLevel {
     None,
     /// Some of it was captured.
     Partial,
+    /// Observed by sampling (trace/12): every figure derived from it is an estimate with an
+    /// interval (e.g. `operations` from wall-clock stack samples), never complete.
+    Sampled,
     /// All of it was captured.
     Complete,
 }

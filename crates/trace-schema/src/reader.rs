@@ -214,7 +214,7 @@ pub fn load_reader_sequential<R: Read>(reader: R) -> Result<TraceDocument, LoadE
     for event in events.by_ref() {
         let LineEvent { line, event } = event?;
         let b = builder.get_or_insert_with(|| {
-            TraceBuilder::new(events_version(&event).unwrap_or(SchemaVersion::V11))
+            TraceBuilder::new(events_version(&event).unwrap_or(crate::version::WRITE_VERSION))
         });
         b.push(line, event);
     }

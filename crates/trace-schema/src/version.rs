@@ -15,15 +15,19 @@ pub enum SchemaVersion {
     V9,
     /// `candle-graph/trace/10`: tensor_stats (the original tool's latest).
     V10,
-    /// `candle-graph/trace/11`: this project's write version.
+    /// `candle-graph/trace/11`: storage capture, dropped-event counts.
     V11,
+    /// `candle-graph/trace/12`: sampled call stacks (`frame`, `stack`, `sample`, `sampler`)
+    /// and the `sampled` coverage level; this project's write version.
+    V12,
 }
 
 /// The version this crate writes.
-pub const WRITE_VERSION: SchemaVersion = SchemaVersion::V11;
+pub const WRITE_VERSION: SchemaVersion = SchemaVersion::V12;
 
 /// Every supported schema string, newest first.
 pub const SUPPORTED_SCHEMAS: &[&str] = &[
+    "candle-graph/trace/12",
     "candle-graph/trace/11",
     "candle-graph/trace/10",
     "candle-graph/trace/9",
@@ -42,6 +46,7 @@ impl SchemaVersion {
             "candle-graph/trace/9" => Self::V9,
             "candle-graph/trace/10" => Self::V10,
             "candle-graph/trace/11" => Self::V11,
+            "candle-graph/trace/12" => Self::V12,
             _ => return None,
         })
     }
@@ -55,6 +60,7 @@ impl SchemaVersion {
             Self::V9 => "candle-graph/trace/9",
             Self::V10 => "candle-graph/trace/10",
             Self::V11 => "candle-graph/trace/11",
+            Self::V12 => "candle-graph/trace/12",
         }
     }
 
@@ -73,6 +79,7 @@ impl SchemaVersion {
         match kind {
             "tensor_stats" => self >= Self::V10,
             "dropped_events" => self >= Self::V11,
+            "frame" | "stack" | "sample" | "sampler" => self >= Self::V12,
             "device_interval" | "terminal" => self >= Self::V7,
             _ => true,
         }

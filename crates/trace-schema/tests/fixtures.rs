@@ -134,6 +134,41 @@ fn trace_11_loads_every_new_field() {
 }
 
 #[test]
+fn trace_12_loads_sampled_stacks() {
+    let doc = load("trace_12.jsonl").unwrap();
+    assert_eq!(doc.version, SchemaVersion::V12);
+    let contract = doc.meta.capture_contract.as_ref().unwrap();
+    assert_eq!(contract.operations, trace_schema::CoverageLevel::Sampled);
+    let t = &doc.samples;
+    assert_eq!((t.frames.len(), t.stacks.len(), t.samples.len()), (3, 2, 2));
+    let first: Vec<_> = t.stack_frames(t.samples[0].stack).collect();
+    assert_eq!(
+        first[0].function.as_deref(),
+        Some("candle_core::tensor::Tensor::matmul")
+    );
+    assert_eq!(first[1].line, Some(40));
+    assert_eq!(doc.str(t.samples[0].span.unwrap()), "s1");
+    assert_eq!(t.samples[1].span, None);
+    let sampler = t.sampler.as_ref().unwrap();
+    assert_eq!((sampler.samples(), sampler.lost()), (2, 1));
+    assert!(doc.semantic_issues.is_empty(), "{:?}", doc.semantic_issues);
+    // Written back and read again: the same table.
+    let again = trace_schema::TraceDocument::from_events(doc.to_events());
+    assert_eq!(
+        again.samples.samples,
+        t.samples
+            .iter()
+            .map(|s| trace_schema::SampleRecord {
+                span: s.span.map(|x| again.sym(doc.str(x)).unwrap()),
+                ..*s
+            })
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(again.samples.sampler, t.sampler);
+    insta::assert_json_snapshot!("trace_12", view(&doc));
+}
+
+#[test]
 fn every_supported_version_has_a_fixture() {
     for schema in trace_schema::SUPPORTED_SCHEMAS {
         let n = schema.rsplit('/').next().unwrap();

@@ -190,3 +190,57 @@ fn broken_trace_still_has_its_evidence() {
     assert_eq!(doc.spans.len(), 1);
     assert_eq!(doc.semantic_issues.len(), 4);
 }
+
+const META_12: &str = r#"{"kind":"meta","schema":"candle-graph/trace/12","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t"}"#;
+
+#[test]
+fn sample_ids_must_be_defined_before_use_and_unique() {
+    let frame = r#"{"kind":"frame","id":7,"function":"f"}"#;
+    let stack = r#"{"kind":"stack","id":1,"frames":[7]}"#;
+    let sample = r#"{"kind":"sample","timestamp_ns":3,"thread":1,"stack_id":1}"#;
+    let sampler = r#"{"kind":"sampler","hz":1000,"period_ns":1000000,"clock":"wall","unwinder":"libgcc","symbols":"none","threads":[]}"#;
+    let clean = load(&[META_12, SPAN, frame, stack, sample, sampler, END, TERMINAL]);
+    assert_eq!(issues(&clean), vec![]);
+    assert_eq!(clean.samples.samples.len(), 1);
+
+    // a stack before its frame, a sample of an unknown stack, repeated ids, a second sampler
+    // (the dropped stack of the first case also drops its sample)
+    let cases: [(&[&str], &[u64]); 5] = [
+        (&[stack, frame, sample], &[3, 5]),
+        (
+            &[
+                frame,
+                stack,
+                r#"{"kind":"sample","timestamp_ns":3,"thread":1,"stack_id":9}"#,
+            ],
+            &[5],
+        ),
+        (&[frame, frame, stack, sample], &[4]),
+        (&[frame, stack, stack, sample], &[5]),
+        (&[frame, stack, sample, sampler, sampler], &[7]),
+    ];
+    for (body, lines_expected) in cases {
+        let mut lines = vec![META_12, SPAN];
+        lines.extend_from_slice(body);
+        lines.extend([END, TERMINAL]);
+        let doc = load(&lines);
+        let expected: Vec<_> = lines_expected
+            .iter()
+            .map(|&l| (SemanticCode::InvalidSamples, l))
+            .collect();
+        assert_eq!(issues(&doc), expected, "{body:?}");
+        // every kept reference resolves
+        for s in &doc.samples.samples {
+            assert!(doc.samples.stack_frames(s.stack).count() > 0);
+        }
+    }
+}
+
+#[test]
+fn sample_kinds_need_trace_12() {
+    let frame = r#"{"kind":"frame","id":7,"function":"f"}"#;
+    let mut text = [META_11, SPAN, frame, END, TERMINAL].join("\n");
+    text.push('\n');
+    let err = load_str(&text).unwrap_err().to_string();
+    assert!(err.contains("line 3"), "{err}");
+}

@@ -1,6 +1,6 @@
 //! The synthetic generator's output written to a file loads through `load_path` and is sane.
 
-use trace_schema::{load_path, MemoryAction, SchemaVersion};
+use trace_schema::{load_path, MemoryAction};
 use trace_synth::{write_synth_trace, SynthConfig};
 
 #[test]
@@ -17,7 +17,7 @@ fn written_synth_trace_loads_from_disk() {
     let written = write_synth_trace(&path, &config).unwrap();
     assert_eq!(written, config.total_events());
     let doc = load_path(&path).unwrap();
-    assert_eq!(doc.version, SchemaVersion::V11);
+    assert_eq!(doc.version, trace_schema::WRITE_VERSION);
     assert_eq!(doc.event_count, written);
     assert_eq!(doc.memory.len(), 100_000);
     assert_eq!(doc.spans.len(), 2_000);

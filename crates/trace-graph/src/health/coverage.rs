@@ -19,8 +19,10 @@ pub struct EvidenceCoverage {
     pub root_spans: u64,
     /// Spans marked measured.
     pub measured_spans: u64,
-    /// Operations.
+    /// Operations (`op` events).
     pub operations: u64,
+    /// Stack samples (trace/12): operations observed by sampling.
+    pub samples: u64,
     /// Tensor facts.
     pub tensors: u64,
     /// Tensor statistics.
@@ -60,6 +62,7 @@ pub(super) fn check(
     let mut c = EvidenceCoverage {
         spans: doc.spans.len() as u64,
         operations: doc.ops.len() as u64,
+        samples: doc.samples.samples.len() as u64,
         tensors: doc.tensors.len() as u64,
         tensor_stats: doc.tensor_stats.len() as u64,
         memory_events: doc.memory_len() as u64,
@@ -97,7 +100,11 @@ pub(super) fn check(
             );
         }
     };
-    absent(c.operations, HealthCode::OperationsAbsent, "operations");
+    absent(
+        c.operations.saturating_add(c.samples),
+        HealthCode::OperationsAbsent,
+        "operations",
+    );
     absent(c.tensors, HealthCode::TensorsAbsent, "tensor facts");
     absent(
         c.memory_events,

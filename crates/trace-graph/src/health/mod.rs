@@ -59,6 +59,9 @@ pub enum HealthCode {
     TerminalPrecedesEvidence,
     /// A `tensor_stats` event breaks its rules (loader).
     InvalidTensorStats,
+    /// A `frame`, `stack`, `sample` or `sampler` event breaks its id rules and was dropped
+    /// (loader; a warning: the other samples stay usable).
+    InvalidSamples,
     /// A gradient norm does not fit its state (loader).
     GradientStateNormInconsistent,
     /// The meta fails validation, e.g. `capture_step` 0 (loader).
@@ -475,6 +478,11 @@ fn semantic(doc: &TraceDocument, issues: &mut Issues) {
             SemanticCode::FailedWithoutReason => HealthCode::FailedWithoutReason,
             SemanticCode::TerminalPrecedesEvidence => HealthCode::TerminalPrecedesEvidence,
             SemanticCode::InvalidTensorStats => HealthCode::InvalidTensorStats,
+            SemanticCode::InvalidSamples => {
+                let location = IssueLocation::line(s.line);
+                issues.warning(HealthCode::InvalidSamples, s.message.clone(), location);
+                continue;
+            }
             SemanticCode::GradientStateNormInconsistent => {
                 HealthCode::GradientStateNormInconsistent
             }

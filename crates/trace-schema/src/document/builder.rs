@@ -66,6 +66,7 @@ impl TraceBuilder {
                 device_intervals: Vec::new(),
                 gradients: Vec::new(),
                 edges: Vec::new(),
+                samples: Default::default(),
                 dropped_events: None,
                 terminal: None,
                 truncation: None,
@@ -281,6 +282,27 @@ impl TraceBuilder {
                 if doc.dropped_events.is_none_or(|d| e.dropped_events >= d) {
                     doc.dropped_events = Some(e.dropped_events);
                     doc.dropped_events_ns = Some(e.timestamp_ns);
+                }
+            }
+            TraceEvent::Frame(e) => {
+                if let Err(problem) = doc.samples.push_frame(e) {
+                    self.issue(SemanticCode::InvalidSamples, line, problem);
+                }
+            }
+            TraceEvent::Stack(e) => {
+                if let Err(problem) = doc.samples.push_stack(e) {
+                    self.issue(SemanticCode::InvalidSamples, line, problem);
+                }
+            }
+            TraceEvent::Sample(e) => {
+                let span = e.span_id.as_deref().map(|x| doc.strings.intern(x));
+                if let Err(problem) = doc.samples.push_sample(&e, span) {
+                    self.issue(SemanticCode::InvalidSamples, line, problem);
+                }
+            }
+            TraceEvent::Sampler(e) => {
+                if let Err(problem) = doc.samples.set_sampler(e) {
+                    self.issue(SemanticCode::InvalidSamples, line, problem);
                 }
             }
             TraceEvent::Terminal(e) => {
@@ -585,6 +607,7 @@ impl TraceBuilder {
         doc.device_intervals.shrink_to_fit();
         doc.gradients.shrink_to_fit();
         doc.edges.shrink_to_fit();
+        doc.samples.shrink_to_fit();
         doc.semantic_issues.shrink_to_fit();
         doc.span_index.shrink_to_fit();
         let terminal_missing = self.doc.version.has_terminal() && self.doc.terminal.is_none();

@@ -13,6 +13,7 @@ pub mod op_tensors;
 mod pipeline;
 pub use pipeline::PIPELINE_MIN_EVENTS;
 pub mod records;
+pub mod samples;
 pub mod semantic;
 pub mod spill;
 
@@ -21,6 +22,7 @@ use rustc_hash::FxHashMap as HashMap;
 pub use builder::TraceBuilder;
 pub use op_tensors::OpTensorLog;
 pub use records::*;
+pub use samples::{SampleRecord, SampleTable, StackRecord};
 pub use semantic::{SemanticCode, SemanticIssue, Truncation};
 pub use spill::{MemoryItem, MemoryLog, MemoryOrder};
 
@@ -63,6 +65,8 @@ pub struct TraceDocument {
     pub gradients: Vec<GradientEvent>,
     /// Explicit edges in file order.
     pub edges: Vec<EdgeRecord>,
+    /// Sampled call stacks (trace/12): symbol table, stacks, samples, the sampler's account.
+    pub samples: SampleTable,
     /// Highest running `dropped_events` count seen (body events or terminal); `None` when the
     /// trace never reported one.
     pub dropped_events: Option<u64>,
@@ -283,7 +287,7 @@ impl TraceDocument {
 
     /// Assembles a document from events (no line numbers: events are numbered from 1).
     pub fn from_events(events: impl IntoIterator<Item = TraceEvent>) -> Self {
-        let mut builder = TraceBuilder::new(SchemaVersion::V11);
+        let mut builder = TraceBuilder::new(crate::version::WRITE_VERSION);
         for (i, event) in events.into_iter().enumerate() {
             builder.push(i as u64 + 1, event);
         }
@@ -291,7 +295,8 @@ impl TraceDocument {
     }
 
     /// Writes the document back as events: meta, spans (start then end, by start line), ops,
-    /// tensors, tensor_stats, memory, device_memory, device_intervals, gradients, edges, a
+    /// tensors, tensor_stats, memory, device_memory, device_intervals, gradients, edges, frames,
+    /// stacks, samples, the sampler, a
     /// `dropped_events` report when a body event set the count and the terminal does not repeat
     /// it, terminal. O(n).
     pub fn to_events(&self) -> Vec<TraceEvent> {
@@ -425,6 +430,31 @@ impl TraceDocument {
                     to_tensor: s(to_tensor),
                 },
             }));
+        }
+        let t = &self.samples;
+        for f in &t.frames {
+            out.push(TraceEvent::Frame(f.clone()));
+        }
+        for stack in &t.stacks {
+            out.push(TraceEvent::Stack(StackEvent {
+                id: stack.id,
+                frames: stack
+                    .frames
+                    .iter()
+                    .map(|&i| t.frames[i as usize].id)
+                    .collect(),
+            }));
+        }
+        for sample in &t.samples {
+            out.push(TraceEvent::Sample(SampleEvent {
+                timestamp_ns: sample.timestamp_ns,
+                thread: sample.thread,
+                stack_id: t.stacks[sample.stack as usize].id,
+                span_id: o(sample.span),
+            }));
+        }
+        if let Some(sampler) = &t.sampler {
+            out.push(TraceEvent::Sampler(sampler.clone()));
         }
         // The running count, unless the terminal repeats it.
         let terminal_count = self.terminal.as_ref().and_then(|t| t.dropped_events);

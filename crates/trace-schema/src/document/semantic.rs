@@ -33,6 +33,9 @@ pub enum SemanticCode {
     InvalidMeta,
     /// The capture contract fails validation.
     InvalidCaptureContract,
+    /// A `frame`, `stack`, `sample` or `sampler` event breaks its id rules (repeated id,
+    /// reference to an id not defined before it, a second sampler): the record is dropped.
+    InvalidSamples,
 }
 
 crate::wire_names!(SemanticCode);
