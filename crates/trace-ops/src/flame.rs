@@ -135,13 +135,35 @@ pub fn flame_trees(
         by_group.entry((t, p)).or_default().push((stack, w));
     }
     let roles: Vec<FrameRole> = table.frames.iter().map(FrameRole::of).collect();
-    let names: Vec<String> = table.frames.iter().map(function_path).collect();
+    // nodes are keyed by the function's name, not the frame: the frames of one function at
+    // different lines are one node
+    let mut names: Vec<String> = Vec::new();
+    let mut name_index: HashMap<String, u32> = HashMap::default();
+    let name_of: Vec<u32> = table
+        .frames
+        .iter()
+        .map(|f| {
+            let n = function_path(f);
+            *name_index.entry(n.clone()).or_insert_with(|| {
+                names.push(n);
+                (names.len() - 1) as u32
+            })
+        })
+        .collect();
     groups
         .into_iter()
         .map(|g| {
             let mut stacks = by_group.remove(&g).unwrap_or_default();
             stacks.sort_unstable();
-            build(doc, profile, &roles, &names, g, &stacks, options)
+            build(
+                doc,
+                profile,
+                &roles,
+                (&names, &name_of),
+                g,
+                &stacks,
+                options,
+            )
         })
         .collect()
 }
@@ -158,7 +180,7 @@ fn pass_rank(p: Option<Pass>) -> u8 {
 /// A tree's thread and pass.
 type Group = (u64, Option<Pass>);
 
-/// A node's key: parent, frame index, op label.
+/// A node's key: parent, function name id, op label.
 type NodeKey = (u32, u32, Option<(String, OpKind)>);
 
 /// A node while building: keyed children.
@@ -174,7 +196,7 @@ fn build(
     doc: &TraceDocument,
     profile: &OpProfile,
     roles: &[FrameRole],
-    names: &[String],
+    (names, name_of): (&[String], &[u32]),
     (thread, pass): (u64, Option<Pass>),
     stacks: &[(u32, u64)],
     options: &FlameOptions,
@@ -205,13 +227,13 @@ fn build(
             } else {
                 None
             };
-            let key = (node, f as u32, label);
+            let key = (node, name_of[f], label);
             let next = match index.get(&key) {
                 Some(&n) => n,
                 None => {
                     let n = raw.len() as u32;
                     raw.push(Raw {
-                        name: f as u32,
+                        name: name_of[f],
                         label: key.2.clone(),
                         self_samples: 0,
                         total: 0,

@@ -467,15 +467,17 @@ impl OpProfile {
                 .or_insert((class.kind, 0))
                 .1 += n;
         }
+        let mut op_samples: HashMap<(u64, &str), u64> = HashMap::default();
+        for r in &rows {
+            if let Some(op) = r.op.as_deref() {
+                *op_samples.entry((r.thread, op)).or_insert(0) += r.samples;
+            }
+        }
         let mut file_io: Vec<FileIoRow> = io_rows
             .into_iter()
             .map(|((thread, op, via, io_function), (kind, samples))| {
                 let n = thread_of(thread).map_or(0, |t| t.samples);
-                let op_samples = rows
-                    .iter()
-                    .filter(|r| r.thread == thread && r.op.as_deref() == Some(op.as_str()))
-                    .map(|r| r.samples)
-                    .sum();
+                let op_samples = op_samples.get(&(thread, op.as_str())).copied().unwrap_or(0);
                 FileIoRow {
                     share: Share::of(samples, n).expect("a counted sample makes n > 0"),
                     op,
