@@ -60,6 +60,8 @@ pub(crate) struct Node {
 #[derive(Debug, Clone)]
 pub(crate) struct Mem {
     pub ts: i128,
+    /// The `pid` of the process that wrote it (PyTorch's counters are per process).
+    pub process: Option<String>,
     pub file: u32,
     pub thread: Option<u32>,
     pub device: String,
@@ -219,14 +221,24 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
         match ph {
             "X" => {
                 let name = ev.name.as_deref().unwrap_or("(unnamed)").to_string();
-                let Some(start) = ev.ts.and_then(|t| micros_to_ns(t.get())) else {
-                    bad(i, format!("`X` event `{name}` has no valid `ts`"));
-                    continue;
+                let start = match time_field(ev.ts, "ts") {
+                    Ok(t) => t,
+                    Err(why) => {
+                        bad(i, format!("`X` event `{}`: {why}", short(&name)));
+                        continue;
+                    }
                 };
-                let dur = match ev.dur.map(|d| micros_to_ns(d.get())) {
-                    Some(Some(d)) if d >= 0 => d,
-                    _ => {
-                        bad(i, format!("`X` event `{name}` has no valid `dur`"));
+                let dur = match time_field(ev.dur, "dur") {
+                    Ok(d) if d >= 0 => d,
+                    Ok(d) => {
+                        bad(
+                            i,
+                            format!("`X` event `{}`: `dur` {d} ns is negative", short(&name)),
+                        );
+                        continue;
+                    }
+                    Err(why) => {
+                        bad(i, format!("`X` event `{}`: {why}", short(&name)));
                         continue;
                     }
                 };
@@ -297,9 +309,12 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
                     report.skip("instant events other than `[memory]`");
                     continue;
                 }
-                let Some(ts) = ev.ts.and_then(|t| micros_to_ns(t.get())) else {
-                    bad(i, "`[memory]` event has no valid `ts`".to_string());
-                    continue;
+                let ts = match time_field(ev.ts, "ts") {
+                    Ok(t) => t,
+                    Err(why) => {
+                        bad(i, format!("`[memory]` event: {why}"));
+                        continue;
+                    }
                 };
                 let args = ev.args.unwrap_or_default();
                 let (Some(bytes), Some(addr)) = (args.bytes.get(), args.addr.get()) else {
@@ -329,6 +344,7 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
                 let non_negative = |v: Option<i128>| v.filter(|&b| b >= 0);
                 c.mems.push(Mem {
                     ts,
+                    process: ev.pid.as_ref().map(|p| p.to_string()),
                     file,
                     thread: Some(thread),
                     device,
@@ -380,6 +396,22 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
         ));
     }
     c
+}
+
+/// A time field in exact nanoseconds, or why not (naming the field and, elided, its text).
+fn time_field(raw: Option<&RawValue>, field: &str) -> Result<i128, String> {
+    let raw = raw.ok_or_else(|| format!("no `{field}`"))?;
+    micros_to_ns(raw.get()).map_err(|e| {
+        format!(
+            "`{field}` {} is {e} as nanoseconds",
+            trace_format::elide_middle(raw.get(), 40)
+        )
+    })
+}
+
+/// A name elided for a message.
+fn short(name: &str) -> std::borrow::Cow<'_, str> {
+    trace_format::elide_middle(name, 80)
 }
 
 fn thread_index(
