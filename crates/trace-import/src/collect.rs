@@ -8,7 +8,7 @@ use trace_schema::SpanKind;
 
 use crate::chrome::{Key, RawEvent};
 use crate::report::ImportReport;
-use crate::time::micros_to_ns;
+use crate::time::{micros_to_ns, NumberError};
 
 /// Where a host span came from (decides its kind and the pass rules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -402,9 +402,15 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
 fn time_field(raw: Option<&RawValue>, field: &str) -> Result<i128, String> {
     let raw = raw.ok_or_else(|| format!("no `{field}`"))?;
     micros_to_ns(raw.get()).map_err(|e| {
+        let why = match e {
+            NumberError::OutOfRange => {
+                "is out of range: no integer of nanoseconds up to 10^30 holds it"
+            }
+            NumberError::NotANumber | NumberError::NotIntegral => "is not a JSON number",
+        };
         format!(
-            "`{field}` {} is {e} as nanoseconds",
-            trace_format::elide_middle(raw.get(), 40)
+            "`{field}` {} {why}",
+            trace_format::escape(&trace_format::elide_middle(raw.get(), 40))
         )
     })
 }
