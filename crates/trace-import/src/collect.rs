@@ -220,7 +220,9 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
         let file = i.min(u32::MAX as usize) as u32;
         match ph {
             "X" => {
-                let name = ev.name.as_deref().unwrap_or("(unnamed)").to_string();
+                // held bounded from here on (a 100 MB name is not copied per memory event)
+                let name = trace_schema::intern::bounded(ev.name.as_deref().unwrap_or("(unnamed)"))
+                    .into_owned();
                 let start = match time_field(ev.ts, "ts") {
                     Ok(t) => t,
                     Err(why) => {
@@ -359,7 +361,7 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
                 let args = ev.args.unwrap_or_default();
                 if ev.name.as_deref() == Some("thread_name") {
                     if let (Some(pid), Some(tid), Some(n)) = (ev.pid, ev.tid, args.name) {
-                        names.insert((pid, tid), n.into_owned());
+                        names.insert((pid, tid), trace_schema::intern::bounded(&n).into_owned());
                     }
                 }
             }

@@ -117,14 +117,18 @@ fn attribute(c: &Collected, tree: &Tree, sorted: &[usize]) -> Vec<u32> {
     out
 }
 
-fn op_name(c: &Collected, mut span: u32) -> Option<String> {
-    loop {
-        let n = &c.nodes[span as usize];
-        if n.kind == SpanKind::Op {
-            return Some(n.name.clone());
-        }
-        span = n.parent?;
+/// The innermost op at or above each node (pre-order inheritance: O(n), no walk per event).
+fn nearest_ops(c: &Collected, tree: &Tree) -> Vec<Option<u32>> {
+    let mut out: Vec<Option<u32>> = vec![None; c.nodes.len()];
+    for &i in &tree.order {
+        let n = &c.nodes[i as usize];
+        out[i as usize] = if n.kind == SpanKind::Op {
+            Some(i)
+        } else {
+            n.parent.and_then(|p| out[p as usize])
+        };
     }
+    out
 }
 
 /// Converts the memory events; `None` when there are none.
@@ -139,6 +143,7 @@ pub(crate) fn convert(
     let mut sorted: Vec<usize> = (0..c.mems.len()).collect();
     sorted.sort_by_key(|&i| (c.mems[i].ts, c.mems[i].file));
     let spans = attribute(c, tree, &sorted);
+    let ops = nearest_ops(c, tree);
     let origin = c.nodes[0].start;
     let mut summary = MemoryImport::default();
     let mut processes: Vec<&str> = c.mems.iter().filter_map(|m| m.process.as_deref()).collect();
@@ -169,7 +174,7 @@ pub(crate) fn convert(
         let m = &c.mems[i];
         let size = m.bytes.unsigned_abs().min(u64::MAX as u128) as u64;
         let span = spans[i];
-        let op = op_name(c, span);
+        let op = ops[span as usize].map(|o| c.nodes[o as usize].name.clone());
         let process = if several { m.process.as_deref() } else { None };
         let sample = m.total_allocated.map(|used| {
             let reserved = if m.is_cpu {
