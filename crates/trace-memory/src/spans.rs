@@ -159,19 +159,34 @@ impl SpanIndex {
             }
         }
         let in_cycle: Vec<bool> = visited.iter().map(|v| !v).collect();
-        // Spans on a cycle inherit only along the cycle's own parents (bounded walk).
+        // Spans on a cycle inherit only along the cycle's own parents: each walk stops at a
+        // declared pass, a span already resolved or its own start, and resolves every span it
+        // walked, so each span is walked once (O(S), not O(S · cycle length)).
+        let mut resolved = vec![false; n];
+        let mut on_walk = vec![usize::MAX; n];
+        let mut walked: Vec<usize> = Vec::new();
         for i in 0..n {
-            if !in_cycle[i] || pass[i].is_some() {
+            if !in_cycle[i] || pass[i].is_some() || resolved[i] {
                 continue;
             }
-            let mut cur = parent[i];
-            for _ in 0..n {
-                let Some(p) = cur else { break };
-                if let Some(x) = doc.spans[p as usize].pass {
-                    pass[i] = Some(x);
+            walked.clear();
+            let mut found = None;
+            let mut cur = Some(i);
+            while let Some(c) = cur {
+                if doc.spans[c].pass.is_some() || resolved[c] {
+                    found = pass[c];
                     break;
                 }
-                cur = parent[p as usize];
+                if on_walk[c] == i {
+                    break; // round the cycle: no declared pass on it
+                }
+                on_walk[c] = i;
+                walked.push(c);
+                cur = parent[c].map(|p| p as usize);
+            }
+            for &w in &walked {
+                pass[w] = found;
+                resolved[w] = true;
             }
         }
         // The head anchor: itself down to depth PATH_HEAD_NAMES - 1, else its parent's.
