@@ -68,10 +68,23 @@
 
   // ---- spans: which one is active at a time ----
   var S = data.spans;
+  // A path deeper than 32 levels shows its first 8 and last 24 names, as the CLI does: bounded
+  // work and text whatever the depth. The head's last span of each span: parents come first.
+  var headOf = null;
   function spanPath(i) {
-    var parts = [], guard = 0;
-    while (i >= 0 && guard++ < 10000) { parts.push(S.name[i]); i = S.parent[i]; }
-    return parts.reverse().join("/");
+    if (!headOf) {
+      headOf = [];
+      for (var k = 0; k < S.name.length; k++) headOf[k] = S.depth[k] < 8 || S.parent[k] < 0 ? k : headOf[S.parent[k]];
+    }
+    var tail = [], j = i;
+    while (j >= 0 && tail.length < 32) { tail.push(S.name[j]); j = S.parent[j]; }
+    tail.reverse();
+    if (j < 0 || S.depth[i] < 32) return tail.join("/");
+    tail = tail.slice(8);
+    var head = [], levels = S.depth[i] + 1;
+    for (j = headOf[i]; j >= 0 && head.length < 8; j = S.parent[j]) head.push(S.name[j]);
+    head.reverse();
+    return head.join("/") + "/…(" + (levels - 32) + " of " + levels + " levels left out)…/" + tail.join("/");
   }
   function spanAt(t) {
     var best = -1;
