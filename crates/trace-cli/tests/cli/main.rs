@@ -11,6 +11,7 @@ mod exact;
 mod export;
 mod hostile;
 mod import;
+mod ops;
 mod query;
 mod report;
 mod snapshots;
