@@ -182,6 +182,8 @@ pub struct ExportStats {
     pub counters: u64,
     /// Instant events.
     pub instants: u64,
+    /// Sampled call stacks (one `X` slice each on its thread's samples track).
+    pub samples: u64,
 }
 
 /// Microseconds with the nanoseconds as a fraction, written as a JSON number.
@@ -442,6 +444,14 @@ pub fn write_chrome<W: Write>(
     )?;
     write_counters(&mut out, doc, analysis, &devices, range)?;
     write_instants(&mut out, doc, analysis, opts, range)?;
+    write_samples(
+        &mut out,
+        doc,
+        &keep_span,
+        span_filtered,
+        range,
+        layout.lanes,
+    )?;
 
     out.w.write_all(b"\n]}\n")?;
     Ok(out.stats)
@@ -909,6 +919,161 @@ fn write_instants<W: Write>(
         ev.args = Some(f);
         out.event(&ev)?;
         out.stats.instants += 1;
+    }
+    Ok(())
+}
+
+/// Frames of a sample's stack kept in its args (innermost first); the rest are counted.
+pub const SAMPLE_STACK_FRAMES: usize = 48;
+/// Characters kept of each frame's name in a sample's args and of a sample's slice name.
+pub const SAMPLE_NAME_CHARS: usize = 200;
+
+#[derive(Serialize)]
+struct SampleArgs<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    span_id: Option<&'a str>,
+    /// Innermost first, each `function (file:line)` as far as known.
+    stack: Vec<String>,
+    #[serde(skip_serializing_if = "is_zero")]
+    frames_omitted: usize,
+    thread: u64,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// A frame as a sample's args name it: `function (file:line)`, elided to
+/// [`SAMPLE_NAME_CHARS`].
+fn frame_text(f: &trace_schema::sampling::FrameEvent) -> String {
+    let name = f
+        .function
+        .as_deref()
+        .or(f.address.as_deref())
+        .unwrap_or("?");
+    let name = trace_format::elide_middle(name, SAMPLE_NAME_CHARS);
+    match (&f.file, f.line) {
+        (Some(file), Some(line)) => format!(
+            "{name} ({}:{line})",
+            trace_format::elide_middle(file, SAMPLE_NAME_CHARS)
+        ),
+        (Some(file), None) => format!(
+            "{name} ({})",
+            trace_format::elide_middle(file, SAMPLE_NAME_CHARS)
+        ),
+        _ => name.into_owned(),
+    }
+}
+
+/// The name of a sample's slice: the innermost frame's function (else its address, else `?`).
+fn sample_name(doc: &TraceDocument, stack: u32) -> String {
+    let f = doc.samples.stack_frames(stack).next();
+    let raw = f
+        .and_then(|f| f.function.as_deref().or(f.address.as_deref()))
+        .unwrap_or("?");
+    trace_format::elide_middle(raw, SAMPLE_NAME_CHARS).into_owned()
+}
+
+/// Thread id of the `k`-th sampled thread's track: after the host lanes.
+fn sample_tid(lanes: u32, k: usize) -> u32 {
+    lanes.saturating_add(1).saturating_add(k as u32)
+}
+
+/// The samples: per sampled thread a track (`thread_name` `samples · thread N (name)`) of `X`
+/// slices, one per sample, lasting the sample period (cut at the thread's next sample so
+/// slices never overlap), named by the innermost frame, with the stack (innermost first, at
+/// most [`SAMPLE_STACK_FRAMES`] frames) and the span id in `args`.
+fn write_samples<W: Write>(
+    out: &mut Out<W>,
+    doc: &TraceDocument,
+    keep_span: &[bool],
+    span_filtered: bool,
+    range: Range,
+    lanes: u32,
+) -> Result<(), ChromeError> {
+    let table = &doc.samples;
+    if table.samples.is_empty() {
+        return Ok(());
+    }
+    let period = table.sampler.as_ref().map_or(0, |s| s.period_ns);
+    // threads: those the sampler lists, in its order, then any other key seen
+    let mut threads: Vec<u64> = table
+        .sampler
+        .as_ref()
+        .map(|s| s.threads.iter().map(|t| t.thread).collect())
+        .unwrap_or_default();
+    let mut seen: std::collections::HashSet<u64> = threads.iter().copied().collect();
+    for s in &table.samples {
+        if seen.insert(s.thread) {
+            threads.push(s.thread);
+        }
+    }
+    let mut by_thread: Vec<Vec<usize>> = vec![Vec::new(); threads.len()];
+    let pos: std::collections::HashMap<u64, usize> =
+        threads.iter().enumerate().map(|(k, &t)| (t, k)).collect();
+    for (i, s) in table.samples.iter().enumerate() {
+        let kept_span = match s.span.and_then(|sp| doc.span_index(sp)) {
+            Some(si) => keep_span[si],
+            None => !span_filtered,
+        };
+        if kept_span && range.holds(s.timestamp_ns) {
+            by_thread[pos[&s.thread]].push(i);
+        }
+    }
+    for (k, list) in by_thread.iter_mut().enumerate() {
+        let thread = threads[k];
+        let name = table
+            .sampler
+            .as_ref()
+            .and_then(|s| s.threads.iter().find(|t| t.thread == thread))
+            .and_then(|t| t.name.as_deref());
+        let label = match name {
+            Some(n) => format!(
+                "samples · thread {thread} ({})",
+                trace_format::elide_middle(n, 60)
+            ),
+            None => format!("samples · thread {thread}"),
+        };
+        let tid = sample_tid(lanes, k);
+        let mut ev = Ev::new("thread_name", "M", HOST_PID);
+        ev.tid = Some(tid);
+        let args = [("name", label.as_str())];
+        ev.args = Some(Pairs(&args));
+        out.event(&ev)?;
+        let mut ev = Ev::new("thread_sort_index", "M", HOST_PID);
+        ev.tid = Some(tid);
+        let args = [("sort_index", u64::from(tid))];
+        ev.args = Some(Pairs(&args));
+        out.event(&ev)?;
+        list.sort_by_key(|&i| (table.samples[i].timestamp_ns, i));
+        for (j, &i) in list.iter().enumerate() {
+            let s = &table.samples[i];
+            let next = list.get(j + 1).map(|&n| table.samples[n].timestamp_ns);
+            let dur = next.map_or(period, |n| period.min(n - s.timestamp_ns));
+            let frames: Vec<String> = table
+                .stack_frames(s.stack)
+                .take(SAMPLE_STACK_FRAMES)
+                .map(frame_text)
+                .collect();
+            let depth = table
+                .stacks
+                .get(s.stack as usize)
+                .map_or(0, |st| st.frames.len());
+            let name = sample_name(doc, s.stack);
+            let mut ev = Ev::new(&name, "X", HOST_PID);
+            ev.cat = Some("sample");
+            ev.ts = Some(Us(s.timestamp_ns));
+            ev.dur = Some(Us(dur));
+            ev.tid = Some(tid);
+            ev.args = Some(SampleArgs {
+                span_id: s.span.map(|sp| doc.str(sp)),
+                frames_omitted: depth.saturating_sub(frames.len()),
+                stack: frames,
+                thread,
+            });
+            out.event(&ev)?;
+            out.stats.samples += 1;
+        }
     }
     Ok(())
 }

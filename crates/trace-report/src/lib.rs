@@ -6,6 +6,8 @@
 //! - [`page`] and [`html`]: the offline HTML report — a page model of sections and blocks that
 //!   callers compose from their own reports, rendered into one self-contained file (embedded
 //!   script, style and data, a strict Content-Security-Policy, every string escaped);
+//! - [`speedscope`]: the sampled call stacks in speedscope's JSON file format;
+//! - [`flame`]: the flame graph data of the sampled call stacks, one tree per pass;
 //! - [`data`]: the pre-aggregated, peak-preserving chart data the page embeds;
 //! - [`layout`]: which host lane each span is drawn on and whether it nests there (shared by
 //!   the export and the report, so both draw the same tracks).
@@ -16,9 +18,11 @@
 
 pub mod chrome;
 pub mod data;
+pub mod flame;
 pub mod html;
 pub mod layout;
 pub mod page;
+pub mod speedscope;
 
 use serde::Serialize;
 

@@ -43,6 +43,7 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis, path: &str) -> Page {
     sections.push(memory_section(doc, analysis, &summary));
     sections.push(held_section(doc, analysis));
     sections.push(time_section(doc, analysis));
+    sections.push(ops_section(doc, analysis));
     sections.push(gradients_section(analysis));
     sections.push(tensor_stats_section(doc));
     sections.push(health_section(analysis));
@@ -599,6 +600,82 @@ fn time_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
         blocks,
     }
 }
+
+/// The sampled operations: the sampler's account, the op table and the flame graph per pass;
+/// one line when the trace has no samples (with the capability's reason).
+fn ops_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
+    let samples = &doc.samples;
+    let mut blocks = Vec::new();
+    if samples.samples.is_empty() {
+        let reason = analysis
+            .capabilities
+            .capabilities
+            .iter()
+            .find(|c| c.kind == trace_graph::CapabilityKind::Operations)
+            .map_or_else(|| "not captured".to_string(), |c| c.reason.clone());
+        blocks.push(Block::Paragraph(Text::trace(&format!(
+            "operations: unavailable — {reason}"
+        ))));
+        return Section {
+            id: "ops".into(),
+            title: "Operations (sampled)".into(),
+            blocks,
+        };
+    }
+    let mut facts = Vec::new();
+    if let Some(s) = &samples.sampler {
+        facts.push(Fact {
+            label: "sampler".into(),
+            value: Text::trace(&format!(
+                "{} Hz wall clock ({} period) · {} samples · {} lost · unwinder {} · symbols {}",
+                s.hz,
+                duration(s.period_ns),
+                s.samples(),
+                s.lost(),
+                s.unwinder,
+                <&str>::from(s.symbols)
+            )),
+            data: vec![("samples".to_string(), samples.samples.len().to_string())],
+            items: s
+                .threads
+                .iter()
+                .map(|t| {
+                    Text::trace(&format!(
+                        "thread {}{}: {} samples of {} ticks ({} lost to overrun, {} to a full buffer)",
+                        t.thread,
+                        t.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default(),
+                        t.samples,
+                        t.ticks,
+                        t.lost_overrun,
+                        t.lost_buffer
+                    ))
+                })
+                .collect(),
+        });
+    }
+    blocks.push(Block::Facts(facts));
+    if samples.samples.len() < FEW_SAMPLES {
+        blocks.push(Block::Paragraph(Text::from(format!(
+            "few samples: {} (under {FEW_SAMPLES}); shares and times are rough estimates, ranks may be wrong.",
+            samples.samples.len()
+        ))));
+    }
+    blocks.push(Block::Heading(
+        "Flame graph of the sampled call stacks".into(),
+    ));
+    blocks.push(Block::Paragraph(
+        "One tree per pass (the pass of the span open when the sample was taken); the outermost frame on top, each frame as wide as the samples whose stack passes through it. Wall-clock samples: waiting counts as much as computing. Frames under 0.1% of a pass are merged.".into(),
+    ));
+    blocks.push(Block::FlameGraph);
+    Section {
+        id: "ops".into(),
+        title: "Operations (sampled)".into(),
+        blocks,
+    }
+}
+
+/// Under this many samples a view says "few samples".
+pub const FEW_SAMPLES: usize = 100;
 
 /// A float as the report shows it: 4 significant decimals, exponent form outside 1e-3..1e6.
 fn float(v: f64) -> String {
