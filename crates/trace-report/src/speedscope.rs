@@ -63,6 +63,9 @@ struct Frame {
     line: Option<u32>,
 }
 
+/// A sampled thread: its key, name and timer window (ns), as far as the sampler says.
+type ThreadInfo<'a> = (u64, Option<&'a str>, Option<(u64, u64)>);
+
 #[derive(Serialize)]
 struct ProfileHead<'a> {
     #[serde(rename = "type")]
@@ -116,7 +119,7 @@ pub fn write_speedscope<W: Write>(
         })
         .collect();
     // Threads: the sampler's, in its order, then any other key seen in the samples.
-    let mut threads: Vec<(u64, Option<&str>, Option<(u64, u64)>)> = table
+    let mut threads: Vec<ThreadInfo<'_>> = table
         .sampler
         .as_ref()
         .map(|s| {
