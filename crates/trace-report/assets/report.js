@@ -484,6 +484,13 @@
       b.addEventListener("click", function () { select(i); });
       tabs.appendChild(b);
     });
+    tabs.addEventListener("keydown", function (ev) {
+      var d = ev.key === "ArrowRight" ? 1 : ev.key === "ArrowLeft" ? -1 : 0;
+      if (!d) return;
+      select((cur + d + trees.length) % trees.length);
+      tabs.querySelectorAll("button")[cur].focus();
+      ev.preventDefault();
+    });
     function select(i) {
       cur = i; zoom = 0; focusNode = 0;
       tabs.querySelectorAll("button").forEach(function (b, j) {

@@ -214,6 +214,13 @@ async function checkFlame(file, screenshot) {
     assert.ok((await area.locator("g.fn").count()) >= 1);
   }
   await tabs.first().click();
+  if (n > 1) { // the tabs by keyboard
+    await tabs.first().focus();
+    await page.keyboard.press("ArrowRight");
+    assert.equal(await tabs.nth(1).getAttribute("aria-selected"), "true");
+    await tabs.first().click();
+  }
+  await page.mouse.move(0, 0);
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
   if (screenshot) {
     await page.evaluate(() => window.scrollTo(0, document.getElementById("ops").offsetTop - 40));
