@@ -477,7 +477,7 @@
     });
     var ROW = 18, SMALL = 3;
     trees.forEach(function (t, i) {
-      var b = el("button", null, t.pass + " (" + t.samples + " samples)");
+      var b = el("button", null, t.label + " (" + t.samples + " samples)");
       b.type = "button";
       b.setAttribute("role", "tab");
       b.dataset.tree = String(i);
@@ -500,8 +500,9 @@
       draw(false);
     }
     function tipRows(t, i) {
-      var total = t.samples, r = [["function", F.strings[t.name[i]]],
-        ["samples", t.value[i] + " of " + total + " in " + t.pass], ["share of " + t.pass, share(t.value[i], total)]];
+      var total = t.samples, r = [["function", F.strings[t.name[i]]]];
+      if (t.op[i] >= 0) r.push([t.kind[i] === "backward_op" ? "backward op" : t.kind[i] === "op" ? "op" : "counted as", F.strings[t.op[i]]]);
+      r.push(["samples", t.value[i] + " of " + total + " in " + t.label], ["share of " + t.label, share(t.value[i], total)]);
       if (!t.merged[i]) r.push(["self (innermost)", t.self[i] + " samples, " + share(t.self[i], total)]);
       else r.push(["", "smaller frames merged (each under the drawing threshold)"]);
       if (total < 100) r.push(["", "few samples: shares are rough"]);
@@ -536,13 +537,14 @@
       placed.forEach(function (p) {
         var n = p[0], x = p[1], w = p[2], d = p[3];
         var g = svg("g", { "data-node": n, tabindex: n === focusNode ? 0 : -1, role: "button",
-          "aria-label": F.strings[t.name[n]] + ": " + t.value[n] + " samples, " + share(t.value[n], t.samples) + " of " + t.pass },
+          "aria-label": F.strings[t.name[n]] + (t.op[n] >= 0 ? " [" + F.strings[t.op[n]] + "]" : "") + ": " + t.value[n] + " samples, " + share(t.value[n], t.samples) + " of " + t.label },
           "fn" + (n === zoom ? " zoomed" : "") + (d < chain.length - 1 ? " above" : ""));
         g.appendChild(svg("rect", { x: x.toFixed(2), y: d * ROW, width: Math.max(0.5, w - 0.5).toFixed(2), height: ROW - 1,
           "data-width": w.toFixed(2) }, t.merged[n] ? "merged" : "f" + (d % HUES)));
         var chars = Math.floor((w - 6) / 6.6);
         if (chars >= SMALL) {
           var name = F.strings[t.name[n]];
+          if (t.kind[n] === "backward_op") name += " [" + F.strings[t.op[n]] + "]";
           var txt = svg("text", { x: (x + 3).toFixed(2), y: d * ROW + 13 });
           txt.textContent = name.length > chars ? name.slice(0, chars - 1) + "…" : name;
           g.appendChild(txt);
@@ -560,10 +562,10 @@
       area.appendChild(root);
       area.dataset.zoom = String(zoom);
       area.dataset.width = String(W);
-      info.textContent = t.pass + ": " + t.samples + " samples" + (t.samples < 100 ? " (few samples: shares are rough)" : "") +
+      info.textContent = t.label + ": " + t.samples + " samples" + (t.samples < 100 ? " (few samples: shares are rough)" : "") +
         (zoom ? "; zoomed into " + F.strings[t.name[zoom]] + " (" + share(t.value[zoom], t.samples) + ")" : "") +
         (narrow ? "; " + narrow + " frames too narrow to draw at this zoom" : "") +
-        (t.merged_nodes ? "; " + t.merged_nodes + " small frames merged into “… smaller” nodes" : "") +
+        (t.merged_nodes ? "; " + t.merged_nodes + " small frames merged into “(other)” nodes" : "") +
         ". Click a frame (or Enter) to zoom into it; Escape or “Reset zoom” for the whole pass; arrow keys move between frames.";
       if (refocus && focusEl) focusEl.focus();
     }

@@ -447,6 +447,7 @@ pub fn write_chrome<W: Write>(
     write_samples(
         &mut out,
         doc,
+        spans,
         &keep_span,
         span_filtered,
         range,
@@ -930,6 +931,15 @@ pub const SAMPLE_NAME_CHARS: usize = 200;
 
 #[derive(Serialize)]
 struct SampleArgs<'a> {
+    /// The op the sample is counted in (trace-ops), absent outside the measured region.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    op: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    op_kind: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pass: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    module: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     span_id: Option<&'a str>,
     /// Innermost first, each `function (file:line)` as far as known.
@@ -965,7 +975,8 @@ fn frame_text(f: &trace_schema::sampling::FrameEvent) -> String {
     }
 }
 
-/// The name of a sample's slice: the innermost frame's function (else its address, else `?`).
+/// The name of a sample's slice outside any op row: the innermost frame's function (else its
+/// address, else `?`).
 fn sample_name(doc: &TraceDocument, stack: u32) -> String {
     let f = doc.samples.stack_frames(stack).next();
     let raw = f
@@ -981,11 +992,14 @@ fn sample_tid(lanes: u32, k: usize) -> u32 {
 
 /// The samples: per sampled thread a track (`thread_name` `samples · thread N (name)`) of `X`
 /// slices, one per sample, lasting the sample period (cut at the thread's next sample so
-/// slices never overlap), named by the innermost frame, with the stack (innermost first, at
-/// most [`SAMPLE_STACK_FRAMES`] frames) and the span id in `args`.
+/// slices never overlap), named by its op (trace-ops's row: the op, backward op or non-op
+/// function it is counted in; samples outside the measured region by their innermost frame),
+/// with the op's kind, pass and module, the stack (innermost first, at most
+/// [`SAMPLE_STACK_FRAMES`] frames) and the span id in `args`.
 fn write_samples<W: Write>(
     out: &mut Out<W>,
     doc: &TraceDocument,
+    spans: &SpanIndex,
     keep_span: &[bool],
     span_filtered: bool,
     range: Range,
@@ -995,6 +1009,7 @@ fn write_samples<W: Write>(
     if table.samples.is_empty() {
         return Ok(());
     }
+    let profile = trace_ops::OpProfile::from_document_with(doc, spans).ok();
     let period = table.sampler.as_ref().map_or(0, |s| s.period_ns);
     // threads: those the sampler lists, in its order, then any other key seen
     let mut threads: Vec<u64> = table
@@ -1059,13 +1074,21 @@ fn write_samples<W: Write>(
                 .stacks
                 .get(s.stack as usize)
                 .map_or(0, |st| st.frames.len());
-            let name = sample_name(doc, s.stack);
+            let row = profile.as_ref().and_then(|p| p.row_of_sample(i));
+            let name = match row.and_then(|r| r.op.as_deref()) {
+                Some(op) => trace_format::elide_middle(op, SAMPLE_NAME_CHARS).into_owned(),
+                None => sample_name(doc, s.stack),
+            };
             let mut ev = Ev::new(&name, "X", HOST_PID);
             ev.cat = Some("sample");
             ev.ts = Some(Us(s.timestamp_ns));
             ev.dur = Some(Us(dur));
             ev.tid = Some(tid);
             ev.args = Some(SampleArgs {
+                op: row.and_then(|r| r.op.as_deref()),
+                op_kind: row.and_then(|r| r.kind).map(trace_ops::OpKind::as_str),
+                pass: row.and_then(|r| r.pass).map(Pass::as_str),
+                module: row.and_then(|r| r.module.as_deref()),
                 span_id: s.span.map(|sp| doc.str(sp)),
                 frames_omitted: depth.saturating_sub(frames.len()),
                 stack: frames,

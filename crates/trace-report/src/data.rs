@@ -80,7 +80,6 @@ pub fn chart_data(doc: &TraceDocument, analysis: &Analysis, opts: ChartOptions) 
         "devices": devices,
         "spans": span_data(doc, analysis, opts),
         "lifetimes": logical.map_or(Value::Null, |l| lifetime_data(doc, analysis, l, opts)),
-        "flame": crate::flame::flame_data(&crate::flame::flame_trees(doc, analysis, crate::flame::FlameOptions::default())),
     })
 }
 

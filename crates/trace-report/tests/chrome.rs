@@ -453,7 +453,7 @@ fn span_and_window_filters_keep_a_subtree_and_a_range() {
 }
 
 #[test]
-fn samples_are_a_track_per_thread_named_by_their_innermost_frame() {
+fn samples_are_a_track_per_thread_named_by_their_op() {
     let doc = common::browser_sampled();
     let (v, stats) = export(&doc, &opts());
     validate(&v);
@@ -471,23 +471,33 @@ fn samples_are_a_track_per_thread_named_by_their_innermost_frame() {
     assert!(!events(&v)
         .iter()
         .any(|e| e["cat"] == "span" && e["tid"] == tid));
-    for (e, s) in samples.iter().zip(&doc.samples.samples) {
+    let profile = trace_ops::OpProfile::from_document(&doc).unwrap();
+    let mut ops = std::collections::BTreeSet::new();
+    for (k, (e, s)) in samples.iter().zip(&doc.samples.samples).enumerate() {
         assert_eq!(ns(&e["ts"]), s.timestamp_ns);
         assert_eq!(ns(&e["dur"]), 1_000_000, "one period");
         let inner = doc.samples.stack_frames(s.stack).next().unwrap();
         let inner_name = inner.function.as_deref().or(inner.address.as_deref());
-        assert_eq!(
-            e["name"].as_str(),
-            inner_name,
-            "the innermost frame, else its address"
-        );
+        // named by the op trace-ops counts it in, with its kind and pass
+        let row = profile
+            .row_of_sample(k)
+            .expect("every sample is in the region");
+        assert_eq!(e["name"].as_str(), row.op.as_deref());
+        assert_eq!(e["args"]["op"].as_str(), row.op.as_deref());
+        assert_eq!(e["args"]["op_kind"].as_str(), row.kind.map(|k| k.as_str()));
+        assert_eq!(e["args"]["pass"].as_str(), row.pass.map(|p| p.as_str()));
+        ops.insert(e["name"].as_str().unwrap().to_string());
         let stack = e["args"]["stack"].as_array().unwrap();
         assert_eq!(stack.len(), doc.samples.stack_frames(s.stack).count());
         assert!(stack[0].as_str().unwrap().starts_with(inner_name.unwrap()));
         assert_eq!(e["args"]["span_id"].as_str(), s.span.map(|sp| doc.str(sp)));
     }
-    // the frame name full of markup comes back unchanged
-    assert!(samples.iter().any(|e| e["name"]
+    assert!(
+        ops.contains("matmul") && ops.contains("softmax_last_dim"),
+        "{ops:?}"
+    );
+    // the frame name full of markup comes back unchanged in the stacks
+    assert!(samples.iter().any(|e| e["args"]["stack"][0]
         .as_str()
         .unwrap()
         .starts_with("</title><script>window.__pwned=3")));

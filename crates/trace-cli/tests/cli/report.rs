@@ -95,7 +95,28 @@ fn a_sampled_trace_gets_the_operations_section_and_its_flame_data() {
     assert!(html.contains("<section id=\"ops\""));
     assert!(html.contains("Operations (sampled)"));
     assert!(html.contains("<div class=\"flame\">"));
-    assert!(html.contains("1000 Hz wall clock (1.00 ms period) · 299 samples · 2 lost"));
+    assert!(html.contains(
+        "1000 Hz wall clock (1.00 ms period) · 299 samples (299 in the measured region) · 2 lost"
+    ));
+    // the op table: trace-ops's rows, the largest first, with the estimate and its interval
+    let profile = trace_ops::OpProfile::from_document(
+        &trace_schema::load_path(std::path::Path::new(SAMPLED)).unwrap(),
+    )
+    .unwrap();
+    assert!(html.contains("<table class=\"sortable\" id=\"ops-table\">"));
+    let top = &profile.rows[0];
+    let lo = trace_format::duration(top.self_ns_low.unwrap());
+    let hi = trace_format::duration(top.self_ns_high.unwrap());
+    assert!(html.contains(&format!("{lo} – {hi}")), "{lo} – {hi}");
+    let table = &html[html.find("id=\"ops-table\"").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert_eq!(
+        table.matches("<tr>").count(),
+        profile.rows.len() + 1,
+        "a row each, and the header"
+    );
+    // the file I/O inside matmul (get_num_threads reading a file), found by the analysis
+    assert!(html.contains("std::fs::read_to_string"));
     assert!(html.contains("data-samples=\"299\""));
     assert!(!html.contains("operations: unavailable"));
     // the data block: one tree per pass, roots adding up to every sample
@@ -107,7 +128,7 @@ fn a_sampled_trace_gets_the_operations_section_and_its_flame_data() {
     let json = &body[body.find('>').unwrap() + 1..body.find("</script>").unwrap()];
     let v: serde_json::Value = serde_json::from_str(json).unwrap();
     let trees = v["flame"]["trees"].as_array().unwrap();
-    let passes: Vec<&str> = trees.iter().map(|t| t["pass"].as_str().unwrap()).collect();
+    let passes: Vec<&str> = trees.iter().map(|t| t["label"].as_str().unwrap()).collect();
     assert_eq!(
         passes,
         ["forward", "backward", "optimizer", "outside passes"]

@@ -223,7 +223,7 @@ async function checkFlame(file, screenshot) {
   await page.mouse.move(0, 0);
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
   if (screenshot) {
-    await page.evaluate(() => window.scrollTo(0, document.getElementById("ops").offsetTop - 40));
+    await page.evaluate(() => window.scrollTo(0, document.querySelector(".flame").getBoundingClientRect().top + window.scrollY - 120));
     await page.waitForTimeout(100);
     await page.screenshot({ path: screenshot });
   }
