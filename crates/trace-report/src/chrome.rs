@@ -925,9 +925,9 @@ fn write_instants<W: Write>(
 }
 
 /// Frames of a sample's stack kept in its args (innermost first); the rest are counted.
-pub const SAMPLE_STACK_FRAMES: usize = 48;
+pub const SAMPLE_STACK_FRAMES: usize = 24;
 /// Characters kept of each frame's name in a sample's args and of a sample's slice name.
-pub const SAMPLE_NAME_CHARS: usize = 200;
+pub const SAMPLE_NAME_CHARS: usize = 120;
 
 #[derive(Serialize)]
 struct SampleArgs<'a> {
@@ -942,18 +942,64 @@ struct SampleArgs<'a> {
     module: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     span_id: Option<&'a str>,
-    /// Innermost first, each `function (file:line)` as far as known.
-    stack: Vec<String>,
+    /// The innermost frame's `file:line`, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    at: Option<&'a str>,
+    /// Function names, innermost first.
+    stack: &'a [String],
     #[serde(skip_serializing_if = "is_zero")]
     frames_omitted: usize,
+    /// The stack's id in the trace.
+    stack_id: u32,
     thread: u64,
+}
+
+/// A stack as samples' args show it: function names (innermost first, at most
+/// [`SAMPLE_STACK_FRAMES`]), the frames left out, the innermost frame's `file:line`.
+struct StackText {
+    names: Vec<String>,
+    omitted: usize,
+    at: Option<String>,
+}
+
+impl StackText {
+    fn of(doc: &TraceDocument, stack: u32) -> Self {
+        let table = &doc.samples;
+        let depth = table
+            .stacks
+            .get(stack as usize)
+            .map_or(0, |s| s.frames.len());
+        let names: Vec<String> = table
+            .stack_frames(stack)
+            .take(SAMPLE_STACK_FRAMES)
+            .map(frame_text)
+            .collect();
+        let at = table
+            .stack_frames(stack)
+            .next()
+            .and_then(|f| match (&f.file, f.line) {
+                (Some(file), Some(line)) => Some(format!(
+                    "{}:{line}",
+                    trace_format::elide_middle(file, SAMPLE_NAME_CHARS)
+                )),
+                (Some(file), None) => {
+                    Some(trace_format::elide_middle(file, SAMPLE_NAME_CHARS).into_owned())
+                }
+                _ => None,
+            });
+        Self {
+            omitted: depth.saturating_sub(names.len()),
+            names,
+            at,
+        }
+    }
 }
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-/// A frame as a sample's args name it: `function (file:line)`, elided to
+/// A frame as a sample's args name it: its function (else its address, else `?`), elided to
 /// [`SAMPLE_NAME_CHARS`].
 fn frame_text(f: &trace_schema::sampling::FrameEvent) -> String {
     let name = f
@@ -961,18 +1007,7 @@ fn frame_text(f: &trace_schema::sampling::FrameEvent) -> String {
         .as_deref()
         .or(f.address.as_deref())
         .unwrap_or("?");
-    let name = trace_format::elide_middle(name, SAMPLE_NAME_CHARS);
-    match (&f.file, f.line) {
-        (Some(file), Some(line)) => format!(
-            "{name} ({}:{line})",
-            trace_format::elide_middle(file, SAMPLE_NAME_CHARS)
-        ),
-        (Some(file), None) => format!(
-            "{name} ({})",
-            trace_format::elide_middle(file, SAMPLE_NAME_CHARS)
-        ),
-        _ => name.into_owned(),
-    }
+    trace_format::elide_middle(name, SAMPLE_NAME_CHARS).into_owned()
 }
 
 /// The name of a sample's slice outside any op row: the innermost frame's function (else its
@@ -1010,6 +1045,7 @@ fn write_samples<W: Write>(
         return Ok(());
     }
     let profile = trace_ops::OpProfile::from_document_with(doc, spans).ok();
+    let mut texts: std::collections::HashMap<u32, StackText> = std::collections::HashMap::new();
     let period = table.sampler.as_ref().map_or(0, |s| s.period_ns);
     // threads: those the sampler lists, in its order, then any other key seen
     let mut threads: Vec<u64> = table
@@ -1065,15 +1101,9 @@ fn write_samples<W: Write>(
             let s = &table.samples[i];
             let next = list.get(j + 1).map(|&n| table.samples[n].timestamp_ns);
             let dur = next.map_or(period, |n| period.min(n - s.timestamp_ns));
-            let frames: Vec<String> = table
-                .stack_frames(s.stack)
-                .take(SAMPLE_STACK_FRAMES)
-                .map(frame_text)
-                .collect();
-            let depth = table
-                .stacks
-                .get(s.stack as usize)
-                .map_or(0, |st| st.frames.len());
+            let text = texts
+                .entry(s.stack)
+                .or_insert_with(|| StackText::of(doc, s.stack));
             let row = profile.as_ref().and_then(|p| p.row_of_sample(i));
             let name = match row.and_then(|r| r.op.as_deref()) {
                 Some(op) => trace_format::elide_middle(op, SAMPLE_NAME_CHARS).into_owned(),
@@ -1090,8 +1120,10 @@ fn write_samples<W: Write>(
                 pass: row.and_then(|r| r.pass).map(Pass::as_str),
                 module: row.and_then(|r| r.module.as_deref()),
                 span_id: s.span.map(|sp| doc.str(sp)),
-                frames_omitted: depth.saturating_sub(frames.len()),
-                stack: frames,
+                at: text.at.as_deref(),
+                stack: &text.names,
+                frames_omitted: text.omitted,
+                stack_id: table.stacks.get(s.stack as usize).map_or(0, |st| st.id),
                 thread,
             });
             out.event(&ev)?;

@@ -552,7 +552,9 @@ fn sample_slices_never_overlap_and_long_stacks_are_cut() {
         deep["frames_omitted"],
         100 - trace_report::chrome::SAMPLE_STACK_FRAMES
     );
-    assert_eq!(deep["stack"][0], "f0 (src/f0.rs:1)");
+    assert_eq!(deep["stack"][0], "f0");
+    assert_eq!(deep["at"], "src/f0.rs:1");
+    assert_eq!(deep["stack_id"], 0);
     let b = of(tids[1]);
     assert_eq!(b.len(), 2);
     assert!(ns(&b[0]["ts"]) < ns(&b[1]["ts"]), "sorted by time");
