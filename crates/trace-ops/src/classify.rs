@@ -212,12 +212,13 @@ pub fn classify_roles(frames: &[&FrameEvent], roles: &[FrameRole]) -> StackClass
     }
 }
 
-/// A frame's function path without closures and generic arguments (its address when it has
-/// no name).
+/// A frame's function path without closures and generic arguments, a trait method named by
+/// its type (`<candle_nn::optim::AdamW as candle_nn::optim::Optimizer>::step` →
+/// `candle_nn::optim::AdamW::step`); its address when it has no name.
 pub fn function_path(frame: &FrameEvent) -> String {
     match frame.function.as_deref() {
         Some(f) => {
-            let clean = FnName::parse(f).clean();
+            let clean = FnName::parse(f).short();
             if clean.is_empty() {
                 f.to_string()
             } else {
@@ -434,10 +435,7 @@ mod tests {
         ]);
         assert_eq!(
             (c.kind, c.op.as_str()),
-            (
-                OpKind::Probe,
-                "<trace_probe::alloc::Tracking as core::alloc::global::GlobalAlloc>::alloc"
-            )
+            (OpKind::Probe, "trace_probe::alloc::Tracking::alloc")
         );
         // malloc under the tracking allocator: the allocation matmul makes anyway
         let c = class(&[

@@ -74,6 +74,20 @@ impl<'a> FnName<'a> {
         None
     }
 
+    /// [`Self::clean`] with a qualified segment named by its type: `<A as B>::m` and
+    /// `x::<impl A>::m` become `A::m` (its generic arguments and a leading `&` dropped).
+    pub fn short(&self) -> String {
+        // the last qualified segment's type is a full path: what precedes it is dropped
+        let Some(q) = self.segments.iter().rposition(|s| s.starts_with('<')) else {
+            return self.clean();
+        };
+        let ty = self_type(self.segments[q]).0.trim_start_matches('&').trim();
+        let ty = ty.strip_prefix("mut ").unwrap_or(ty);
+        let mut parts = vec![ty.split('<').next().unwrap_or(ty)];
+        parts.extend(&self.segments[q + 1..]);
+        parts.join("::")
+    }
+
     /// The path joined back without closures and generic arguments
     /// (`llama::train_step::{{closure}}` → `llama::train_step`).
     pub fn clean(&self) -> String {
@@ -182,6 +196,15 @@ mod tests {
         assert_eq!(
             FnName::parse("llama::train_step::{{closure}}").clean(),
             "llama::train_step"
+        );
+        assert_eq!(
+            FnName::parse("<candle_nn::optim::AdamW as candle_nn::optim::Optimizer>::step").short(),
+            "candle_nn::optim::AdamW::step"
+        );
+        assert_eq!(
+            FnName::parse("candle_core::tensor_cat::<impl candle_core::tensor::Tensor>::cat")
+                .short(),
+            "candle_core::tensor::Tensor::cat"
         );
     }
 }

@@ -60,6 +60,8 @@ pub enum GroupBy {
     /// One row per op (and kind), pass and module: the finest.
     #[default]
     OpPassModule,
+    /// One row per op (and kind) and pass, every module together.
+    OpPass,
     /// One row per op (and kind), every pass and module together.
     Op,
     /// One row per module (samples outside any module: one row with no module).
@@ -536,8 +538,14 @@ impl OpProfile {
     /// The finest rows grouped `by`; keys that are not grouped are `None` in the result;
     /// shares and intervals recomputed from the summed samples. Most samples first.
     pub fn rows_by(&self, by: GroupBy) -> Vec<OpRow> {
+        self.rows_by_where(by, |_| true)
+    }
+
+    /// [`Self::rows_by`] over the finest rows that `keep` accepts (e.g. one pass): shares stay
+    /// shares of the thread's samples.
+    pub fn rows_by_where(&self, by: GroupBy, keep: impl Fn(&OpRow) -> bool) -> Vec<OpRow> {
         if by == GroupBy::OpPassModule {
-            return self.rows.clone();
+            return self.rows.iter().filter(|r| keep(r)).cloned().collect();
         }
         type Key = (
             u64,
@@ -549,9 +557,10 @@ impl OpProfile {
         );
         let mut index: HashMap<Key, usize> = HashMap::default();
         let mut out: Vec<(Key, u64, HashMap<String, u64>)> = Vec::new();
-        for r in &self.rows {
+        for r in self.rows.iter().filter(|r| keep(r)) {
             let key: Key = match by {
                 GroupBy::Op => (r.thread, r.op.clone(), r.kind, None, None, None),
+                GroupBy::OpPass => (r.thread, r.op.clone(), r.kind, r.pass, None, None),
                 GroupBy::Module => (
                     r.thread,
                     None,
@@ -568,7 +577,7 @@ impl OpProfile {
                 out.len() - 1
             });
             out[i].1 += r.samples;
-            if by == GroupBy::Op {
+            if matches!(by, GroupBy::Op | GroupBy::OpPass) {
                 if let Some(inner) = &r.inner_op {
                     *out[i].2.entry(inner.clone()).or_insert(0) += r.samples;
                 }

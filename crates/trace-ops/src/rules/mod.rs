@@ -433,7 +433,8 @@ pub fn is_file_io(frame: &FrameEvent) -> bool {
 }
 
 /// Advice for file I/O found below an op, keyed by a function on the path from the op to the
-/// I/O (the first key found, innermost first, wins). Data, not detection: the finding is made
+/// I/O (the first key found, outermost first, wins: the one closest to what a user
+/// changes). Data, not detection: the finding is made
 /// from the samples whatever the function; this only says what to do about known ones.
 pub const FILE_IO_ADVICE: &[(&str, &str)] = &[
     (
