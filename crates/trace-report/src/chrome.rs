@@ -447,7 +447,7 @@ pub fn write_chrome<W: Write>(
     write_samples(
         &mut out,
         doc,
-        spans,
+        analysis.operations.as_ref().ok(),
         &keep_span,
         span_filtered,
         range,
@@ -1034,7 +1034,7 @@ fn sample_tid(lanes: u32, k: usize) -> u32 {
 fn write_samples<W: Write>(
     out: &mut Out<W>,
     doc: &TraceDocument,
-    spans: &SpanIndex,
+    operations: Option<&trace_ops::OpProfile>,
     keep_span: &[bool],
     span_filtered: bool,
     range: Range,
@@ -1044,7 +1044,7 @@ fn write_samples<W: Write>(
     if table.samples.is_empty() {
         return Ok(());
     }
-    let profile = trace_ops::OpProfile::from_document_with(doc, spans).ok();
+    let profile = operations;
     let mut texts: std::collections::HashMap<u32, StackText> = std::collections::HashMap::new();
     let period = table.sampler.as_ref().map_or(0, |s| s.period_ns);
     // threads: those the sampler lists, in its order, then any other key seen
@@ -1104,7 +1104,7 @@ fn write_samples<W: Write>(
             let text = texts
                 .entry(s.stack)
                 .or_insert_with(|| StackText::of(doc, s.stack));
-            let row = profile.as_ref().and_then(|p| p.row_of_sample(i));
+            let row = profile.and_then(|p| p.row_of_sample(i));
             let name = match row.and_then(|r| r.op.as_deref()) {
                 Some(op) => trace_format::elide_middle(op, SAMPLE_NAME_CHARS).into_owned(),
                 None => sample_name(doc, s.stack),

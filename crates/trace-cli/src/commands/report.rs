@@ -18,6 +18,7 @@ use trace_report::page::{Block, Cell, Column, Fact, Page, Section, Table, Text};
 use trace_schema::TraceDocument;
 
 use crate::commands::export::finding_texts;
+use crate::commands::ops::{few_samples_line, pct};
 use crate::commands::peak::{self, categories_line, PeakRecord, Peaks};
 use crate::commands::summary::{self, health_line, overflow_line, SummaryReport};
 use crate::commands::{check, memory};
@@ -40,8 +41,8 @@ pub struct Written {
 pub fn build(doc: &TraceDocument, analysis: &Analysis, path: &str) -> Page {
     let summary = summary::build(doc, analysis);
     let mut data = chart_data(doc, analysis, ChartOptions::default());
-    let profile = OpProfile::from_document_with(doc, &analysis.spans);
-    if let Ok(p) = &profile {
+    let profile = &analysis.operations;
+    if let Ok(p) = profile {
         let trees = trace_ops::flame_trees(doc, p, &trace_ops::FlameOptions::default());
         data["flame"] = trace_report::flame::flame_data(&trees);
     }
@@ -49,7 +50,7 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis, path: &str) -> Page {
     sections.push(memory_section(doc, analysis, &summary));
     sections.push(held_section(doc, analysis));
     sections.push(time_section(doc, analysis));
-    sections.push(ops_section(&profile));
+    sections.push(ops_section(profile));
     sections.push(gradients_section(analysis));
     sections.push(tensor_stats_section(doc));
     sections.push(health_section(analysis));
@@ -667,18 +668,8 @@ fn ops_section(profile: &Result<OpProfile, trace_ops::Unavailable>) -> Section {
         ..Fact::default()
     });
     blocks.push(Block::Facts(facts));
-    let few: Vec<String> = t
-        .threads
-        .iter()
-        .filter(|th| th.samples < trace_ops::FEW_SAMPLES)
-        .map(|th| format!("thread {}: {}", th.thread, th.samples))
-        .collect();
-    if t.few_samples {
-        blocks.push(Block::Paragraph(Text::from(format!(
-            "few samples ({}; under {} a thread): shares and times are rough, ranks may be wrong — capture a longer step or a higher rate.",
-            if few.is_empty() { "none counted".to_string() } else { few.join(", ") },
-            trace_ops::FEW_SAMPLES
-        ))));
+    if let Some(line) = few_samples_line(t) {
+        blocks.push(Block::Paragraph(Text::from(line)));
     }
     if t.outside_region > 0 {
         blocks.push(Block::Paragraph(Text::from(format!(
@@ -739,9 +730,9 @@ fn ops_section(profile: &Result<OpProfile, trace_ops::Unavailable>) -> Section {
                     },
                     r.self_ns_low.map(|v| v as f64),
                 ),
-                Cell::number(share_text(r.share), Some(r.share)),
+                Cell::number(pct(r.share), Some(r.share)),
                 Cell::number(
-                    format!("{} – {}", share_text(r.share_low), share_text(r.share_high)),
+                    format!("{} – {}", pct(r.share_low), pct(r.share_high)),
                     Some(r.share_low),
                 ),
                 Cell::trace(r.inner_op.as_deref().unwrap_or("")),
@@ -792,7 +783,7 @@ fn ops_section(profile: &Result<OpProfile, trace_ops::Unavailable>) -> Section {
                     vec![
                         Cell::trace(&f.op),
                         count(f.samples),
-                        Cell::number(share_text(f.share.share), Some(f.share.share)),
+                        Cell::number(pct(f.share.share), Some(f.share.share)),
                         Cell::number(
                             format!("{} of {}", f.samples, f.op_samples),
                             Some(f.samples as f64 / f.op_samples.max(1) as f64),
@@ -821,15 +812,6 @@ fn ops_section(profile: &Result<OpProfile, trace_ops::Unavailable>) -> Section {
 
 /// Rows of the op table (the rest is counted in its footer).
 pub const OP_ROWS: usize = 300;
-
-/// A share in [0, 1] as a percentage with one decimal (`12.3%`).
-fn share_text(share: f64) -> String {
-    if share.is_finite() {
-        format!("{:.1}%", share * 100.0)
-    } else {
-        "-".to_string()
-    }
-}
 
 /// A float as the report shows it: 4 significant decimals, exponent form outside 1e-3..1e6.
 fn float(v: f64) -> String {

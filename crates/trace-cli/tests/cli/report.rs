@@ -154,3 +154,11 @@ fn a_trace_without_samples_says_operations_were_not_captured() {
         assert!(!html.contains("<div class=\"flame\">"), "{trace}");
     }
 }
+
+#[test]
+fn a_trace_with_few_samples_says_so_above_its_op_table() {
+    let (_dir, html) = report("../trace-schema/tests/data/trace_12.jsonl");
+    assert!(html.contains("<table class=\"sortable\" id=\"ops-table\">"));
+    assert!(html.contains("few samples ("), "the ops command's line");
+    assert!(html.contains("— few samples</caption>"));
+}
