@@ -226,7 +226,27 @@ async function checkFlame(file, screenshot) {
     await page.evaluate(() => window.scrollTo(0, document.querySelector(".flame").getBoundingClientRect().top + window.scrollY - 120));
     await page.waitForTimeout(100);
     await page.screenshot({ path: screenshot });
+    // zoomed into the frame clicked above, for the record
+    await area.locator(`g[data-node="${id}"]`).click();
+    await page.mouse.move(0, 0);
+    await page.evaluate(() => window.scrollTo(0, document.querySelector(".flame").getBoundingClientRect().top + window.scrollY - 120));
+    await page.waitForTimeout(100);
+    await page.screenshot({ path: screenshot.replace(/\.png$/, "-zoomed.png") });
+    await page.keyboard.press("Escape");
+    // the dark theme
+    await page.locator("#theme").click();
+    await page.locator("#theme").click();
+    await page.evaluate(() => window.scrollTo(0, document.querySelector(".flame").getBoundingClientRect().top + window.scrollY - 120));
+    await page.waitForTimeout(100);
+    await page.screenshot({ path: screenshot.replace(/\.png$/, "-dark.png") });
   }
+  // a narrow window: the page does not scroll sideways, the flame graph still draws
+  await page.setViewportSize({ width: 380, height: 800 });
+  await page.waitForTimeout(250);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 1, `no horizontal scrolling of the page at 380 px (${overflow} px)`);
+  assert.ok((await area.locator("g.fn").count()) >= 1);
+  await page.setViewportSize({ width: 1200, height: 900 });
   clean(problems);
   await page.close();
 }
