@@ -10,6 +10,7 @@
 //   CG_SAMPLED_REPORT   report of a sampled trace (trace/12: frames, stacks, samples)
 //   CG_FLAME_SCREENSHOT where to save the screenshot of its flame graph
 //   CG_EXTRA_SAMPLED    optional: more sampled reports (colon-separated), checked the same way
+//   CG_EXTRA_SHOTS      optional: with it, a screenshot of each of those (NAME-flame.png)
 //   CG_PERF_REPORT      optional: a large report to time (prints its render time)
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
@@ -269,7 +270,9 @@ test("a sampled trace's report shows a zoomable flame graph per pass", async () 
 });
 
 test("optional: more sampled reports", { skip: !process.env.CG_EXTRA_SAMPLED }, async () => {
-  for (const f of process.env.CG_EXTRA_SAMPLED.split(":")) await checkFlame(f, null);
+  // CG_EXTRA_SHOTS=1: a screenshot next to each report (NAME-flame.png)
+  for (const f of process.env.CG_EXTRA_SAMPLED.split(":"))
+    await checkFlame(f, process.env.CG_EXTRA_SHOTS ? f.replace(/\.html$/, "-flame.png") : null);
 });
 
 test("optional: the render time of a large report", { skip: !process.env.CG_PERF_REPORT }, async () => {
