@@ -203,6 +203,9 @@ pub struct ReportArgs {
 pub enum ExportFormat {
     /// Chrome Trace Event Format (JSON object form), for Perfetto UI and chrome://tracing.
     Chrome,
+    /// speedscope's JSON file format: the sampled call stacks, one sampled profile per thread
+    /// (weights in ns), for speedscope.app (`--span`/`--window` do not apply).
+    Speedscope,
 }
 
 /// `export` arguments.
