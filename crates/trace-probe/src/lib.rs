@@ -41,7 +41,7 @@ pub use layer::ProbeLayer;
 pub use optim::{varmap_manifest, ProbedOptimizer};
 pub use profiler::{Profiler, TracingMode};
 pub use run::{ProfileRun, DEFAULT_PARAMETER_ROOT};
-pub use sampler::SamplingGuard;
+pub use sampler::{SamplingGuard, DEFAULT_SAMPLE_HZ};
 pub use session::{SpanGuard, StepGuard, TraceSession, TraceSummary};
 pub use stats::TensorStats;
 /// Forward, backward or optimizer: the passes of a training step (`trace_schema`'s enum; the

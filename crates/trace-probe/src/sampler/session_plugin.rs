@@ -236,9 +236,8 @@ impl CapturePlugin for SamplerPlugin {
                 contract.reasons.insert(
                     ContractField::Operations.into(),
                     format!(
-                        "wall-clock stack samples at {} Hz of the captured step's thread (and of \
-                         threads that called sample_this_thread): time shares are estimates \
-                         with intervals, lost samples are counted in the sampler event",
+                        "wall-clock stack samples at {} Hz: time shares are estimates with \
+                         intervals",
                         self.settings.hz
                     ),
                 );
