@@ -2,6 +2,11 @@
 //! workspace's, or the user's when built as a path/git dependency) and exports it as
 //! `TRACE_PROBE_CANDLE_VERSION`. When no lock file names candle-core (e.g. built from a registry
 //! tarball outside a workspace), the variable is empty and the meta's `candle_version` is absent.
+//!
+//! It also sets the cfg `stack_sampler` on the targets the wall-clock stack sampler supports
+//! (Linux on x86_64 and aarch64: POSIX timers with `SIGEV_THREAD_ID`, and a known place of the
+//! interrupted program counter in the signal's `ucontext`); elsewhere the sampler declares
+//! `operations` unavailable with the reason.
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +21,12 @@ fn main() {
         .unwrap_or_default();
     println!("cargo:rustc-env=TRACE_PROBE_CANDLE_VERSION={version}");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo::rustc-check-cfg=cfg(stack_sampler)");
+    let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+    let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    if os == "linux" && (arch == "x86_64" || arch == "aarch64") {
+        println!("cargo:rustc-cfg=stack_sampler");
+    }
 }
 
 fn find_lock(start: &Path) -> Option<PathBuf> {

@@ -1,6 +1,6 @@
 //! The runnable examples' command line (`--out DIR`, `--steps N`, `--seed S`, `--batch N`,
 //! `--device D`, `--deterministic`, `--drop-loss-before-step`, `--detach-parameter-gradients`,
-//! `--backward-spans`; MLP: `--hidden-layers N`, `--detach-bias N`), parsed with clap.
+//! `--backward-spans`, `--sample-hz N`; MLP: `--hidden-layers N`, `--detach-bias N`), parsed with clap.
 
 use std::path::PathBuf;
 
@@ -54,6 +54,9 @@ pub struct ExampleArgs {
     /// more than the probe's 3% target, see the trace-probe README).
     #[arg(long)]
     pub backward_spans: bool,
+    /// Wall-clock stack samples per second of the captured step (0: off).
+    #[arg(long, value_name = "N", default_value_t = trace_probe::DEFAULT_SAMPLE_HZ)]
+    pub sample_hz: u32,
 }
 
 fn parse_device(s: &str) -> Result<DeviceSpec, String> {
@@ -106,6 +109,7 @@ impl ExampleArgs {
         }
         config.sizes.mlp.detached_bias = self.detach_bias;
         config.backward_spans = self.backward_spans;
+        config.sample_hz = self.sample_hz;
         if let Some(batch) = self.batch {
             match model {
                 ModelKind::Llama => config.sizes.llama.batch_size = batch,

@@ -108,6 +108,10 @@ pub struct TrainConfig {
     /// Per-module backward spans ([`trace_probe::ProfileRun::backward_spans`]); off by
     /// default (their cost exceeds the probe's 3% target), `--backward-spans` turns them on.
     pub backward_spans: bool,
+    /// Wall-clock stack samples per second of the captured step
+    /// ([`trace_probe::ProfileRun::sample_hz`]; default [`trace_probe::DEFAULT_SAMPLE_HZ`], 0
+    /// off). Deterministic mode samples nothing.
+    pub sample_hz: u32,
 }
 
 impl TrainConfig {
@@ -125,6 +129,7 @@ impl TrainConfig {
             deterministic: false,
             update: UpdateStyle::default(),
             backward_spans: false,
+            sample_hz: trace_probe::DEFAULT_SAMPLE_HZ,
         }
     }
 
@@ -231,6 +236,7 @@ pub fn train_with_progress(
         .tag("steps", config.steps.to_string())
         .deterministic(config.deterministic)
         .backward_spans(config.backward_spans)
+        .sample_hz(config.sample_hz)
         .start(&trace_path)?;
     let result = Workload::with_varmap(
         config.model,

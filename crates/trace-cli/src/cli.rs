@@ -114,6 +114,11 @@ pub struct DemoArgs {
     /// default: the markers cost more than the probe's 3% target (trace-probe README).
     #[arg(long)]
     pub backward_spans: bool,
+    /// Wall-clock stack samples per second of the captured step, for `operations: sampled`
+    /// (`candle-graph ops`); 0 turns sampling off. More samples narrow the op intervals and
+    /// cost more (trace-probe README, *Sampled operations*).
+    #[arg(long, value_name = "N", default_value_t = trace_probe::DEFAULT_SAMPLE_HZ)]
+    pub sample_hz: u32,
 }
 
 /// `device-check` arguments.
@@ -203,6 +208,9 @@ pub struct ReportArgs {
 pub enum ExportFormat {
     /// Chrome Trace Event Format (JSON object form), for Perfetto UI and chrome://tracing.
     Chrome,
+    /// speedscope's JSON file format: the sampled call stacks, one sampled profile per thread
+    /// (weights in ns), for speedscope.app (`--span`/`--window` do not apply).
+    Speedscope,
 }
 
 /// `export` arguments.

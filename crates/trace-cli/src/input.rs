@@ -11,7 +11,8 @@
 //! (bytes read of total) when stderr is a terminal and the load takes more than a second; a
 //! gzipped or PyTorch trace is read whole first.
 //!
-//! Accepted: a trace file (JSON Lines), or a directory that holds a `trace.jsonl`; a PyTorch
+//! Accepted: a trace file (JSON Lines), or a directory that holds a `trace.jsonl` (or, without
+//! one, a `trace.jsonl.gz`); a PyTorch
 //! profiler trace (Kineto Chrome-trace JSON) is recognised by its content and imported
 //! ([`trace_import`]); either may be gzipped (recognised by the gzip magic bytes). Every failure
 //! is an [`anyhow::Error`] whose chain reads as one line with `{:#}`, naming the path and, for
@@ -44,6 +45,10 @@ const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 /// File name of the trace inside a directory input.
 pub const TRACE_FILE: &str = "trace.jsonl";
 
+/// File name of a gzipped trace inside a directory input, read when it holds no
+/// [`TRACE_FILE`].
+pub const TRACE_FILE_GZ: &str = "trace.jsonl.gz";
+
 /// A loaded trace and where it came from.
 pub struct LoadedTrace {
     /// The file read.
@@ -54,7 +59,8 @@ pub struct LoadedTrace {
     pub import: Option<ImportReport>,
 }
 
-/// The file a command should read: `input` itself, or `input/trace.jsonl` for a directory.
+/// The file a command should read: `input` itself, or `input/trace.jsonl` (else
+/// `input/trace.jsonl.gz`) for a directory.
 ///
 /// # Errors
 /// A missing path; a directory without `trace.jsonl` (naming the other `.jsonl` files found).
@@ -71,6 +77,11 @@ pub fn resolve(input: &Path) -> Result<PathBuf> {
     if candidate.is_file() {
         return Ok(candidate);
     }
+    // A gzipped trace: read it (gzip is recognised by its magic bytes wherever it is read).
+    let gzipped = input.join(TRACE_FILE_GZ);
+    if gzipped.is_file() && !candidate.is_dir() {
+        return Ok(gzipped);
+    }
     if candidate.is_dir() {
         bail!("{} is a directory, not a trace file", candidate.display());
     }
@@ -78,7 +89,7 @@ pub fn resolve(input: &Path) -> Result<PathBuf> {
         .with_context(|| format!("cannot list directory {}", input.display()))?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".jsonl"))
+        .filter(|name| name.ends_with(".jsonl") || name.ends_with(".jsonl.gz"))
         .collect();
     others.sort();
     if others.is_empty() {

@@ -267,13 +267,30 @@ fn run(cli: Cli) -> Result<Output> {
         }
         Command::Export(args) => {
             let (trace, analysis) = load(&args.trace, Detail::Full)?;
-            let cli::ExportFormat::Chrome = args.format;
+            if args.format == cli::ExportFormat::Speedscope {
+                if args.span.is_some() || args.window.is_some() {
+                    anyhow::bail!("--span and --window apply to --format chrome only; a speedscope export holds every sample");
+                }
+                let written = commands::export::run_speedscope(&trace.doc, &args.output)?;
+                if let Some(file) = &written.file {
+                    let s = written.stats;
+                    eprintln!(
+                        "candle-graph: wrote {} ({}, {} profiles, {} samples, {} frames); open it in speedscope (https://www.speedscope.app, or `speedscope FILE`)",
+                        file.path.display(),
+                        trace_format::bytes(file.bytes),
+                        s.profiles,
+                        s.samples,
+                        s.frames
+                    );
+                }
+                return Ok(Output::ok(String::new()));
+            }
             let written =
                 commands::export::run(&trace.doc, analysis, &args.output, args.span, args.window)?;
             if let Some(file) = &written.file {
                 let s = written.stats;
                 eprintln!(
-                    "candle-graph: wrote {} ({}, {} events: {} nested spans, {} spans apart, {} ops, {} counters, {} instants); open it in Perfetto UI or chrome://tracing",
+                    "candle-graph: wrote {} ({}, {} events: {} nested spans, {} spans apart, {} ops, {} counters, {} instants, {} samples); open it in Perfetto UI or chrome://tracing",
                     file.path.display(),
                     trace_format::bytes(file.bytes),
                     s.events,
@@ -281,7 +298,8 @@ fn run(cli: Cli) -> Result<Output> {
                     s.async_spans,
                     s.ops,
                     s.counters,
-                    s.instants
+                    s.instants,
+                    s.samples
                 );
             }
             Ok(Output::ok(String::new()))

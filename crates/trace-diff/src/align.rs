@@ -30,6 +30,8 @@ pub(crate) struct SpanKey {
     pub occurrence: u32,
     /// Names seen at this position, in first-seen order (several only for measured roots).
     pub display_names: Vec<Arc<str>>,
+    /// Depth (roots: 0).
+    pub depth: u32,
 }
 
 /// Every key of every run.
@@ -90,11 +92,17 @@ impl KeyTable {
                     let id = self.keys.len() as u32;
                     self.index
                         .insert((parent_key, key_name.clone(), occurrence), id);
+                    let depth = if parent_key == ROOT {
+                        0
+                    } else {
+                        self.keys[parent_key as usize].depth + 1
+                    };
                     self.keys.push(SpanKey {
                         parent: (parent_key != ROOT).then_some(parent_key),
                         name: key_name.clone(),
                         occurrence,
                         display_names: Vec::new(),
+                        depth,
                     });
                     id
                 }
@@ -118,41 +126,75 @@ impl KeyTable {
     }
 
     /// The display path of every key: names joined by `/`, a repeated name with `#n` (its
-    /// occurrence), a position named differently by the runs as `a|b`. Raw trace text: escape
-    /// before display.
+    /// occurrence), a position named differently by the runs as `a|b`; deeper than 32 levels
+    /// capped as [`SpanIndex::path`] (first 8 names, `…(N of M levels left out)…`, last 24), so
+    /// the paths of all keys are linear in the keys. Raw trace text: escape before display.
     pub fn paths(&self) -> Vec<String> {
-        let mut paths: Vec<String> = Vec::with_capacity(self.keys.len());
-        for key in &self.keys {
-            let mut segment = key
-                .display_names
-                .iter()
-                .map(|n| &**n)
-                .collect::<Vec<_>>()
-                .join("|");
-            let parent = key.parent.unwrap_or(ROOT);
-            let repeated = self
-                .max_occurrence
-                .get(&(parent, key.name.clone()))
-                .is_some_and(|&m| m > 1);
-            if repeated {
-                segment.push_str(&format!("#{}", key.occurrence));
+        use trace_memory::spans::{join_capped_path, PATH_HEAD_NAMES, PATH_TAIL_NAMES};
+        let segments: Vec<String> = self
+            .keys
+            .iter()
+            .map(|key| {
+                let mut segment = key
+                    .display_names
+                    .iter()
+                    .map(|n| &**n)
+                    .collect::<Vec<_>>()
+                    .join("|");
+                let parent = key.parent.unwrap_or(ROOT);
+                let repeated = self
+                    .max_occurrence
+                    .get(&(parent, key.name.clone()))
+                    .is_some_and(|&m| m > 1);
+                if repeated {
+                    segment.push_str(&format!("#{}", key.occurrence));
+                }
+                segment
+            })
+            .collect();
+        // Each key's ancestor at depth PATH_HEAD_NAMES - 1 (parents come before children).
+        let mut anchor: Vec<u32> = (0..self.keys.len() as u32).collect();
+        for (k, key) in self.keys.iter().enumerate() {
+            if key.depth as usize >= PATH_HEAD_NAMES {
+                if let Some(p) = key.parent {
+                    anchor[k] = anchor[p as usize];
+                }
             }
-            paths.push(match key.parent {
-                Some(p) => format!("{}/{segment}", paths[p as usize]),
-                None => segment,
-            });
         }
-        paths
+        let cap = PATH_HEAD_NAMES + PATH_TAIL_NAMES;
+        (0..self.keys.len())
+            .map(|k| {
+                let levels = self.keys[k].depth as usize + 1;
+                let tail_len = if levels <= cap {
+                    levels
+                } else {
+                    PATH_TAIL_NAMES
+                };
+                let mut tail: Vec<&str> = Vec::with_capacity(tail_len);
+                let mut cur = Some(k as u32);
+                while tail.len() < tail_len {
+                    let Some(c) = cur else { break };
+                    tail.push(&segments[c as usize]);
+                    cur = self.keys[c as usize].parent;
+                }
+                tail.reverse();
+                let mut head: Vec<&str> = Vec::new();
+                if levels > cap {
+                    let mut cur = Some(anchor[k]);
+                    while let Some(c) = cur {
+                        head.push(&segments[c as usize]);
+                        cur = self.keys[c as usize].parent;
+                    }
+                    head.reverse();
+                }
+                join_capped_path(&head, &tail, levels)
+            })
+            .collect()
     }
 
     /// Depth of a key (roots: 0).
-    pub fn depth(&self, mut key: u32) -> u32 {
-        let mut d = 0;
-        while let Some(p) = self.keys[key as usize].parent {
-            d += 1;
-            key = p;
-        }
-        d
+    pub fn depth(&self, key: u32) -> u32 {
+        self.keys[key as usize].depth
     }
 }
 

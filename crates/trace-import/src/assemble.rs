@@ -118,7 +118,10 @@ pub(crate) fn assemble(
         for d in &m.devices {
             if let Some(gap) = d.constant_gap_bytes() {
                 tags.insert(
-                    format!("kineto.before_window_bytes.{}", d.device),
+                    match &d.process {
+                        Some(p) => format!("kineto.before_window_bytes.{}.p{p}", d.device),
+                        None => format!("kineto.before_window_bytes.{}", d.device),
+                    },
                     gap.to_string(),
                 );
             }

@@ -48,6 +48,8 @@ pub(crate) struct RawTrace<'a> {
     pub events: Vec<&'a RawValue>,
     /// Top-level keys that were seen (for the "not a trace" message).
     pub keys: Vec<String>,
+    /// Set when a key the import reads appeared twice (the error names it).
+    pub duplicate: Option<String>,
 }
 
 /// How reading the document ended.
@@ -68,16 +70,30 @@ pub(crate) enum ReadEnd {
     },
     /// Characters after the document.
     TrailingData { line: usize, column: usize },
+    /// A top-level key the import reads appears twice (JSON readers disagree on which one
+    /// counts: some keep the first, some the last, this one concatenated `traceEvents`), at
+    /// `line:column` of the second.
+    DuplicateKey {
+        line: usize,
+        column: usize,
+        key: String,
+    },
 }
 
-/// Splits `bytes` into raw events (see the module docs).
+/// The UTF-8 byte order mark some editors and exporters put first.
+pub(crate) const BOM: &[u8] = b"\xef\xbb\xbf";
+
+/// Splits `bytes` into raw events (see the module docs). A UTF-8 byte order mark before the
+/// document is skipped.
 pub(crate) fn read(bytes: &[u8]) -> (RawTrace<'_>, ReadEnd) {
+    let bytes = bytes.strip_prefix(BOM).unwrap_or(bytes);
     let mut out = RawTrace {
         form: None,
         has_trace_events: false,
         header: Header::default(),
         events: Vec::new(),
         keys: Vec::new(),
+        duplicate: None,
     };
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let end = match (TopSeed { out: &mut out }).deserialize(&mut de) {
@@ -89,6 +105,11 @@ pub(crate) fn read(bytes: &[u8]) -> (RawTrace<'_>, ReadEnd) {
             },
         },
         Err(e) if e.is_eof() => ReadEnd::CutShort,
+        Err(e) if out.duplicate.is_some() => ReadEnd::DuplicateKey {
+            line: e.line(),
+            column: e.column(),
+            key: out.duplicate.take().unwrap_or_default(),
+        },
         Err(e) => ReadEnd::Malformed {
             line: e.line(),
             column: e.column(),
@@ -143,7 +164,15 @@ impl<'de> Visitor<'de> for TopSeed<'_, 'de> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         self.out.form = Some(Form::Object);
+        let mut seen: Vec<&'static str> = Vec::new();
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            if let Some(&read) = READ_KEYS.iter().find(|&&k| k == key.as_ref()) {
+                if seen.contains(&read) {
+                    self.out.duplicate = Some(read.to_string());
+                    return Err(serde::de::Error::custom(format!("duplicate key `{read}`")));
+                }
+                seen.push(read);
+            }
             let h = &mut self.out.header;
             match key.as_ref() {
                 "traceEvents" => {
@@ -184,6 +213,19 @@ impl<'de> Visitor<'de> for TopSeed<'_, 'de> {
         Ok(())
     }
 }
+
+/// The top-level keys the import reads: each may appear once.
+const READ_KEYS: &[&str] = &[
+    "traceEvents",
+    "schemaVersion",
+    "traceName",
+    "trace_id",
+    "baseTimeNanoseconds",
+    "profile_memory",
+    "record_shapes",
+    "with_stack",
+    "deviceProperties",
+];
 
 struct EventsSeed<'s, 'a> {
     events: &'s mut Vec<&'a RawValue>,
@@ -229,27 +271,22 @@ impl fmt::Display for Key {
 }
 
 impl<'de> Deserialize<'de> for Key {
+    /// An integer in any JSON form (`1`, `1.0`, `1e0`: one key) is a number; any other number
+    /// keeps its text; a string is text.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an integer or a string")
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<Key, E> {
-                Ok(Key::Num(v.into()))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<Key, E> {
-                Ok(Key::Num(v.into()))
-            }
-            fn visit_f64<E>(self, v: f64) -> Result<Key, E> {
-                Ok(Key::Text(v.to_string()))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key, E> {
-                Ok(Key::Text(v.to_string()))
-            }
+        let raw = <&RawValue>::deserialize(d)?;
+        let text = raw.get();
+        if text.starts_with('"') {
+            let s: String = serde_json::from_str(text).map_err(serde::de::Error::custom)?;
+            return Ok(Key::Text(s));
         }
-        d.deserialize_any(V)
+        match crate::time::integer(text) {
+            Ok(v) => Ok(Key::Num(v)),
+            Err(crate::time::NumberError::NotANumber) => {
+                Err(serde::de::Error::custom("expected an integer or a string"))
+            }
+            Err(_) => Ok(Key::Text(text.to_string())),
+        }
     }
 }
 
@@ -273,46 +310,14 @@ impl Int {
 }
 
 impl<'de> Deserialize<'de> for Int {
+    /// Read from the number's text, exactly in every JSON form (`64`, `6.4e1`, `64.0`); a
+    /// fraction, a magnitude above 10^30 or a value that is not a number is `Invalid`.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Int;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<Int, E> {
-                Ok(Int::Value(v.into()))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<Int, E> {
-                Ok(Int::Value(v.into()))
-            }
-            fn visit_f64<E>(self, v: f64) -> Result<Int, E> {
-                let integral = v.is_finite() && v.fract() == 0.0 && v.abs() < 1e30;
-                Ok(if integral {
-                    Int::Value(v as i128)
-                } else {
-                    Int::Invalid
-                })
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Int, E> {
-                Ok(Int::Invalid)
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Int, E> {
-                Ok(Int::Invalid)
-            }
-            fn visit_unit<E>(self) -> Result<Int, E> {
-                Ok(Int::Invalid)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Int, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Int::Invalid)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Int, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Int::Invalid)
-            }
-        }
-        d.deserialize_any(V)
+        let raw = <&RawValue>::deserialize(d)?;
+        Ok(match crate::time::integer(raw.get()) {
+            Ok(v) => Int::Value(v),
+            Err(_) => Int::Invalid,
+        })
     }
 }
 
@@ -397,6 +402,18 @@ mod tests {
         assert_eq!(raw.form, Some(Form::Array));
         let (_, end) = read(b"{\"traceEvents\": [}");
         assert!(matches!(end, ReadEnd::Malformed { line: 1, .. }), "{end:?}");
+        // a byte order mark first is skipped
+        let (raw, end) = read(b"\xef\xbb\xbf[{\"ph\":\"X\"}]");
+        assert!(matches!(end, ReadEnd::Whole), "{end:?}");
+        assert_eq!(raw.events.len(), 1);
+        // a key that changes the meaning, twice: named with the line of the second
+        let (_, end) = read(b"{\"traceEvents\": [],\n \"traceEvents\": [{\"ph\":\"X\"}]}");
+        match end {
+            ReadEnd::DuplicateKey { line, key, .. } => {
+                assert_eq!((line, key.as_str()), (2, "traceEvents"))
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -410,5 +427,19 @@ mod tests {
         assert_eq!(a.addr, Int::Invalid);
         assert_eq!(a.total_allocated, Int::Value(3));
         assert_eq!(a.device_type, Int::Absent);
+        // integers in any JSON number form, read exactly from their text
+        let e: RawEvent = serde_json::from_str(
+            r#"{"ph":"i","pid":1e0,"tid":"7","args":{"Bytes":6.4e1,"Addr":1.5,"Device Type":1e40}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (e.pid, e.tid),
+            (Some(Key::Num(1)), Some(Key::Text("7".into())))
+        );
+        let a = e.args.unwrap();
+        assert_eq!(
+            (a.bytes, a.addr, a.device_type),
+            (Int::Value(64), Int::Invalid, Int::Invalid)
+        );
     }
 }

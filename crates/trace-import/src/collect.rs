@@ -8,7 +8,7 @@ use trace_schema::SpanKind;
 
 use crate::chrome::{Key, RawEvent};
 use crate::report::ImportReport;
-use crate::time::micros_to_ns;
+use crate::time::{micros_to_ns, NumberError};
 
 /// Where a host span came from (decides its kind and the pass rules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +60,8 @@ pub(crate) struct Node {
 #[derive(Debug, Clone)]
 pub(crate) struct Mem {
     pub ts: i128,
+    /// The `pid` of the process that wrote it (PyTorch's counters are per process).
+    pub process: Option<String>,
     pub file: u32,
     pub thread: Option<u32>,
     pub device: String,
@@ -218,15 +220,27 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
         let file = i.min(u32::MAX as usize) as u32;
         match ph {
             "X" => {
-                let name = ev.name.as_deref().unwrap_or("(unnamed)").to_string();
-                let Some(start) = ev.ts.and_then(|t| micros_to_ns(t.get())) else {
-                    bad(i, format!("`X` event `{name}` has no valid `ts`"));
-                    continue;
+                // held bounded from here on (a 100 MB name is not copied per memory event)
+                let name = trace_schema::intern::bounded(ev.name.as_deref().unwrap_or("(unnamed)"))
+                    .into_owned();
+                let start = match time_field(ev.ts, "ts") {
+                    Ok(t) => t,
+                    Err(why) => {
+                        bad(i, format!("`X` event `{}`: {why}", short(&name)));
+                        continue;
+                    }
                 };
-                let dur = match ev.dur.map(|d| micros_to_ns(d.get())) {
-                    Some(Some(d)) if d >= 0 => d,
-                    _ => {
-                        bad(i, format!("`X` event `{name}` has no valid `dur`"));
+                let dur = match time_field(ev.dur, "dur") {
+                    Ok(d) if d >= 0 => d,
+                    Ok(d) => {
+                        bad(
+                            i,
+                            format!("`X` event `{}`: `dur` {d} ns is negative", short(&name)),
+                        );
+                        continue;
+                    }
+                    Err(why) => {
+                        bad(i, format!("`X` event `{}`: {why}", short(&name)));
                         continue;
                     }
                 };
@@ -297,9 +311,12 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
                     report.skip("instant events other than `[memory]`");
                     continue;
                 }
-                let Some(ts) = ev.ts.and_then(|t| micros_to_ns(t.get())) else {
-                    bad(i, "`[memory]` event has no valid `ts`".to_string());
-                    continue;
+                let ts = match time_field(ev.ts, "ts") {
+                    Ok(t) => t,
+                    Err(why) => {
+                        bad(i, format!("`[memory]` event: {why}"));
+                        continue;
+                    }
                 };
                 let args = ev.args.unwrap_or_default();
                 let (Some(bytes), Some(addr)) = (args.bytes.get(), args.addr.get()) else {
@@ -329,6 +346,7 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
                 let non_negative = |v: Option<i128>| v.filter(|&b| b >= 0);
                 c.mems.push(Mem {
                     ts,
+                    process: ev.pid.as_ref().map(|p| p.to_string()),
                     file,
                     thread: Some(thread),
                     device,
@@ -343,7 +361,7 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
                 let args = ev.args.unwrap_or_default();
                 if ev.name.as_deref() == Some("thread_name") {
                     if let (Some(pid), Some(tid), Some(n)) = (ev.pid, ev.tid, args.name) {
-                        names.insert((pid, tid), n.into_owned());
+                        names.insert((pid, tid), trace_schema::intern::bounded(&n).into_owned());
                     }
                 }
             }
@@ -380,6 +398,28 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
         ));
     }
     c
+}
+
+/// A time field in exact nanoseconds, or why not (naming the field and, elided, its text).
+fn time_field(raw: Option<&RawValue>, field: &str) -> Result<i128, String> {
+    let raw = raw.ok_or_else(|| format!("no `{field}`"))?;
+    micros_to_ns(raw.get()).map_err(|e| {
+        let why = match e {
+            NumberError::OutOfRange => {
+                "is out of range: no integer of nanoseconds up to 10^30 holds it"
+            }
+            NumberError::NotANumber | NumberError::NotIntegral => "is not a JSON number",
+        };
+        format!(
+            "`{field}` {} {why}",
+            trace_format::escape(&trace_format::elide_middle(raw.get(), 40))
+        )
+    })
+}
+
+/// A name elided for a message.
+fn short(name: &str) -> std::borrow::Cow<'_, str> {
+    trace_format::elide_middle(name, 80)
 }
 
 fn thread_index(

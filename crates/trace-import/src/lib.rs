@@ -86,6 +86,16 @@ pub enum ImportError {
         /// The parser's message.
         message: String,
     },
+    /// A top-level key the import reads appears twice (JSON readers disagree on which counts).
+    #[error("line {line}, column {column}: the key `{key}` appears twice (JSON readers disagree on which one counts; keep one)")]
+    DuplicateKey {
+        /// 1-based line of the second occurrence.
+        line: usize,
+        /// 1-based column just after it.
+        column: usize,
+        /// The key.
+        key: String,
+    },
     /// Valid JSON, but not a Chrome trace.
     #[error("not a PyTorch profiler (Chrome) trace: {found}")]
     NotATrace {
@@ -160,6 +170,9 @@ pub fn import_decoded(decoded: &Decoded<'_>) -> Result<Imported, ImportError> {
         chrome::ReadEnd::TrailingData { line, column } => report.warn(format!(
             "text after the end of the trace at line {line}, column {column} was ignored"
         )),
+        chrome::ReadEnd::DuplicateKey { line, column, key } => {
+            return Err(ImportError::DuplicateKey { line, column, key });
+        }
         chrome::ReadEnd::Malformed {
             line,
             column,

@@ -4,8 +4,14 @@
 //! Rules:
 //! - events apply in (timestamp, file order): file order inside one timestamp is the
 //!   allocator's order;
-//! - identity is (device, address); each allocation of an address starts a new lifetime,
-//!   `storage_id` = `<address hex>.<generation>` (the probe's form);
+//! - identity is (process, device, address); each allocation of an address starts a new
+//!   lifetime, `storage_id` = `<address hex>.<generation>` (the probe's form), prefixed with
+//!   `p<pid>.` when several processes wrote `[memory]` events (traces of several ranks merged
+//!   into one file reuse the same device addresses: one rank's free never ends another's
+//!   block);
+//! - a device several processes share gets the sum of their storages (the logical plane) and
+//!   no device samples: `Total Allocated` is one process's counter, not the device's; the
+//!   import report gives each process's replay and counter, and the combined replay;
 //! - a free of an address never allocated in the window is memory from before the capture: a
 //!   `pre_existing` alloc of its size at the window start, then the free — never a negative;
 //! - an address allocated again while live lost its free: the earlier lifetime ends at the new
@@ -35,6 +41,8 @@ pub(crate) struct MemOut {
     pub ts: i128,
     pub alloc: bool,
     pub device: String,
+    /// The process, when several processes wrote `[memory]` events.
+    pub process: Option<String>,
     pub storage_id: String,
     pub bytes: u64,
     /// Node index of the span it happened in.
@@ -55,8 +63,11 @@ struct AddrState {
     next_generation: u32,
 }
 
-fn storage_id(addr: u64, generation: u32) -> String {
-    format!("{addr:x}.{generation}")
+fn storage_id(process: Option<&str>, addr: u64, generation: u32) -> String {
+    match process {
+        Some(p) => format!("p{p}.{addr:x}.{generation}"),
+        None => format!("{addr:x}.{generation}"),
+    }
 }
 
 /// Innermost span (node index) enclosing each memory event, by a sweep per thread.
@@ -106,14 +117,18 @@ fn attribute(c: &Collected, tree: &Tree, sorted: &[usize]) -> Vec<u32> {
     out
 }
 
-fn op_name(c: &Collected, mut span: u32) -> Option<String> {
-    loop {
-        let n = &c.nodes[span as usize];
-        if n.kind == SpanKind::Op {
-            return Some(n.name.clone());
-        }
-        span = n.parent?;
+/// The innermost op at or above each node (pre-order inheritance: O(n), no walk per event).
+fn nearest_ops(c: &Collected, tree: &Tree) -> Vec<Option<u32>> {
+    let mut out: Vec<Option<u32>> = vec![None; c.nodes.len()];
+    for &i in &tree.order {
+        let n = &c.nodes[i as usize];
+        out[i as usize] = if n.kind == SpanKind::Op {
+            Some(i)
+        } else {
+            n.parent.and_then(|p| out[p as usize])
+        };
     }
+    out
 }
 
 /// Converts the memory events; `None` when there are none.
@@ -128,16 +143,39 @@ pub(crate) fn convert(
     let mut sorted: Vec<usize> = (0..c.mems.len()).collect();
     sorted.sort_by_key(|&i| (c.mems[i].ts, c.mems[i].file));
     let spans = attribute(c, tree, &sorted);
+    let ops = nearest_ops(c, tree);
     let origin = c.nodes[0].start;
     let mut summary = MemoryImport::default();
-    let mut states: HashMap<(&str, u64), AddrState> = HashMap::new();
+    let mut processes: Vec<&str> = c.mems.iter().filter_map(|m| m.process.as_deref()).collect();
+    processes.sort_unstable();
+    processes.dedup();
+    let several = processes.len() > 1;
+    if several {
+        summary.processes = processes.iter().map(|p| p.to_string()).collect();
+    }
+    // Devices written by several processes: no device samples (the counter is per process).
+    let mut users: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for m in &c.mems {
+        let list = users.entry(m.device.as_str()).or_default();
+        let p = m.process.as_deref().unwrap_or("?");
+        if !list.contains(&p) {
+            list.push(p);
+        }
+    }
+    let shared: Vec<&str> = users
+        .iter()
+        .filter(|(_, ps)| several && ps.len() > 1)
+        .map(|(d, _)| *d)
+        .collect();
+    let mut states: HashMap<(Option<&str>, &str, u64), AddrState> = HashMap::new();
     let mut pre: Vec<MemOut> = Vec::new();
     let mut body: Vec<MemOut> = Vec::with_capacity(c.mems.len());
     for &i in &sorted {
         let m = &c.mems[i];
         let size = m.bytes.unsigned_abs().min(u64::MAX as u128) as u64;
         let span = spans[i];
-        let op = op_name(c, span);
+        let op = ops[span as usize].map(|o| c.nodes[o as usize].name.clone());
+        let process = if several { m.process.as_deref() } else { None };
         let sample = m.total_allocated.map(|used| {
             let reserved = if m.is_cpu {
                 None
@@ -146,12 +184,15 @@ pub(crate) fn convert(
             };
             (u64::try_from(used).ok(), reserved)
         });
-        let state = states.entry((m.device.as_str(), m.addr)).or_default();
+        let state = states
+            .entry((process, m.device.as_str(), m.addr))
+            .or_default();
         let event = |alloc: bool, generation: u32, pre_existing: bool| MemOut {
             ts: m.ts,
             alloc,
             device: m.device.clone(),
-            storage_id: storage_id(m.addr, generation),
+            process: process.map(str::to_string),
+            storage_id: storage_id(process, m.addr, generation),
             bytes: size,
             span,
             op_name: op.clone(),
@@ -211,7 +252,19 @@ pub(crate) fn convert(
             last.sample = sample;
         }
     }
-    summary.devices = cross_check(&pre, &body);
+    summary.devices = cross_check(&pre, &body, &shared);
+    for e in &mut body {
+        if shared.contains(&e.device.as_str()) {
+            e.sample = None;
+        }
+    }
+    for d in &shared {
+        report.warn(format!(
+            "{d} is used by {} processes (pids {}): their storages are kept apart and the device's memory is their sum; PyTorch's Total Allocated counts one process, so it is compared per process and not written as the device's samples",
+            users[d].len(),
+            users[d].join(", ")
+        ));
+    }
     if summary.inferred_frees > 0 {
         report.warn(format!(
             "{} addresses were allocated again while live (their frees are missing from the trace); each earlier lifetime ends at the new allocation",
@@ -227,9 +280,12 @@ pub(crate) fn convert(
     for d in &summary.devices {
         if let (Some(lo), Some(hi)) = (d.gap_min_bytes, d.gap_max_bytes) {
             if lo != hi {
+                let device = match &d.process {
+                    Some(p) => format!("{} (pid {p})", d.device),
+                    None => d.device.clone(),
+                };
                 report.warn(format!(
-                    "on {}, PyTorch's Total Allocated minus the replayed live bytes varies from {lo} to {hi} B over the window (constant on a complete record): allocator events are missing from the trace, so figures are approximate",
-                    d.device
+                    "on {device}, PyTorch's Total Allocated minus the replayed live bytes varies from {lo} to {hi} B over the window (constant on a complete record): allocator events are missing from the trace, so figures are approximate"
                 ));
             }
         }
@@ -239,32 +295,42 @@ pub(crate) fn convert(
     Some(pre)
 }
 
-/// Per device: live bytes after every event (pre-existing storages live from the start), the
-/// replayed peak, and `Total Allocated − live` after each event that carries the counter.
-fn cross_check(pre: &[MemOut], body: &[MemOut]) -> Vec<DeviceMemoryImport> {
-    let mut live: BTreeMap<&str, (i128, DeviceMemoryImport)> = BTreeMap::new();
+/// Per (device, process): live bytes after every event (pre-existing storages live from the
+/// start), the replayed peak, and `Total Allocated − live` after each event that carries the
+/// counter (a process's own counter against that process's replay). A device in `shared` gets
+/// a combined entry too (process `None`): the replay of all its processes together.
+fn cross_check<'a>(
+    pre: &'a [MemOut],
+    body: &'a [MemOut],
+    shared: &[&str],
+) -> Vec<DeviceMemoryImport> {
+    let mut live: BTreeMap<(&'a str, Option<&'a str>), (i128, DeviceMemoryImport)> =
+        BTreeMap::new();
+    let entry = |device: &str, process: Option<&str>| DeviceMemoryImport {
+        device: device.to_string(),
+        process: process.map(str::to_string),
+        ..DeviceMemoryImport::default()
+    };
     for e in pre.iter().chain(body) {
-        live.entry(e.device.as_str()).or_insert_with(|| {
-            (
-                0,
-                DeviceMemoryImport {
-                    device: e.device.clone(),
-                    ..DeviceMemoryImport::default()
-                },
-            )
-        });
+        let (d, p) = (e.device.as_str(), e.process.as_deref());
+        live.entry((d, p)).or_insert_with(|| (0, entry(d, p)));
+        if shared.contains(&d) {
+            live.entry((d, None)).or_insert_with(|| (0, entry(d, None)));
+        }
     }
-    for e in pre {
-        let (bytes, d) = live.get_mut(e.device.as_str()).expect("entered above");
+    let mut apply = |e: &'a MemOut, counted: bool| {
+        let (d, p) = (e.device.as_str(), e.process.as_deref());
+        if p.is_some() && shared.contains(&d) {
+            let (bytes, all) = live.get_mut(&(d, None)).expect("entered above");
+            *bytes += e.live_delta;
+            all.events += u64::from(counted);
+            all.replayed_peak_bytes = all.replayed_peak_bytes.max(clamp(*bytes));
+        }
+        let (bytes, d) = live.get_mut(&(d, p)).expect("entered above");
         *bytes += e.live_delta;
+        d.events += u64::from(counted);
         d.replayed_peak_bytes = d.replayed_peak_bytes.max(clamp(*bytes));
-    }
-    for e in body {
-        let (bytes, d) = live.get_mut(e.device.as_str()).expect("entered above");
-        *bytes += e.live_delta;
-        d.events += 1;
-        d.replayed_peak_bytes = d.replayed_peak_bytes.max(clamp(*bytes));
-        if let Some((used, reserved)) = e.sample {
+        if let (true, Some((used, reserved))) = (counted, e.sample) {
             if let Some(used) = used {
                 d.total_allocated_max_bytes =
                     Some(d.total_allocated_max_bytes.unwrap_or(0).max(used));
@@ -276,6 +342,12 @@ fn cross_check(pre: &[MemOut], body: &[MemOut]) -> Vec<DeviceMemoryImport> {
                 d.total_reserved_max_bytes = Some(d.total_reserved_max_bytes.unwrap_or(0).max(r));
             }
         }
+    };
+    for e in pre {
+        apply(e, false);
+    }
+    for e in body {
+        apply(e, true);
     }
     live.into_values().map(|(_, d)| d).collect()
 }

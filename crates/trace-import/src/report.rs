@@ -72,8 +72,12 @@ pub struct MemoryImport {
     pub inferred_frees: u64,
     /// Frees of an address already freed in the window (kept as unmatched frees).
     pub repeated_frees: u64,
-    /// Per device, sorted by label.
+    /// Per device, sorted by label; when several processes wrote `[memory]` events, per
+    /// (device, process), after each shared device's combined entry (`process` `None`).
     pub devices: Vec<DeviceMemoryImport>,
+    /// Processes (`pid`s) that wrote `[memory]` events, when there are several (traces of
+    /// several ranks merged into one file); empty for one.
+    pub processes: Vec<String>,
 }
 
 /// One device's replay beside PyTorch's `Total Allocated`.
@@ -81,6 +85,11 @@ pub struct MemoryImport {
 pub struct DeviceMemoryImport {
     /// Device label (`cpu`, `cuda:0`, …).
     pub device: String,
+    /// The process (`pid`) of these figures when several processes wrote `[memory]` events;
+    /// `None` for a single-process trace, and for the combined entry of a device several
+    /// processes share (its replay is their sum; it has no PyTorch counter, which is per
+    /// process).
+    pub process: Option<String>,
     /// `[memory]` events on it.
     pub events: u64,
     /// Largest live bytes of the replay (pre-existing storages included), read after every

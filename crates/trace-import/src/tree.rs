@@ -349,30 +349,82 @@ fn thread_spans(c: &mut Collected, n_threads: usize) -> Vec<u32> {
     homes
 }
 
+/// Most module names a `module_path` holds: a deeper module's path keeps the first 8 and the
+/// last 24 around `…(N of M levels left out)…` (the CLI's paths are capped the same way), so the
+/// paths of a chain of nested modules are linear in the trace, not quadratic.
+const MODULE_PATH_HEAD: usize = 8;
+/// See [`MODULE_PATH_HEAD`].
+const MODULE_PATH_TAIL: usize = 24;
+
 /// `nn.Module: X` Python spans (with_modules) are module spans; their path joins the names of
-/// the enclosing module spans with `/`.
+/// the enclosing module spans with `/` (capped: [`MODULE_PATH_HEAD`]). O(n): each node's nearest
+/// enclosing module is inherited in pre-order, never searched for.
 fn module_paths(c: &mut Collected) {
     let order = preorder(c);
+    let n = c.nodes.len();
+    // nearest module at or above each node; per module: its enclosing module, module depth,
+    // and its ancestor module at depth MODULE_PATH_HEAD - 1
+    let mut nearest: Vec<Option<u32>> = vec![None; n];
+    let mut outer: Vec<Option<u32>> = vec![None; n];
+    let mut depth = vec![0usize; n];
+    let mut anchor: Vec<u32> = (0..n as u32).collect();
+    let own = |c: &Collected, i: usize| {
+        c.nodes[i]
+            .name
+            .trim_start_matches("nn.Module: ")
+            .to_string()
+    };
     for i in order {
-        let n = &c.nodes[i as usize];
-        if n.kind != SpanKind::Module {
+        let i = i as usize;
+        let inherited = c.nodes[i].parent.and_then(|p| nearest[p as usize]);
+        if c.nodes[i].kind != SpanKind::Module {
+            nearest[i] = inherited;
             continue;
         }
-        let own = n.name.trim_start_matches("nn.Module: ").to_string();
-        let mut p = n.parent;
-        let mut outer = None;
-        while let Some(pi) = p {
-            let pn = &c.nodes[pi as usize];
-            if pn.kind == SpanKind::Module {
-                outer = pn.module_path.clone();
-                break;
+        nearest[i] = Some(i as u32);
+        outer[i] = inherited;
+        if let Some(o) = inherited {
+            depth[i] = depth[o as usize] + 1;
+            if depth[i] >= MODULE_PATH_HEAD {
+                anchor[i] = anchor[o as usize];
             }
-            p = pn.parent;
         }
-        c.nodes[i as usize].module_path = Some(match outer {
-            Some(o) => format!("{o}/{own}"),
-            None => own,
-        });
+        let levels = depth[i] + 1;
+        let cap = MODULE_PATH_HEAD + MODULE_PATH_TAIL;
+        let path = if levels <= cap {
+            // the enclosing path (itself bounded) and this name
+            match inherited {
+                Some(o) => format!(
+                    "{}/{}",
+                    c.nodes[o as usize].module_path.as_deref().unwrap_or(""),
+                    own(c, i)
+                ),
+                None => own(c, i),
+            }
+        } else {
+            let mut tail = Vec::with_capacity(MODULE_PATH_TAIL);
+            let mut cur = Some(i as u32);
+            while tail.len() < MODULE_PATH_TAIL {
+                let Some(k) = cur else { break };
+                tail.push(own(c, k as usize));
+                cur = outer[k as usize];
+            }
+            tail.reverse();
+            let mut head = Vec::with_capacity(MODULE_PATH_HEAD);
+            let mut cur = Some(anchor[i]);
+            while let Some(k) = cur {
+                head.push(own(c, k as usize));
+                cur = outer[k as usize];
+            }
+            head.reverse();
+            format!(
+                "{}/…({} of {levels} levels left out)…/{}",
+                head.join("/"),
+                levels - cap,
+                tail.join("/")
+            )
+        };
+        c.nodes[i].module_path = Some(path);
     }
 }
 

@@ -83,7 +83,7 @@ fn bad_fields_name_the_event() {
     let (imported, doc) = import(vec![op("aten::ok", 0.0, 1.0), bad_ts, bad_bytes]);
     let w = &imported.report.warnings[0];
     assert!(
-        w.starts_with("2 events could not be read and were skipped (first: traceEvents[1]: `X` event `aten::bad` has no valid `ts`)"),
+        w.starts_with("2 events could not be read and were skipped (first: traceEvents[1]: `X` event `aten::bad`: `ts` \"soon\" is not a JSON number)"),
         "{w}"
     );
     assert_eq!(doc.spans.len(), 2);
@@ -165,7 +165,8 @@ fn trace_text_in_messages_is_escaped() {
     evil["ts"] = "x".into();
     let (imported, _) = import(vec![op("aten::ok", 0.0, 1.0), evil]);
     assert!(
-        imported.report.warnings[0].contains("`X` event `\\u{202e}evil` has no valid `ts`"),
+        imported.report.warnings[0]
+            .contains("`X` event `\\u{202e}evil`: `ts` \"x\" is not a JSON number"),
         "{:?}",
         imported.report.warnings
     );

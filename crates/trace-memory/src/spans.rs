@@ -5,7 +5,8 @@
 //!
 //! Canonical order: children sorted by `(start_ns, id)` with ids compared by natural order
 //! (`s2` < `s10`), roots likewise; nothing depends on how events were interleaved in the file.
-//! Built in O(S log S); queries are O(depth) or, for [`SpanIndex::innermost_at`], O(S).
+//! Built in O(S log S); paths are capped at 32 names ([`PATH_HEAD_NAMES`]) and O(32); other
+//! queries are O(depth) or, for [`SpanIndex::innermost_at`], O(S).
 
 use std::cmp::Ordering;
 
@@ -32,6 +33,49 @@ pub struct SpanIndex {
     pub pass: Vec<Option<Pass>>,
     /// Index of the measured span: the first in canonical order when a trace has several.
     pub measured: Option<usize>,
+    /// Per span: its ancestor (or itself) at depth `PATH_HEAD_NAMES - 1`, the last name of the
+    /// head a capped path shows (see [`SpanIndex::path`]).
+    head_anchor: Vec<u32>,
+}
+
+/// A displayed path deeper than [`PATH_HEAD_NAMES`] + [`PATH_TAIL_NAMES`] levels shows its
+/// first `PATH_HEAD_NAMES` names, a marker with the number of names left out and the full
+/// depth, and its last `PATH_TAIL_NAMES` names: a path is bounded whatever the trace's depth,
+/// so output that prints a path per span or per row stays linear in the trace (a chain of
+/// 100,000 nested spans would otherwise print 5·10^9 names).
+pub const PATH_HEAD_NAMES: usize = 8;
+
+/// See [`PATH_HEAD_NAMES`].
+pub const PATH_TAIL_NAMES: usize = 24;
+
+/// Joins a path of `levels` names in all from its first names `head` (root first) and its last
+/// names `tail` (leaf last): all of them when `head` and `tail` together are the whole path,
+/// else with the marker `…(N of M levels left out)…` between them (see [`PATH_HEAD_NAMES`]).
+pub fn join_capped_path<S: AsRef<str>>(head: &[S], tail: &[S], levels: usize) -> String {
+    let mut out = String::new();
+    for (k, name) in head.iter().enumerate() {
+        if k > 0 {
+            out.push('/');
+        }
+        out.push_str(name.as_ref());
+    }
+    let shown = head.len() + tail.len();
+    if shown < levels {
+        if !out.is_empty() {
+            out.push('/');
+        }
+        out.push_str(&format!(
+            "…({} of {levels} levels left out)…",
+            levels - shown
+        ));
+    }
+    for name in tail {
+        if !out.is_empty() {
+            out.push('/');
+        }
+        out.push_str(name.as_ref());
+    }
+    out
 }
 
 /// Compares strings with embedded numbers by value (`s2` < `s10`), so probe ids sort in
@@ -115,19 +159,44 @@ impl SpanIndex {
             }
         }
         let in_cycle: Vec<bool> = visited.iter().map(|v| !v).collect();
-        // Spans on a cycle inherit only along the cycle's own parents (bounded walk).
+        // Spans on a cycle inherit only along the cycle's own parents: each walk stops at a
+        // declared pass, a span already resolved or its own start, and resolves every span it
+        // walked, so each span is walked once (O(S), not O(S · cycle length)).
+        let mut resolved = vec![false; n];
+        let mut on_walk = vec![usize::MAX; n];
+        let mut walked: Vec<usize> = Vec::new();
         for i in 0..n {
-            if !in_cycle[i] || pass[i].is_some() {
+            if !in_cycle[i] || pass[i].is_some() || resolved[i] {
                 continue;
             }
-            let mut cur = parent[i];
-            for _ in 0..n {
-                let Some(p) = cur else { break };
-                if let Some(x) = doc.spans[p as usize].pass {
-                    pass[i] = Some(x);
+            walked.clear();
+            let mut found = None;
+            let mut cur = Some(i);
+            while let Some(c) = cur {
+                if doc.spans[c].pass.is_some() || resolved[c] {
+                    found = pass[c];
                     break;
                 }
-                cur = parent[p as usize];
+                if on_walk[c] == i {
+                    break; // round the cycle: no declared pass on it
+                }
+                on_walk[c] = i;
+                walked.push(c);
+                cur = parent[c].map(|p| p as usize);
+            }
+            for &w in &walked {
+                pass[w] = found;
+                resolved[w] = true;
+            }
+        }
+        // The head anchor: itself down to depth PATH_HEAD_NAMES - 1, else its parent's.
+        let mut head_anchor: Vec<u32> = (0..n as u32).collect();
+        for &s in &preorder {
+            let s = s as usize;
+            if depth[s] as usize >= PATH_HEAD_NAMES {
+                if let Some(p) = parent[s] {
+                    head_anchor[s] = head_anchor[p as usize];
+                }
             }
         }
         let measured = preorder
@@ -145,6 +214,7 @@ impl SpanIndex {
             depth,
             pass,
             measured,
+            head_anchor,
         }
     }
 
@@ -158,24 +228,54 @@ impl SpanIndex {
         self.parent.is_empty()
     }
 
-    /// Names from the root to span `i`, joined by `/` (at most one walk around a cycle).
+    /// Names from the root to span `i`, joined by `/`; deeper than 32 levels, capped (first 8
+    /// names, `…(N of M levels left out)…`, last 24: see [`PATH_HEAD_NAMES`]). O(32) for a span
+    /// below a root; a span on a parent cycle walks the cycle once (at most 32 names, then
+    /// `…/` first). Raw trace text: escape before display.
     pub fn path(&self, doc: &TraceDocument, i: usize) -> String {
-        let mut chain = vec![i];
-        let mut cur = self.parent[i];
-        while let Some(p) = cur {
-            let p = p as usize;
-            if chain.len() > self.len() || chain.contains(&p) {
-                break;
+        let name = |s: usize| doc.str(doc.spans[s].name);
+        let cap = PATH_HEAD_NAMES + PATH_TAIL_NAMES;
+        let mut tail: Vec<usize> = vec![i];
+        if self.in_cycle.get(i).copied().unwrap_or(true) {
+            let mut cur = self.parent[i];
+            while let Some(p) = cur {
+                let p = p as usize;
+                if tail.contains(&p) {
+                    break;
+                }
+                if tail.len() == cap {
+                    let names: Vec<&str> = tail.iter().rev().map(|&s| name(s)).collect();
+                    return format!("…/{}", names.join("/"));
+                }
+                tail.push(p);
+                cur = self.parent[p];
             }
-            chain.push(p);
-            cur = self.parent[p];
+            let names: Vec<&str> = tail.iter().rev().map(|&s| name(s)).collect();
+            return names.join("/");
         }
-        let names: Vec<&str> = chain
-            .iter()
-            .rev()
-            .map(|&s| doc.str(doc.spans[s].name))
-            .collect();
-        names.join("/")
+        let levels = self.depth[i] as usize + 1;
+        let tail_len = if levels <= cap {
+            levels
+        } else {
+            PATH_TAIL_NAMES
+        };
+        let mut cur = self.parent[i];
+        while tail.len() < tail_len {
+            let Some(p) = cur else { break };
+            tail.push(p as usize);
+            cur = self.parent[p as usize];
+        }
+        let mut head: Vec<&str> = Vec::new();
+        if levels > cap {
+            let mut cur = Some(self.head_anchor[i]);
+            while let Some(p) = cur {
+                head.push(name(p as usize));
+                cur = self.parent[p as usize];
+            }
+            head.reverse();
+        }
+        let tail: Vec<&str> = tail.iter().rev().map(|&s| name(s)).collect();
+        join_capped_path(&head, &tail, levels)
     }
 
     /// [`Self::path`] of a span id; `None` for an id that is not a span.
@@ -254,6 +354,47 @@ fn canonical_cmp(doc: &TraceDocument, a: usize, b: usize) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deep_paths_are_capped_and_state_the_full_depth() {
+        let n = 20_000;
+        let mut text = String::from(
+            r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t"}"#,
+        );
+        text.push('\n');
+        for i in 1..=n {
+            let parent = if i > 1 {
+                format!(r#","parent_id":"s{}""#, i - 1)
+            } else {
+                String::new()
+            };
+            text.push_str(&format!(
+                r#"{{"kind":"span_start","id":"s{i}"{parent},"name":"n{i}","start_ns":{i},"span_kind":"function"}}"#
+            ));
+            text.push('\n');
+        }
+        let doc = trace_schema::load_str(&text).unwrap();
+        let ix = SpanIndex::build(&doc);
+        let deep = ix.path_of_id(&doc, &format!("s{n}")).unwrap();
+        let tail: Vec<String> = (n - 23..=n).map(|i| format!("n{i}")).collect();
+        assert_eq!(
+            deep,
+            format!(
+                "n1/n2/n3/n4/n5/n6/n7/n8/…({} of {n} levels left out)…/{}",
+                n - 32,
+                tail.join("/")
+            )
+        );
+        let shallow: Vec<String> = (1..=32).map(|i| format!("n{i}")).collect();
+        assert_eq!(ix.path_of_id(&doc, "s32").unwrap(), shallow.join("/"));
+        assert!(ix
+            .path_of_id(&doc, "s33")
+            .unwrap()
+            .contains("…(1 of 33 levels left out)…"));
+        // every path of the chain: linear output, not 2·10^8 names
+        let total: usize = (0..doc.spans.len()).map(|i| ix.path(&doc, i).len()).sum();
+        assert!(total < n * 300, "{total}");
+    }
 
     #[test]
     fn natural_order_compares_numbers_by_value() {

@@ -23,6 +23,8 @@ pub mod panic_hook;
 pub(crate) mod plugin;
 mod profiler;
 mod run;
+#[doc(hidden)]
+pub mod sampler;
 mod session;
 mod stats;
 #[doc(hidden)]
@@ -39,6 +41,7 @@ pub use layer::ProbeLayer;
 pub use optim::{varmap_manifest, ProbedOptimizer};
 pub use profiler::{Profiler, TracingMode};
 pub use run::{ProfileRun, DEFAULT_PARAMETER_ROOT};
+pub use sampler::{SamplingGuard, DEFAULT_SAMPLE_HZ};
 pub use session::{SpanGuard, StepGuard, TraceSession, TraceSummary};
 pub use stats::TensorStats;
 /// Forward, backward or optimizer: the passes of a training step (`trace_schema`'s enum; the

@@ -18,6 +18,7 @@
 //! | [`CapturePlugin::on_capture_end`] | the root span is about to close, or the step panicked | disarm, final drain |
 //! | [`CapturePlugin::on_finish`] | `finish()` or a panic, before the terminal | late frees, return the dropped-event count |
 //! | [`CapturePlugin::storage_id`] | a tensor fact is recorded (with its label and category) | register it; the storage identity for `tensor.storage_id` |
+//! | [`CapturePlugin::on_thread_join`] / [`CapturePlugin::on_thread_leave`] | `TraceSession::sample_this_thread()` on some thread / its guard dropped (on that thread) | the sampler samples that thread too |
 //!
 //! # What a plug-in can use ([`CaptureContext`])
 //! - [`CaptureContext::emit`]: queue any event to the writer thread, from any thread (never
@@ -82,6 +83,14 @@ pub(crate) trait CapturePlugin: Send + Sync {
     /// The storage identity of `tensor`, if the plug-in knows it; `label`, `category` and
     /// `inferred` (whether the category was inferred rather than declared) are the tensor
     /// fact's: the storage registry registers labelled tensors with them.
+    /// A thread asked to be sampled (`TraceSession::sample_this_thread`), called on that
+    /// thread: a token handed back to [`Self::on_thread_leave`], or `None` when this plug-in
+    /// has nothing to do for it.
+    fn on_thread_join(&self, _ctx: &CaptureContext<'_>) -> Option<u64> {
+        None
+    }
+    /// The guard of an [`Self::on_thread_join`] that returned `token` dropped (on its thread).
+    fn on_thread_leave(&self, _ctx: &CaptureContext<'_>, _token: u64) {}
     fn storage_id(
         &self,
         _tensor: &Tensor,
@@ -93,13 +102,23 @@ pub(crate) trait CapturePlugin: Send + Sync {
     }
 }
 
-/// The plug-ins every session gets: the storage capture (allocator, registry, device samples).
+/// The plug-ins every session gets, in this order: the storage capture (allocator, registry,
+/// device samples), then the stack sampler (its events come last, after the step's).
 pub(crate) fn builtin_plugins(run: &ProfileRun) -> Vec<Arc<dyn CapturePlugin>> {
-    vec![Arc::new(crate::storage::StoragePlugin::new(
-        &run.device,
-        run.deterministic,
-        run.track_pre_existing,
-    ))]
+    vec![
+        Arc::new(crate::storage::StoragePlugin::new(
+            &run.device,
+            run.deterministic,
+            run.track_pre_existing,
+        )),
+        Arc::new(crate::sampler::SamplerPlugin::new(
+            crate::sampler::SamplerSettings {
+                hz: run.sample_hz,
+                deterministic: run.deterministic,
+                buffer_bytes: run.sample_buffer_bytes,
+            },
+        )),
+    ]
 }
 
 /// What the probe knows about a span, for attribution.

@@ -58,6 +58,8 @@ pub struct ProfileRun {
     pub(crate) tracing: TracingMode,
     pub(crate) track_pre_existing: bool,
     pub(crate) backward_spans: bool,
+    pub(crate) sample_hz: u32,
+    pub(crate) sample_buffer_bytes: usize,
 }
 
 impl ProfileRun {
@@ -92,6 +94,8 @@ impl ProfileRun {
             tracing: TracingMode::default(),
             track_pre_existing: true,
             backward_spans: false,
+            sample_hz: crate::sampler::DEFAULT_SAMPLE_HZ,
+            sample_buffer_bytes: crate::sampler::DEFAULT_SAMPLE_BUFFER_BYTES,
         }
     }
 
@@ -225,6 +229,36 @@ impl ProfileRun {
         self
     }
 
+    /// Wall-clock stack sampling of the captured step: `hz` samples per second of the
+    /// capturing thread's stack (and of threads that call
+    /// [`crate::TraceSession::sample_this_thread`]); default 1000, `0` turns it off, at most
+    /// 100,000. The trace then declares `operations: sampled` and carries the samples, their
+    /// symbolised stacks and the sampler's account (ticks, lost samples); the symbols are
+    /// resolved after the step, outside the measured region. Linux on x86_64 and aarch64 only:
+    /// elsewhere `operations` stays unavailable with the reason. Deterministic mode samples
+    /// nothing (samples are not reproducible) and declares nothing, so fixtures keep their
+    /// bytes. Names, files and lines need line tables: `[profile.release] debug =
+    /// "line-tables-only"` (see the crate README, *Sampled operations*). The cost at 1 kHz is
+    /// in the README too.
+    pub fn sample_hz(mut self, hz: u32) -> Self {
+        self.sample_hz = hz;
+        self
+    }
+
+    /// The size in bytes of each sampled thread's sample buffer (default
+    /// [`crate::sampler::DEFAULT_SAMPLE_BUFFER_BYTES`]); a sample that does not fit is lost and
+    /// counted (`lost_buffer`). For tests of that accounting.
+    #[doc(hidden)]
+    pub fn sample_buffer_bytes(mut self, bytes: usize) -> Self {
+        self.sample_buffer_bytes = bytes;
+        self
+    }
+
+    /// The requested sample rate, samples per second per thread (0: off).
+    pub fn sample_rate_hz(&self) -> u32 {
+        self.sample_hz
+    }
+
     /// The one-based captured step.
     pub fn capture_step(&self) -> u64 {
         self.capture_step
@@ -270,6 +304,13 @@ impl ProfileRun {
             .is_some_and(|c| c.trim().is_empty())
         {
             problems.push("correlation_id is empty".to_string());
+        }
+        if self.sample_hz > crate::sampler::MAX_SAMPLE_HZ {
+            problems.push(format!(
+                "sample_hz {} is above {} (the step would be spent in the signal handler)",
+                self.sample_hz,
+                crate::sampler::MAX_SAMPLE_HZ
+            ));
         }
         problems.extend(self.contract.validate());
         if let Some(identity) = &self.comparison_identity {

@@ -68,10 +68,23 @@
 
   // ---- spans: which one is active at a time ----
   var S = data.spans;
+  // A path deeper than 32 levels shows its first 8 and last 24 names, as the CLI does: bounded
+  // work and text whatever the depth. The head's last span of each span: parents come first.
+  var headOf = null;
   function spanPath(i) {
-    var parts = [], guard = 0;
-    while (i >= 0 && guard++ < 10000) { parts.push(S.name[i]); i = S.parent[i]; }
-    return parts.reverse().join("/");
+    if (!headOf) {
+      headOf = [];
+      for (var k = 0; k < S.name.length; k++) headOf[k] = S.depth[k] < 8 || S.parent[k] < 0 ? k : headOf[S.parent[k]];
+    }
+    var tail = [], j = i;
+    while (j >= 0 && tail.length < 32) { tail.push(S.name[j]); j = S.parent[j]; }
+    tail.reverse();
+    if (j < 0 || S.depth[i] < 32) return tail.join("/");
+    tail = tail.slice(8);
+    var head = [], levels = S.depth[i] + 1;
+    for (j = headOf[i]; j >= 0 && head.length < 8; j = S.parent[j]) head.push(S.name[j]);
+    head.reverse();
+    return head.join("/") + "/…(" + (levels - 32) + " of " + levels + " levels left out)…/" + tail.join("/");
   }
   function spanAt(t) {
     var best = -1;
@@ -461,6 +474,140 @@
     window.addEventListener("resize", draw);
   }
 
+  // ---- flame graph of the sampled stacks, one tree per pass ----
+  // Trees are columns in pre-order (data.flame): name (into strings), parent (-1: root),
+  // value (samples through the node), self, merged. Layout and drawing use explicit stacks.
+  function flameGraph(box) {
+    var F = data.flame, trees = (F && F.trees) || [];
+    var area = box.querySelector(".flame-area"), tabs = box.querySelector(".flame-tabs");
+    var info = box.querySelector(".flame-info");
+    if (!trees.length) { area.appendChild(el("p", "muted", "no sampled stacks")); return; }
+    var cur = 0, zoom = 0, focusNode = 0, kids = [];
+    trees.forEach(function (t) {
+      var k = t.parent.map(function () { return []; });
+      for (var i = 1; i < t.parent.length; i++) k[t.parent[i]].push(i);
+      kids.push(k);
+    });
+    var ROW = 18, SMALL = 3;
+    trees.forEach(function (t, i) {
+      var b = el("button", null, t.label + " (" + t.samples + " samples)");
+      b.type = "button";
+      b.setAttribute("role", "tab");
+      b.dataset.tree = String(i);
+      b.addEventListener("click", function () { select(i); });
+      tabs.appendChild(b);
+    });
+    tabs.addEventListener("keydown", function (ev) {
+      var d = ev.key === "ArrowRight" ? 1 : ev.key === "ArrowLeft" ? -1 : 0;
+      if (!d) return;
+      select((cur + d + trees.length) % trees.length);
+      tabs.querySelectorAll("button")[cur].focus();
+      ev.preventDefault();
+    });
+    function select(i) {
+      cur = i; zoom = 0; focusNode = 0;
+      tabs.querySelectorAll("button").forEach(function (b, j) {
+        b.setAttribute("aria-selected", j === i ? "true" : "false");
+        b.tabIndex = j === i ? 0 : -1;
+      });
+      draw(false);
+    }
+    function tipRows(t, i) {
+      var total = t.samples, r = [["function", F.strings[t.name[i]]]];
+      if (t.op[i] >= 0) r.push([t.kind[i] === "backward_op" ? "backward op" : t.kind[i] === "op" ? "op" : "counted as", F.strings[t.op[i]]]);
+      r.push(["samples", t.value[i] + " of " + total + " in " + t.label], ["share of " + t.label, share(t.value[i], total)]);
+      if (!t.merged[i]) r.push(["self (innermost)", t.self[i] + " samples, " + share(t.self[i], total)]);
+      else r.push(["", "smaller frames merged (each under the drawing threshold)"]);
+      if (total < 100) r.push(["", "few samples: shares are rough"]);
+      return r;
+    }
+    function zoomTo(i) { zoom = i; focusNode = i; draw(true); }
+    function draw(refocus) {
+      var t = trees[cur], k = kids[cur];
+      area.textContent = "";
+      var W = Math.max(280, area.clientWidth || 600);
+      // ancestors of the zoomed node, drawn full width above it
+      var chain = [], a = zoom;
+      while (a >= 0) { chain.push(a); a = t.parent[a]; }
+      chain.reverse();
+      var placed = []; // [node, x, w, depth]
+      chain.forEach(function (n, d) { placed.push([n, 0, W, d]); });
+      var stack = [[zoom, 0, W, chain.length - 1]], narrow = 0, rows = chain.length;
+      while (stack.length) {
+        var top = stack.pop(), n = top[0], x = top[1], w = top[2], d = top[3];
+        if (n !== zoom) placed.push(top);
+        rows = Math.max(rows, d + 1);
+        var cx = x, ch = k[n];
+        for (var j = 0; j < ch.length; j++) {
+          var c = ch[j], cw = t.value[n] > 0 ? w * t.value[c] / t.value[n] : 0;
+          if (cw < 1) narrow++; else stack.push([c, cx, cw, d + 1]);
+          cx += cw;
+        }
+      }
+      var H = rows * ROW + 2;
+      var root = svg("svg", { viewBox: "0 0 " + W + " " + H, width: W, height: H });
+      var focusEl = null;
+      placed.forEach(function (p) {
+        var n = p[0], x = p[1], w = p[2], d = p[3];
+        var g = svg("g", { "data-node": n, tabindex: n === focusNode ? 0 : -1, role: "button",
+          "aria-label": F.strings[t.name[n]] + (t.op[n] >= 0 ? " [" + F.strings[t.op[n]] + "]" : "") + ": " + t.value[n] + " samples, " + share(t.value[n], t.samples) + " of " + t.label },
+          "fn" + (n === zoom ? " zoomed" : "") + (d < chain.length - 1 ? " above" : ""));
+        g.appendChild(svg("rect", { x: x.toFixed(2), y: d * ROW, width: Math.max(0.5, w - 0.5).toFixed(2), height: ROW - 1,
+          "data-width": w.toFixed(2) }, t.merged[n] ? "merged" : "f" + (d % HUES)));
+        var chars = Math.floor((w - 6) / 6.6);
+        if (chars >= SMALL) {
+          var name = F.strings[t.name[n]];
+          if (t.kind[n] === "backward_op") name += " [" + F.strings[t.op[n]] + "]";
+          var txt = svg("text", { x: (x + 3).toFixed(2), y: d * ROW + 13 });
+          txt.textContent = name.length > chars ? name.slice(0, chars - 1) + "…" : name;
+          g.appendChild(txt);
+        }
+        var tipAt = function (ev) { showTip(tipRows(t, n), ev.clientX, ev.clientY); };
+        g.addEventListener("mouseenter", tipAt);
+        g.addEventListener("mousemove", tipAt);
+        g.addEventListener("mouseleave", hideTip);
+        g.addEventListener("focus", function () { focusNode = n; var r = g.getBoundingClientRect(); showTip(tipRows(t, n), r.left, r.bottom); });
+        g.addEventListener("blur", hideTip);
+        g.addEventListener("click", function () { zoomTo(n === zoom && zoom !== 0 ? Math.max(0, t.parent[n]) : n); });
+        root.appendChild(g);
+        if (n === focusNode) focusEl = g;
+      });
+      area.appendChild(root);
+      area.dataset.zoom = String(zoom);
+      area.dataset.width = String(W);
+      info.textContent = t.label + ": " + t.samples + " samples" + (t.samples < 100 ? " (few samples: shares are rough)" : "") +
+        (zoom ? "; zoomed into " + F.strings[t.name[zoom]] + " (" + share(t.value[zoom], t.samples) + ")" : "") +
+        (narrow ? "; " + narrow + " frames too narrow to draw at this zoom" : "") +
+        (t.merged_nodes ? "; " + t.merged_nodes + " small frames merged into “(other)” nodes" : "") +
+        ". Click a frame (or Enter) to zoom into it; Escape or “Reset zoom” for the whole pass; arrow keys move between frames.";
+      if (refocus && focusEl) focusEl.focus();
+    }
+    function move(ev) {
+      var t = trees[cur], k = kids[cur], n = focusNode, next = -1;
+      if (ev.key === "ArrowUp") next = t.parent[n];
+      else if (ev.key === "ArrowDown") next = k[n].length ? k[n][0] : -1;
+      else if (ev.key === "ArrowLeft" || ev.key === "ArrowRight") {
+        var p = t.parent[n];
+        if (p >= 0) { var sib = k[p], at = sib.indexOf(n) + (ev.key === "ArrowLeft" ? -1 : 1); if (at >= 0 && at < sib.length) next = sib[at]; }
+      } else return false;
+      if (next >= 0) {
+        var e = area.querySelector('g[data-node="' + next + '"]');
+        if (e) { area.querySelectorAll("g.fn").forEach(function (g) { g.setAttribute("tabindex", "-1"); }); e.setAttribute("tabindex", "0"); e.focus(); }
+      }
+      return true;
+    }
+    area.addEventListener("keydown", function (ev) {
+      if (ev.key === "Escape") { zoom = 0; focusNode = 0; draw(true); hideTip(); }
+      else if (ev.key === "Enter" || ev.key === " ") { var g = ev.target.closest ? ev.target.closest("g.fn") : null; if (!g) return; zoomTo(Number(g.getAttribute("data-node"))); }
+      else if (!move(ev)) return;
+      ev.preventDefault();
+    });
+    box.querySelector(".flame-reset").addEventListener("click", function () { zoom = 0; focusNode = 0; draw(false); });
+    var rt = null;
+    window.addEventListener("resize", function () { clearTimeout(rt); rt = setTimeout(function () { draw(false); }, 100); });
+    select(0);
+  }
+
   // ---- sortable tables ----
   function sortable(table) {
     var heads = table.querySelectorAll("th");
@@ -513,6 +660,7 @@
   document.querySelectorAll(".icicle.held").forEach(function (b) { heldIcicle(b, Number(b.dataset.device)); });
   document.querySelectorAll(".icicle.spans").forEach(function (b) { b.tabIndex = 0; spanIcicle(b); });
   document.querySelectorAll("table.sortable").forEach(sortable);
+  document.querySelectorAll(".flame").forEach(flameGraph);
   var resizeTimer = null;
   window.addEventListener("resize", function () {
     clearTimeout(resizeTimer);

@@ -207,9 +207,17 @@ struct HeldNode {
     c: Vec<HeldNode>,
 }
 
+/// Levels of the held-at-peak tree below the device: a deeper span's storages are counted in
+/// one `(N spans deeper, M levels)` node at this depth, so the page's tree stays bounded
+/// whatever the trace's depth (a chain of 100,000 nested spans would otherwise nest the page's
+/// JSON 100,000 deep).
+pub const HELD_MAX_DEPTH: usize = 48;
+
 /// The bytes live at a device's peak as a tree by allocating span path: every storage is
 /// counted in its span and every ancestor; spans under `min_share` of the total are merged into
-/// one "(n smaller spans)" node per parent.
+/// one "(n smaller spans)" node per parent; below [`HELD_MAX_DEPTH`] levels, merged into one
+/// node. Built from the span tree in O(S + live) (sums in reverse pre-order, no walk up a
+/// chain per storage); siblings largest first, ties in the order their first storage is live.
 fn held_tree(
     doc: &TraceDocument,
     analysis: &Analysis,
@@ -219,76 +227,112 @@ fn held_tree(
     min_share: f64,
 ) -> Value {
     let spans = &analysis.spans;
-    // Trie over span indices; node 0 is the root. Key: (parent node, span index or sentinel).
-    const NO_SPAN: u32 = u32::MAX;
-    const BEFORE: u32 = u32::MAX - 1;
-    let mut nodes: Vec<(u32, u64, u64, Vec<usize>)> = vec![(0, 0, 0, Vec::new())];
-    let mut index: HashMap<(usize, u32), usize> = HashMap::new();
-    let mut chain: Vec<u32> = Vec::new();
-    for l in live {
-        chain.clear();
-        match l
+    let n = spans.len();
+    // Per span, then the two sentinels: bytes, storages, first live index (own, then subtree).
+    let (no_span, before) = (n, n + 1);
+    let mut bytes = vec![0u64; n + 2];
+    let mut count = vec![0u64; n + 2];
+    let mut first = vec![usize::MAX; n + 2];
+    // Deepest level below each span with a live storage (0: the span itself).
+    let mut below = vec![0usize; n + 2];
+    for (rank, l) in live.iter().enumerate() {
+        let at = match l
             .span_id
             .as_deref()
             .and_then(|id| doc.sym(id))
             .and_then(|s| doc.span_index(s))
         {
-            Some(mut s) => {
-                let mut guard = 0;
-                loop {
-                    chain.push(s as u32);
-                    guard += 1;
-                    match spans.parent[s] {
-                        Some(p) if guard <= spans.len() => s = p as usize,
-                        _ => break,
-                    }
-                }
-                chain.reverse();
+            Some(s) => s,
+            None if l.pre_existing => before,
+            None => no_span,
+        };
+        bytes[at] += l.bytes;
+        count[at] += 1;
+        first[at] = first[at].min(rank);
+    }
+    for &s in spans.preorder.iter().rev() {
+        let s = s as usize;
+        if let Some(p) = spans.parent[s] {
+            let p = p as usize;
+            if spans.in_cycle[p] || count[s] == 0 {
+                continue;
             }
-            None if l.pre_existing => chain.push(BEFORE),
-            None => chain.push(NO_SPAN),
-        }
-        let mut node = 0usize;
-        nodes[0].1 += l.bytes;
-        nodes[0].2 += 1;
-        for &key in &chain {
-            let next = *index.entry((node, key)).or_insert_with(|| {
-                nodes.push((key, 0, 0, Vec::new()));
-                let id = nodes.len() - 1;
-                nodes[node].3.push(id);
-                id
-            });
-            // Distinct live storages: bounded by the checked peak.
-            nodes[next].1 += l.bytes;
-            nodes[next].2 += 1;
-            node = next;
+            bytes[p] += bytes[s];
+            count[p] += count[s];
+            first[p] = first[p].min(first[s]);
+            below[p] = below[p].max(below[s] + 1);
         }
     }
-    let min_bytes = (total as f64 * min_share) as u64;
+    // Top level: root spans, spans on a parent cycle (each on its own: it has no path), the
+    // sentinels.
+    let mut top: Vec<usize> = spans.roots.iter().map(|&r| r as usize).collect();
+    top.extend((0..n).filter(|&s| spans.in_cycle[s]));
+    top.push(no_span);
+    top.push(before);
+    let children = |i: usize| -> Vec<usize> {
+        if i >= n || spans.in_cycle[i] {
+            return Vec::new();
+        }
+        spans.children[i].iter().map(|&c| c as usize).collect()
+    };
+    let name = |i: usize| -> String {
+        match i {
+            i if i == no_span => "(no span)".to_string(),
+            i if i == before => "(before capture)".to_string(),
+            s => esc(doc.str(doc.spans[s].name)),
+        }
+    };
+    let min_bytes = ((total as f64 * min_share) as u64).max(1);
+    // Bounded recursion: at most HELD_MAX_DEPTH + 1 frames, whatever the trace's depth.
+    #[allow(clippy::too_many_arguments)]
     fn build(
-        nodes: &[(u32, u64, u64, Vec<usize>)],
-        i: usize,
-        doc: &TraceDocument,
-        root_name: &str,
+        kids: Vec<usize>,
+        depth: usize,
+        bytes: &[u64],
+        count: &[u64],
+        first: &[usize],
+        below: &[usize],
         min_bytes: u64,
-    ) -> HeldNode {
-        let (key, b, k, ref kids) = nodes[i];
-        let n = match (i, key) {
-            (0, _) => esc(root_name),
-            (_, u32::MAX) => "(no span)".to_string(),
-            (_, x) if x == u32::MAX - 1 => "(before capture)".to_string(),
-            (_, s) => esc(doc.str(doc.spans[s as usize].name)),
-        };
-        let mut order: Vec<usize> = kids.clone();
-        order.sort_by(|&a, &b| nodes[b].1.cmp(&nodes[a].1).then(a.cmp(&b)));
+        children: &dyn Fn(usize) -> Vec<usize>,
+        name: &dyn Fn(usize) -> String,
+    ) -> Vec<HeldNode> {
+        let mut order: Vec<usize> = kids.into_iter().filter(|&x| count[x] > 0).collect();
+        order.sort_by(|&a, &b| bytes[b].cmp(&bytes[a]).then(first[a].cmp(&first[b])));
+        if depth >= HELD_MAX_DEPTH {
+            if order.is_empty() {
+                return Vec::new();
+            }
+            let levels = order.iter().map(|&x| below[x] + 1).max().unwrap_or(1);
+            return vec![HeldNode {
+                n: format!("({} spans deeper, {levels} more levels)", order.len()),
+                b: order.iter().map(|&x| bytes[x]).sum(),
+                k: order.iter().map(|&x| count[x]).sum(),
+                c: Vec::new(),
+            }];
+        }
         let mut c = Vec::new();
         let (mut small_b, mut small_k, mut small_n) = (0u64, 0u64, 0usize);
         for x in order {
-            if nodes[x].1 >= min_bytes.max(1) {
-                c.push(build(nodes, x, doc, root_name, min_bytes));
+            if bytes[x] >= min_bytes {
+                c.push(HeldNode {
+                    n: name(x),
+                    b: bytes[x],
+                    k: count[x],
+                    c: build(
+                        children(x),
+                        depth + 1,
+                        bytes,
+                        count,
+                        first,
+                        below,
+                        min_bytes,
+                        children,
+                        name,
+                    ),
+                });
             } else {
-                small_b += nodes[x].1;
-                small_k += nodes[x].2;
+                small_b += bytes[x];
+                small_k += count[x];
                 small_n += 1;
             }
         }
@@ -300,9 +344,18 @@ fn held_tree(
                 c: Vec::new(),
             });
         }
-        HeldNode { n, b, k, c }
+        c
     }
-    json!(build(&nodes, 0, doc, device, min_bytes))
+    let c = build(
+        top, 1, &bytes, &count, &first, &below, min_bytes, &children, &name,
+    );
+    let root = HeldNode {
+        n: esc(device),
+        b: live.iter().map(|l| l.bytes).sum(),
+        k: live.len() as u64,
+        c,
+    };
+    json!(root)
 }
 
 /// The span tree: at most `max_spans` spans (the longest and their ancestors), pre-order.

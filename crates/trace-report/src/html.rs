@@ -139,6 +139,16 @@ fn block(b: &Block) -> Markup {
         Block::SpanIcicle => html! {
             div.icicle.spans role="tree" aria-label="Span tree over time" {}
         },
+        Block::FlameGraph => html! {
+            div.flame {
+                div.flame-controls {
+                    div.flame-tabs role="tablist" aria-label="Pass" {}
+                    button.flame-reset type="button" { "Reset zoom" }
+                }
+                div.flame-area role="group" aria-label="Flame graph of the sampled call stacks, outermost frame on top" {}
+                p.footer.flame-info aria-live="polite" {}
+            }
+        },
         Block::LiveSetPanel => html! {
             div #liveset aria-live="polite" {
                 p.muted { "Click a point of a memory chart (or press Enter on it) to list what was live then." }

@@ -1,11 +1,13 @@
 //! # trace-report
 //!
-//! The outputs people look at, built on the analysis API (trace-memory, trace-graph) and the
+//! The outputs people look at, built on the analysis API (trace-memory, trace-graph, trace-ops) and the
 //! one formatter (trace-format), never on a second reading of the trace:
 //! - [`chrome`]: the Chrome Trace Event Format export for Perfetto UI and chrome://tracing;
 //! - [`page`] and [`html`]: the offline HTML report — a page model of sections and blocks that
 //!   callers compose from their own reports, rendered into one self-contained file (embedded
 //!   script, style and data, a strict Content-Security-Policy, every string escaped);
+//! - [`speedscope`]: the sampled call stacks in speedscope's JSON file format;
+//! - [`flame`]: the flame graph's page data from trace-ops's flame trees (per thread and pass);
 //! - [`data`]: the pre-aggregated, peak-preserving chart data the page embeds;
 //! - [`layout`]: which host lane each span is drawn on and whether it nests there (shared by
 //!   the export and the report, so both draw the same tracks).
@@ -16,9 +18,11 @@
 
 pub mod chrome;
 pub mod data;
+pub mod flame;
 pub mod html;
 pub mod layout;
 pub mod page;
+pub mod speedscope;
 
 use serde::Serialize;
 

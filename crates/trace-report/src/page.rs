@@ -98,6 +98,10 @@ pub enum Block {
     SpanIcicle,
     /// The panel showing the live set of a clicked time.
     LiveSetPanel,
+    /// The flame graph (icicle) of the sampled call stacks, one tree per pass, drawn from the
+    /// chart data's `flame` (see [`crate::flame`]): zoomable by click or Enter, reset by Escape
+    /// or its button.
+    FlameGraph,
 }
 
 /// A label/value line.

@@ -3,6 +3,8 @@
 //! nesting of complete slices per thread as a viewer rebuilds it, unique async ids, counters
 //! equal to trace-memory's timeline at every point, names with control characters intact.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
@@ -110,6 +112,8 @@ fn validate(v: &Value) -> (usize, usize) {
             let want = match ev["cat"].as_str() {
                 Some("span") => ev["args"]["parent_id"].as_str(),
                 Some("op") => ev["args"]["span_id"].as_str(),
+                // a samples track is flat: each sample on its own
+                Some("sample") => None,
                 c => panic!("category {c:?}"),
             };
             let seen = parent.and_then(|p| p["args"]["id"].as_str());
@@ -446,4 +450,126 @@ fn span_and_window_filters_keep_a_subtree_and_a_range() {
             "{e}"
         );
     }
+}
+
+#[test]
+fn samples_are_a_track_per_thread_named_by_their_op() {
+    let doc = common::browser_sampled();
+    let (v, stats) = export(&doc, &opts());
+    validate(&v);
+    assert_eq!(stats.samples as usize, doc.samples.samples.len());
+    let samples: Vec<&Value> = events(&v).iter().filter(|e| e["cat"] == "sample").collect();
+    assert_eq!(samples.len(), 299);
+    let tid = samples[0]["tid"].as_u64().unwrap();
+    assert!(samples.iter().all(|e| e["ph"] == "X" && e["tid"] == tid));
+    let name = events(&v)
+        .iter()
+        .find(|e| e["ph"] == "M" && e["name"] == "thread_name" && e["tid"] == tid)
+        .unwrap();
+    assert_eq!(name["args"]["name"], "samples · thread 1 (main)");
+    // no span lane shares the track
+    assert!(!events(&v)
+        .iter()
+        .any(|e| e["cat"] == "span" && e["tid"] == tid));
+    let profile = trace_ops::OpProfile::from_document(&doc).unwrap();
+    let mut ops = std::collections::BTreeSet::new();
+    for (k, (e, s)) in samples.iter().zip(&doc.samples.samples).enumerate() {
+        assert_eq!(ns(&e["ts"]), s.timestamp_ns);
+        assert_eq!(ns(&e["dur"]), 1_000_000, "one period");
+        let inner = doc.samples.stack_frames(s.stack).next().unwrap();
+        let inner_name = inner.function.as_deref().or(inner.address.as_deref());
+        // named by the op trace-ops counts it in, with its kind and pass
+        let row = profile
+            .row_of_sample(k)
+            .expect("every sample is in the region");
+        assert_eq!(e["name"].as_str(), row.op.as_deref());
+        assert_eq!(e["args"]["op"].as_str(), row.op.as_deref());
+        assert_eq!(e["args"]["op_kind"].as_str(), row.kind.map(|k| k.as_str()));
+        assert_eq!(e["args"]["pass"].as_str(), row.pass.map(|p| p.as_str()));
+        ops.insert(e["name"].as_str().unwrap().to_string());
+        let stack = e["args"]["stack"].as_array().unwrap();
+        assert_eq!(stack.len(), doc.samples.stack_frames(s.stack).count());
+        assert!(stack[0].as_str().unwrap().starts_with(inner_name.unwrap()));
+        assert_eq!(e["args"]["span_id"].as_str(), s.span.map(|sp| doc.str(sp)));
+    }
+    assert!(
+        ops.contains("matmul") && ops.contains("softmax_last_dim"),
+        "{ops:?}"
+    );
+    // the frame name full of markup comes back unchanged in the stacks
+    assert!(samples.iter().any(|e| e["args"]["stack"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("</title><script>window.__pwned=3")));
+}
+
+#[test]
+fn sample_slices_never_overlap_and_long_stacks_are_cut() {
+    let frames: Vec<String> = (0..100).map(|i| format!("f{i}")).collect();
+    let names: Vec<&str> = frames.iter().map(String::as_str).collect();
+    let stacks = vec![(0..100).collect::<Vec<u32>>(), vec![5, 99]];
+    // thread 7: a sample 0.3 ms after the previous one (a late signal), thread 8 unnamed
+    let samples = [
+        (1_000_000, 7, 0, Some("s2")),
+        (2_000_000, 7, 1, Some("s2")),
+        (2_300_000, 7, 1, Some("s2")),
+        (6_000_000_000, 8, 1, Some("s3")),
+        (1_500_000, 8, 0, None),
+    ];
+    let doc = common::sampled_doc(
+        &names,
+        &stacks,
+        &samples,
+        &[(7, Some("main")), (8, None)],
+        1_000_000,
+    );
+    let (v, stats) = export(&doc, &opts());
+    validate(&v); // nesting per thread as a viewer rebuilds it: no partial overlap
+    assert_eq!(stats.samples, 5);
+    let of = |tid: u64| -> Vec<&Value> {
+        events(&v)
+            .iter()
+            .filter(|e| e["cat"] == "sample" && e["tid"] == tid)
+            .collect()
+    };
+    let tids: Vec<u64> = events(&v)
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .filter(|e| e["args"]["name"].as_str().unwrap().starts_with("samples"))
+        .map(|e| e["tid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(tids.len(), 2);
+    let a = of(tids[0]);
+    assert_eq!(a.len(), 3);
+    assert_eq!(ns(&a[1]["dur"]), 300_000, "cut at the next sample");
+    assert_eq!(ns(&a[2]["dur"]), 1_000_000);
+    let deep = &a[0]["args"];
+    assert_eq!(
+        deep["stack"].as_array().unwrap().len(),
+        trace_report::chrome::SAMPLE_STACK_FRAMES
+    );
+    assert_eq!(
+        deep["frames_omitted"],
+        100 - trace_report::chrome::SAMPLE_STACK_FRAMES
+    );
+    assert_eq!(deep["stack"][0], "f0");
+    assert_eq!(deep["at"], "src/f0.rs:1");
+    assert_eq!(deep["stack_id"], 0);
+    let b = of(tids[1]);
+    assert_eq!(b.len(), 2);
+    assert!(ns(&b[0]["ts"]) < ns(&b[1]["ts"]), "sorted by time");
+    assert!(b[0]["args"].get("span_id").is_none());
+    // a window keeps the samples inside it; a span filter those of its subtree
+    let windowed = ChromeOptions {
+        window: Some("..3ms".parse::<Window>().unwrap()),
+        ..opts()
+    };
+    let (_, s) = export(&doc, &windowed);
+    assert_eq!(s.samples, 4);
+    let spanned = ChromeOptions {
+        span_path: Some("step/backward".into()),
+        ..opts()
+    };
+    let (_, s) = export(&doc, &spanned);
+    assert_eq!(s.samples, 1);
 }

@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-/// Why a trace could not be loaded. Every variant names the 1-based line (0 = no line).
+/// Why a trace could not be loaded. Every variant names the 1-based line (0 only for I/O
+/// errors, which have no line; an empty file's is line 1).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {
@@ -47,7 +48,7 @@ pub enum LoadError {
     /// The first event is not `meta` (or the file has no event at all).
     #[error("line {line}: missing meta: the first event must be `meta`, found {found}")]
     MissingMeta {
-        /// 1-based line number of the first event (0 when the file is empty).
+        /// 1-based line number of the first event (1 when the file is empty).
         line: u64,
         /// What was found instead.
         found: String,

@@ -108,12 +108,59 @@ fn span_of(ends: &Ends, index: usize) -> (usize, usize) {
     (start, ends.get(index))
 }
 
+/// Strings longer than this many bytes (a 100 MB span name) are kept bounded: see [`bounded`].
+pub const MAX_STRING_BYTES: usize = 1024;
+
+/// Bytes of the start of a long string that [`bounded`] keeps.
+const HEAD_BYTES: usize = 256;
+
+/// Bytes of the end of a long string that [`bounded`] keeps (paths and names say most at
+/// their end).
+const TAIL_BYTES: usize = 512;
+
+/// `s` itself when it has at most [`MAX_STRING_BYTES`] bytes; else its first 256 and last 512
+/// bytes (cut at character boundaries) around `…`, then its full length and a 64-bit FNV-1a
+/// hash of its bytes: `NNNN…NNNN [104857600 bytes, fnv 9f3c…]`. The loader interns every
+/// string through this, so a document, and every command's output (terminal, JSON, HTML),
+/// holds a bounded copy of each trace string, whatever the trace holds, with the full length
+/// stated; the hash keeps two long ids that differ only in the middle apart.
+pub fn bounded(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.len() <= MAX_STRING_BYTES {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut head = HEAD_BYTES;
+    while !s.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = s.len() - TAIL_BYTES;
+    while !s.is_char_boundary(tail) {
+        tail += 1;
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in s.as_bytes() {
+        hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    std::borrow::Cow::Owned(format!(
+        "{}…{} [{} bytes, fnv {hash:016x}]",
+        &s[..head],
+        &s[tail..],
+        s.len()
+    ))
+}
+
 impl Interner {
-    /// Interns `s`, returning its handle.
+    /// Interns `s` ([`bounded`] when longer than [`MAX_STRING_BYTES`]), returning its handle.
     ///
     /// # Panics
     /// With more than 2^32 − 1 distinct strings.
     pub fn intern(&mut self, s: &str) -> Sym {
+        if s.len() > MAX_STRING_BYTES {
+            return self.intern_exact(&bounded(s));
+        }
+        self.intern_exact(s)
+    }
+
+    fn intern_exact(&mut self, s: &str) -> Sym {
         let hash = self.hasher.hash_one(s);
         let (arena, ends) = (&self.arena, &self.ends);
         let eq = |sym: &Sym| {
@@ -134,8 +181,10 @@ impl Interner {
         sym
     }
 
-    /// The handle of `s` if it was interned.
+    /// The handle of `s` if it was interned (as [`bounded`]).
     pub fn get(&self, s: &str) -> Option<Sym> {
+        let s = bounded(s);
+        let s = s.as_ref();
         let hash = self.hasher.hash_one(s);
         self.table
             .find(hash, |sym| self.resolve(*sym) == s)

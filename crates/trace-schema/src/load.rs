@@ -326,7 +326,22 @@ pub fn load_reader_with<R: Read>(
                 // Until the meta line is read, chunks are parsed here: later ones need its
                 // version.
                 None => {
-                    let chunk = parse_chunk(&buf, None, last, utf8);
+                    let first = read_bytes == buf.len() as u64;
+                    let text = match buf.strip_prefix(BOM) {
+                        // A UTF-8 byte order mark first: skipped (its bytes still count in
+                        // offsets).
+                        Some(rest) if first => {
+                            consumer.byte_base += BOM.len() as u64;
+                            rest
+                        }
+                        _ => &buf[..],
+                    };
+                    let chunk = parse_chunk(text, None, last, utf8);
+                    if first && (chunk.error.is_some() || chunk.partial.is_some()) {
+                        if let Some(e) = cr_only_line_endings(text, &chunk) {
+                            return Err(e);
+                        }
+                    }
                     known = chunk.version;
                     inflight.push_back(Pending::Ready(Box::new(chunk)));
                 }
@@ -380,15 +395,52 @@ pub fn load_reader_with<R: Read>(
     }
     if consumer.version.is_none() {
         return Err(LoadError::MissingMeta {
-            line: 0,
-            found: "an empty file".to_string(),
+            line: 1,
+            found: empty_input(consumer.line_base),
         });
     }
     let builder = consumer.builder.take().ok_or(LoadError::MissingMeta {
-        line: 0,
+        line: 1,
         found: "no event".to_string(),
     })?;
     builder.finish_io(consumer.partial).map_err(io)
+}
+
+/// The UTF-8 byte order mark some editors put first; a trace may start with one.
+pub(crate) const BOM: &[u8] = b"\xef\xbb\xbf";
+
+/// What an input without an event holds, for [`LoadError::MissingMeta`] on line 1 (lines are
+/// 1-based even in an empty file).
+pub(crate) fn empty_input(lines: u64) -> String {
+    if lines == 0 {
+        "an empty file".to_string()
+    } else {
+        format!("only blank lines ({lines})")
+    }
+}
+
+/// When the first line of the input fails to parse and holds a carriage return followed by
+/// more text, its lines end in CR only (classic Mac OS): an error that says so, instead of "a
+/// partial first line".
+fn cr_only_line_endings(text: &[u8], chunk: &ParsedChunk) -> Option<LoadError> {
+    let failed_line = match (&chunk.error, chunk.partial) {
+        (Some(e), _) => e.line(),
+        (None, Some((line, _))) => u64::from(line),
+        (None, None) => return None,
+    };
+    if failed_line != 0 {
+        return None;
+    }
+    let first = &text[..memchr::memchr(b'\n', text).unwrap_or(text.len())];
+    let first = crate::chunk::trim_ascii(first);
+    let cr = memchr::memchr(b'\r', first)?;
+    let crs = memchr::memchr_iter(b'\r', first).count() + 1;
+    (cr + 1 < first.len()).then(|| LoadError::Malformed {
+        line: 1,
+        message: format!(
+            "lines end in a carriage return only (CR, classic Mac OS line endings: {crs} lines read as one); a trace is JSON Lines with LF or CRLF line endings (convert with `tr '\\r' '\\n'`)"
+        ),
+    })
 }
 
 /// After an error: the first byte that is not UTF-8 in the rest of the input.

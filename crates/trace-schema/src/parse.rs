@@ -46,6 +46,9 @@ pub(crate) fn parse_line(
     line: u64,
     version: Option<SchemaVersion>,
 ) -> Result<TraceEvent, LoadError> {
+    if let Some(err) = duplicate_kind(bytes, line) {
+        return Err(err);
+    }
     let legacy = version == Some(SchemaVersion::V6);
     let event = if legacy && looks_like_kind(bytes, b"edge") {
         let edge: LegacyCallEdge = typed(bytes, line, "edge")?;
@@ -104,6 +107,42 @@ fn fast_parse(bytes: &[u8]) -> Option<serde_json::Result<TraceEvent>> {
     }
 }
 
+/// A line whose `kind` key appears twice is an error: serde reads the first, other JSON readers
+/// the last, so the event would depend on the reader. The bytes `"kind"` appear at most once in
+/// nearly every line, so the exact check (the object's top-level keys) runs only when they
+/// appear twice.
+fn duplicate_kind(bytes: &[u8], line: u64) -> Option<LoadError> {
+    let mut hits = memchr::memmem::find_iter(bytes, b"\"kind\"");
+    hits.next()?;
+    hits.next()?;
+    struct Keys(u32);
+    impl<'de> serde::de::Visitor<'de> for Keys {
+        type Value = u32;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut map: A) -> Result<u32, A::Error> {
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == "kind" {
+                    self.0 += 1;
+                }
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+            Ok(self.0)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let count = serde::Deserializer::deserialize_map(&mut de, Keys(0)).ok()?;
+    (count > 1).then(|| LoadError::Field {
+        line,
+        kind: "?".to_string(),
+        field: "kind".to_string(),
+        message: format!(
+            "the key `kind` appears {count} times (JSON readers disagree on which one counts; keep one)"
+        ),
+    })
+}
+
 fn looks_like_kind(bytes: &[u8], kind: &[u8]) -> bool {
     #[derive(Deserialize)]
     struct Kind<'a> {
@@ -131,8 +170,10 @@ fn typed<T: DeserializeOwned>(bytes: &[u8], line: u64, kind: &str) -> Result<T, 
 
 fn field_error(line: u64, kind: &str, path: &str, message: &str) -> LoadError {
     // serde reports a missing field at the enclosing path with "missing field `x`".
+    // and a field given twice with "duplicate field `x`", also at the enclosing path
     let missing = message
         .strip_prefix("missing field `")
+        .or_else(|| message.strip_prefix("duplicate field `"))
         .and_then(|rest| rest.split('`').next());
     let field = match (missing, path) {
         (Some(name), "." | "") => name.to_string(),

@@ -76,13 +76,16 @@ impl<R: BufRead> TraceReader<R> {
             if n == 0 {
                 if self.version.is_none() {
                     return Err(LoadError::MissingMeta {
-                        line: 0,
-                        found: "an empty file".to_string(),
+                        line: 1,
+                        found: crate::load::empty_input(self.line),
                     });
                 }
                 return Ok(None);
             }
             self.line += 1;
+            if self.line == 1 && self.buf.starts_with(crate::load::BOM) {
+                self.buf.drain(..crate::load::BOM.len());
+            }
             if trim_ascii(&self.buf).is_empty() {
                 continue;
             }
@@ -220,7 +223,7 @@ pub fn load_reader_sequential<R: Read>(reader: R) -> Result<TraceDocument, LoadE
     }
     let partial = events.partial_line();
     let builder = builder.ok_or(LoadError::MissingMeta {
-        line: 0,
+        line: 1,
         found: "no event".to_string(),
     })?;
     Ok(builder.finish(partial))

@@ -297,8 +297,8 @@ fn non_utf8_line_is_malformed() {
 fn empty_file() {
     for text in ["", "\n\n  \n"] {
         let e = load_str(text).unwrap_err();
-        assert!(matches!(e, LoadError::MissingMeta { line: 0, .. }), "{e:?}");
-        assert_eq!(e.line(), 0);
+        assert!(matches!(e, LoadError::MissingMeta { line: 1, .. }), "{e:?}");
+        assert_eq!(e.line(), 1, "lines are 1-based, even in an empty file");
     }
 }
 
@@ -307,4 +307,118 @@ fn unreadable_path_is_an_io_error_naming_the_path() {
     let e = trace_schema::load_path("/nonexistent/trace.jsonl").unwrap_err();
     assert!(matches!(e, LoadError::Io { .. }));
     assert!(e.to_string().contains("/nonexistent/trace.jsonl"), "{e}");
+}
+
+/// Issue 32: a `kind` key given twice is read by serde with the first, by other readers with
+/// the last: the event would depend on the reader, so it is an error naming line and key —
+/// on the loader's fast kinds and the others alike.
+#[test]
+fn a_duplicate_kind_is_an_error_naming_line_and_key() {
+    let mem = r#"{"kind":"memory","timestamp_ns":1,"action":"alloc","device":"cpu","storage_id":"a","bytes":8,"kind":"op"}"#;
+    let op = r#"{"kind":"op","span_id":"s1","op_name":"x","dtype":"f32","device":"cpu","duration_ns":1,"kind":"memory"}"#;
+    let grad = r#"{"kind":"gradient","event_id":"g","root":"m","key":"k","state":"missing","kind":"terminal"}"#;
+    let later = r#"{"event_id":"g","kind":"gradient","root":"m","key":"k","state":"missing","kind":"terminal"}"#;
+    for line in [mem, op, grad, later] {
+        for e in [
+            err(&[META_11, SPAN, line]),
+            load_reader(doc(&[META_11, SPAN, line]).as_bytes()).unwrap_err(),
+        ] {
+            assert_field(e, 3, "?", "kind");
+        }
+    }
+    let e = err(&[META_11, SPAN, mem]);
+    assert!(
+        e.to_string().contains("the key `kind` appears 2 times"),
+        "{e}"
+    );
+    // the word in a value is no key
+    let fine = r#"{"kind":"gradient","event_id":"\"kind\"","root":"kind","key":"\"kind\":","state":"missing"}"#;
+    assert!(load_str(&doc(&[META_11, SPAN, fine])).is_ok());
+}
+
+/// A field given twice names the field (it said `?`).
+#[test]
+fn a_duplicate_field_names_the_field() {
+    let line = r#"{"kind":"memory","timestamp_ns":1,"action":"alloc","device":"cpu","storage_id":"a","bytes":8,"bytes":9}"#;
+    let e = err(&[META_11, SPAN, line]);
+    assert!(e.to_string().contains("duplicate field `bytes`"), "{e}");
+    assert_field(e, 3, "memory", "bytes");
+}
+
+/// A UTF-8 byte order mark before the first line is skipped by both loaders.
+#[test]
+fn a_byte_order_mark_is_skipped() {
+    let text = format!("\u{feff}{}", doc(&[META_11, SPAN]));
+    let parallel = load_str(&text).expect("loads");
+    let sequential = load_reader(text.as_bytes()).expect("loads");
+    assert_eq!(parallel.spans.len(), 1);
+    assert_eq!(sequential.spans.len(), 1);
+    // only at the start
+    let inner = doc(&[
+        META_11,
+        SPAN,
+        "\u{feff}{\"kind\":\"span_end\",\"id\":\"s1\"}",
+    ]);
+    assert!(matches!(
+        load_str(&inner).unwrap_err(),
+        LoadError::Malformed { line: 3, .. }
+    ));
+}
+
+/// CR-only line endings make the file one line: the error names the line endings.
+#[test]
+fn carriage_return_only_line_endings_are_named() {
+    let text = doc(&[META_11, SPAN, TERMINAL]).replace('\n', "\r");
+    for with_lf in [false, true] {
+        let text = if with_lf {
+            format!("{text}\n")
+        } else {
+            text.clone()
+        };
+        let e = load_str(&text).unwrap_err();
+        assert!(matches!(e, LoadError::Malformed { line: 1, .. }), "{e:?}");
+        assert!(
+            e.to_string().contains(
+                "carriage return only (CR, classic Mac OS line endings: 3 lines read as one)"
+            ),
+            "{e}"
+        );
+    }
+    // CRLF is fine
+    assert!(load_str(&doc(&[META_11, SPAN]).replace('\n', "\r\n")).is_ok());
+}
+
+/// A string longer than `MAX_STRING_BYTES` (a 100 MB name) is held bounded, with its full
+/// length and a hash; ids that refer to a long id still resolve.
+#[test]
+fn long_strings_are_held_bounded() {
+    let long = "n".repeat(300_000);
+    let id = format!("{}x{}", "i".repeat(5000), "i".repeat(5000));
+    let other = format!("{}y{}", "i".repeat(5000), "i".repeat(5000));
+    let lines = [
+        format!(
+            r#"{{"kind":"span_start","id":"{id}","name":"{long}","start_ns":0,"span_kind":"function","measured":true}}"#
+        ),
+        format!(
+            r#"{{"kind":"span_start","id":"{other}","parent_id":"{id}","name":"b","start_ns":1,"span_kind":"function"}}"#
+        ),
+        format!(r#"{{"kind":"span_end","id":"{other}","duration_ns":1}}"#),
+    ];
+    let mut refs: Vec<&str> = vec![META_11];
+    refs.extend(lines.iter().map(String::as_str));
+    let d = load_str(&doc(&refs)).expect("loads");
+    let name = d.str(d.spans[0].name);
+    assert!(name.len() < 1024 + 64, "{}", name.len());
+    assert!(
+        name.starts_with("nnnn") && name.contains("…") && name.contains("[300000 bytes, fnv "),
+        "{name}"
+    );
+    assert_ne!(
+        d.spans[0].id, d.spans[1].id,
+        "ids differing in the middle stay apart"
+    );
+    assert_eq!(d.spans[1].parent, Some(d.spans[0].id));
+    assert_eq!(d.spans[1].duration_ns, Some(1));
+    assert!(d.sym(&id).is_some(), "a long id is found by its full text");
+    assert_eq!(trace_schema::intern::bounded("short"), "short");
 }

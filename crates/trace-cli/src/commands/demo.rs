@@ -1,12 +1,13 @@
 //! `candle-graph demo [--out DIR] [--model llama|mlp] [--steps N] [--device D]
-//! [--drop-loss-before-step | --detach-parameter-gradients] [--backward-spans]`: trains a built-in Candle model on CPU (or `cuda[:N]` /
+//! [--drop-loss-before-step | --detach-parameter-gradients] [--backward-spans] [--sample-hz N]`: trains a built-in Candle model on CPU (or `cuda[:N]` /
 //! `metal[:N]` when built with that feature), captures step 2 after one warm-up step with the
 //! probe and the tracking allocator (installed in `main.rs`), writes `DIR/trace.jsonl` and prints
 //! its summary. `--drop-loss-before-step` runs backward, drops the loss, then steps (the advice
 //! of the `activations_retained_into_optimizer` finding); `--detach-parameter-gradients` also
 //! keeps only the parameters' gradients, detached, and drops the original gradient store before
 //! the step (its advice when the gradient store holds activations); `--backward-spans` turns on
-//! the probe's per-module backward spans (`backward/<module path>`, opt-in for their cost).
+//! the probe's per-module backward spans (`backward/<module path>`, opt-in for their cost);
+//! `--sample-hz N` sets the rate of the wall-clock stack samples of the captured step (0: off).
 
 use anyhow::{bail, Context, Result};
 use candle_graph_examples::{
@@ -41,6 +42,7 @@ pub fn run(args: &DemoArgs, progress: bool) -> Result<TrainReport> {
         config.update = UpdateStyle::DetachedParameterGradients;
     }
     config.backward_spans = args.backward_spans;
+    config.sample_hz = args.sample_hz;
     let bar = progress.then(|| {
         let bar = ProgressBar::new(args.steps);
         bar.set_style(

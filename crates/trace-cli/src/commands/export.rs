@@ -1,6 +1,7 @@
 //! `candle-graph export TRACE --format chrome [-o trace.json[.gz]] [--span PATH] [--window
 //! START..END]`: the trace in Chrome Trace Event Format for Perfetto UI and chrome://tracing
-//! (see `trace_report::chrome` for what goes where). A `.gz` output is gzip-compressed; `-o -`
+//! (see `trace_report::chrome` for what goes where); `--format speedscope`: the sampled call
+//! stacks in speedscope's JSON file format (see `trace_report::speedscope`). A `.gz` output is gzip-compressed; `-o -`
 //! writes to stdout. The file is written under a temporary name and renamed when complete, so
 //! a failed export never leaves a half-written file behind.
 
@@ -13,6 +14,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use trace_graph::Analysis;
 use trace_report::chrome::{write_chrome, ChromeOptions, ExportStats, Window};
+use trace_report::speedscope::{write_speedscope, SpeedscopeStats};
 use trace_report::FindingText;
 use trace_schema::TraceDocument;
 
@@ -132,4 +134,70 @@ fn write_file(
         w.flush().with_context(context)?;
         Ok(stats)
     }
+}
+
+/// What a speedscope export wrote.
+pub struct SpeedscopeWritten {
+    /// The file (`None`: stdout).
+    pub file: Option<OutputFile>,
+    /// Counts.
+    pub stats: SpeedscopeStats,
+}
+
+/// Writes the speedscope export of `doc`'s samples to `output` (`-` for stdout; `.gz`
+/// compressed), under a temporary name renamed when complete.
+///
+/// # Errors
+/// A trace without samples; I/O errors naming the file.
+pub fn run_speedscope(doc: &TraceDocument, output: &Path) -> Result<SpeedscopeWritten> {
+    let exporter = format!("{}@{}", TOOL.name, TOOL.version);
+    if output == Path::new("-") {
+        let stdout = std::io::stdout().lock();
+        let mut w = BufWriter::with_capacity(1 << 20, stdout);
+        let stats = write_speedscope(doc, &exporter, &mut w)?;
+        w.flush().context("cannot write to stdout")?;
+        return Ok(SpeedscopeWritten { file: None, stats });
+    }
+    if doc.samples.samples.is_empty() {
+        // before creating any file
+        return Err(trace_report::speedscope::SpeedscopeError::NoSamples.into());
+    }
+    let tmp = output_file::temporary_name(output, "export");
+    let result = (|| -> Result<SpeedscopeStats> {
+        let file =
+            File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        let buffered = BufWriter::with_capacity(1 << 20, file);
+        let context = || format!("cannot write {}", tmp.display());
+        if gzip_by_extension(output) {
+            let mut gz = GzEncoder::new(buffered, Compression::fast());
+            let stats = write_speedscope(doc, &exporter, &mut gz).with_context(context)?;
+            gz.finish()
+                .and_then(|mut w| w.flush())
+                .with_context(context)?;
+            Ok(stats)
+        } else {
+            let mut w = buffered;
+            let stats = write_speedscope(doc, &exporter, &mut w).with_context(context)?;
+            w.flush().with_context(context)?;
+            Ok(stats)
+        }
+    })();
+    let stats = match result {
+        Ok(stats) => stats,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
+    output_file::commit(&tmp, output)?;
+    let bytes = std::fs::metadata(output)
+        .with_context(|| format!("cannot read the size of {}", output.display()))?
+        .len();
+    Ok(SpeedscopeWritten {
+        file: Some(OutputFile {
+            path: output.to_path_buf(),
+            bytes,
+        }),
+        stats,
+    })
 }

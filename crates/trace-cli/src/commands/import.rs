@@ -116,12 +116,18 @@ pub fn render(source: &str, output: Option<&str>, imported: &Imported) -> String
                         signed_bytes(lo),
                         signed_bytes(hi)
                     ),
+                    _ if d.process.is_none() && !m.processes.is_empty() => {
+                        "all processes together (PyTorch's counter is per process)".to_string()
+                    }
                     _ => "no counter to compare".to_string(),
+                };
+                let device = match &d.process {
+                    Some(p) => format!("{} pid {}", d.device, trace_format::escape(p)),
+                    None => d.device.clone(),
                 };
                 let _ = writeln!(
                     out,
-                    "    {:<8} replayed peak {}, PyTorch Total Allocated max {counter}, {gap}",
-                    d.device,
+                    "    {device:<8} replayed peak {}, PyTorch Total Allocated max {counter}, {gap}",
                     bytes(d.replayed_peak_bytes)
                 );
             }

@@ -12,11 +12,13 @@ use std::path::Path;
 use anyhow::Result;
 use trace_format::{at, bytes, checked_bytes, duration, opt_bytes, opt_duration};
 use trace_graph::{Analysis, CapabilityLevel, NodeKind};
+use trace_ops::OpProfile;
 use trace_report::data::{chart_data, ChartOptions};
 use trace_report::page::{Block, Cell, Column, Fact, Page, Section, Table, Text};
 use trace_schema::TraceDocument;
 
 use crate::commands::export::finding_texts;
+use crate::commands::ops::{few_samples_line, pct};
 use crate::commands::peak::{self, categories_line, PeakRecord, Peaks};
 use crate::commands::summary::{self, health_line, overflow_line, SummaryReport};
 use crate::commands::{check, memory};
@@ -38,11 +40,17 @@ pub struct Written {
 /// Builds the page of a trace. `path` is shown as the trace's name.
 pub fn build(doc: &TraceDocument, analysis: &Analysis, path: &str) -> Page {
     let summary = summary::build(doc, analysis);
-    let data = chart_data(doc, analysis, ChartOptions::default());
+    let mut data = chart_data(doc, analysis, ChartOptions::default());
+    let profile = &analysis.operations;
+    if let Ok(p) = profile {
+        let trees = trace_ops::flame_trees(doc, p, &trace_ops::FlameOptions::default());
+        data["flame"] = trace_report::flame::flame_data(&trees);
+    }
     let mut sections = vec![summary_section(&summary, path)];
     sections.push(memory_section(doc, analysis, &summary));
     sections.push(held_section(doc, analysis));
     sections.push(time_section(doc, analysis));
+    sections.push(ops_section(profile));
     sections.push(gradients_section(analysis));
     sections.push(tensor_stats_section(doc));
     sections.push(health_section(analysis));
@@ -599,6 +607,211 @@ fn time_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
         blocks,
     }
 }
+
+/// The sampled operations: the sampler's account, the op table (trace-ops's rows: op × pass ×
+/// module with samples, estimated self time and share, each with its 95% interval), file I/O
+/// inside ops, and the flame graph per thread and pass; one line when the trace has no
+/// samples (with the reason).
+fn ops_section(profile: &Result<OpProfile, trace_ops::Unavailable>) -> Section {
+    let mut blocks = Vec::new();
+    let profile = match profile {
+        Ok(p) => p,
+        Err(u) => {
+            blocks.push(Block::Paragraph(Text::trace(&format!(
+                "operations: unavailable — {}",
+                u.reason
+            ))));
+            return Section {
+                id: "ops".into(),
+                title: "Operations (sampled)".into(),
+                blocks,
+            };
+        }
+    };
+    let t = &profile.totals;
+    let mut facts = vec![Fact {
+        label: "sampler".into(),
+        value: Text::trace(&format!(
+            "{} wall clock{} · {} samples ({} in the measured region) · {} lost · unwinder {} · symbols {}",
+            t.hz.map_or_else(|| "rate unknown,".to_string(), |hz| format!("{hz} Hz")),
+            t.period_ns
+                .map(|p| format!(" ({} period)", duration(p)))
+                .unwrap_or_default(),
+            t.samples,
+            t.counted,
+            t.lost.map_or_else(|| "-".to_string(), |l| l.to_string()),
+            t.unwinder.as_deref().unwrap_or("-"),
+            t.symbols.map_or("-", <&str>::from)
+        )),
+        data: vec![
+            ("samples".to_string(), t.samples.to_string()),
+            ("counted".to_string(), t.counted.to_string()),
+        ],
+        items: t
+            .threads
+            .iter()
+            .map(|th| {
+                Text::trace(&format!(
+                    "thread {}{}: {} samples over {}{}",
+                    th.thread,
+                    th.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default(),
+                    th.samples,
+                    th.region_ns.map_or_else(|| "an unknown duration".to_string(), duration),
+                    th.lost.map(|l| format!(", {l} lost")).unwrap_or_default()
+                ))
+            })
+            .collect(),
+    }];
+    facts.push(Fact {
+        label: "what the figures are".into(),
+        value: "estimates from wall-clock samples: self time = share of the thread's samples × the measured region's duration, with a 95% Wilson interval from the sample count".into(),
+        ..Fact::default()
+    });
+    blocks.push(Block::Facts(facts));
+    if let Some(line) = few_samples_line(t) {
+        blocks.push(Block::Paragraph(Text::from(line)));
+    }
+    if t.outside_region > 0 {
+        blocks.push(Block::Paragraph(Text::from(format!(
+            "{} samples outside the measured region are not in the table.",
+            t.outside_region
+        ))));
+    }
+    if t.backward_line_unknown > 0 {
+        blocks.push(Block::Paragraph(Text::from(format!(
+            "{} backward samples could not be assigned to a backward op (no line tables, or another Candle version): counted as `backward`.",
+            t.backward_line_unknown
+        ))));
+    }
+    let threads = t.threads.len();
+    let mut columns = vec![
+        Column::text("OP"),
+        Column::text("KIND"),
+        Column::text("PASS"),
+        Column::text("MODULE"),
+    ];
+    if threads > 1 {
+        columns.push(Column::number("THREAD"));
+    }
+    columns.extend([
+        Column::number("SAMPLES"),
+        Column::number("SELF (EST.)"),
+        Column::number("95% INTERVAL"),
+        Column::number("SHARE"),
+        Column::number("SHARE 95%"),
+        Column::text("INNER OP"),
+    ]);
+    let shown = profile.rows.len().min(OP_ROWS);
+    let rows = profile.rows[..shown]
+        .iter()
+        .map(|r| {
+            let mut row = vec![
+                Cell::trace(r.op.as_deref().unwrap_or("-")),
+                Cell::text(r.kind.map_or("-", trace_ops::OpKind::as_str)),
+                Cell::text(r.pass.map_or("-", |p| p.as_str())),
+                Cell::trace(&match (&r.module, r.module_source) {
+                    (Some(m), Some(trace_ops::ModuleSource::Stack)) => {
+                        format!("{m} (from the stack)")
+                    }
+                    (Some(m), _) => m.clone(),
+                    (None, _) => "-".to_string(),
+                }),
+            ];
+            if threads > 1 {
+                row.push(count(r.thread));
+            }
+            row.extend([
+                count(r.samples),
+                Cell::number(opt_duration(r.self_ns), r.self_ns.map(|v| v as f64)),
+                Cell::number(
+                    match (r.self_ns_low, r.self_ns_high) {
+                        (Some(l), Some(h)) => format!("{} – {}", duration(l), duration(h)),
+                        _ => "-".to_string(),
+                    },
+                    r.self_ns_low.map(|v| v as f64),
+                ),
+                Cell::number(pct(r.share), Some(r.share)),
+                Cell::number(
+                    format!("{} – {}", pct(r.share_low), pct(r.share_high)),
+                    Some(r.share_low),
+                ),
+                Cell::trace(r.inner_op.as_deref().unwrap_or("")),
+            ]);
+            row
+        })
+        .collect();
+    let rest = &profile.rows[shown..];
+    blocks.push(Block::Table(Table {
+        id: "ops-table".into(),
+        caption: Text::from(format!(
+            "operations by op, pass and module (candle-graph ops), most samples first{}",
+            if t.few_samples {
+                " — few samples"
+            } else {
+                ""
+            }
+        )),
+        columns,
+        rows,
+        footer: (!rest.is_empty()).then(|| {
+            Text::from(format!(
+                "{} more rows, {} samples (each at most {})",
+                rest.len(),
+                rest.iter().map(|r| r.samples).sum::<u64>(),
+                rest[0].samples
+            ))
+        }),
+    }));
+    if !profile.file_io.is_empty() {
+        blocks.push(Block::Table(Table {
+            id: "ops-file-io".into(),
+            caption: "file I/O inside ops (samples whose stack reads or opens a file below the op)"
+                .into(),
+            columns: vec![
+                Column::text("OP"),
+                Column::number("SAMPLES"),
+                Column::number("SHARE"),
+                Column::number("OF THE OP"),
+                Column::text("I/O"),
+                Column::text("VIA"),
+            ],
+            rows: profile
+                .file_io
+                .iter()
+                .take(OP_ROWS)
+                .map(|f| {
+                    vec![
+                        Cell::trace(&f.op),
+                        count(f.samples),
+                        Cell::number(pct(f.share.share), Some(f.share.share)),
+                        Cell::number(
+                            format!("{} of {}", f.samples, f.op_samples),
+                            Some(f.samples as f64 / f.op_samples.max(1) as f64),
+                        ),
+                        Cell::trace(&f.io_function),
+                        Cell::trace(&f.via.join(" → ")),
+                    ]
+                })
+                .collect(),
+            footer: None,
+        }));
+    }
+    blocks.push(Block::Heading(
+        "Flame graph of the sampled call stacks".into(),
+    ));
+    blocks.push(Block::Paragraph(
+        "One tree per pass (the pass of the span open when the sample was taken; per thread when several were sampled), the outermost frame on top, each frame as wide as the samples whose stack passes through it; backward frames carry the backward op of their samples. Wall-clock samples: waiting counts as much as computing. Small frames are merged into “(other)”.".into(),
+    ));
+    blocks.push(Block::FlameGraph);
+    Section {
+        id: "ops".into(),
+        title: "Operations (sampled)".into(),
+        blocks,
+    }
+}
+
+/// Rows of the op table (the rest is counted in its footer).
+pub const OP_ROWS: usize = 300;
 
 /// A float as the report shows it: 4 significant decimals, exponent form outside 1e-3..1e6.
 fn float(v: f64) -> String {

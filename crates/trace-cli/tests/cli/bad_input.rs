@@ -189,3 +189,35 @@ fn query_filters() {
         "apply to spans, tensors, tensor-stats and gradients",
     );
 }
+
+/// Issue 32: a directory holding only `trace.jsonl.gz` is read.
+#[test]
+fn a_directory_with_only_a_gzipped_trace_is_read() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let file = std::fs::File::create(dir.path().join("trace.jsonl.gz")).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+    gz.write_all(SMALL_TRACE.as_bytes()).unwrap();
+    gz.finish().unwrap();
+    let r = run(&["summary", s(dir.path())]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("trace.jsonl.gz"), "{}", r.stdout);
+    assert!(r.stdout.contains("tiny::train_step"), "{}", r.stdout);
+}
+
+/// Issue 32: a byte order mark first loads; CR-only line endings are named; an empty file's
+/// line is 1, not 0.
+#[test]
+fn bom_cr_only_and_empty_files() {
+    let (_d, p) = write("trace.jsonl", format!("\u{feff}{SMALL_TRACE}").as_bytes());
+    let r = run(&["summary", s(&p)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("tiny::train_step"), "{}", r.stdout);
+    let (_d, p) = write("trace.jsonl", SMALL_TRACE.replace('\n', "\r").as_bytes());
+    assert_fails(
+        &["summary", s(&p)],
+        "line 1: malformed JSON: lines end in a carriage return only",
+    );
+    let (_d, p) = write("trace.jsonl", b"");
+    assert_fails(&["summary", s(&p)], "line 1: missing meta");
+}

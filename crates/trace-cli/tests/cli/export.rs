@@ -142,3 +142,73 @@ fn memory_group_by_counts_every_storage_live_at_the_peak() {
     assert_eq!(first["bytes"], 2_977_800);
     assert_eq!(first["inferred_category"], 8);
 }
+
+const SAMPLED: &str = "../trace-report/tests/browser/sampled.jsonl";
+
+#[test]
+fn speedscope_writes_a_profile_per_thread_and_refuses_a_trace_without_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.speedscope.json");
+    let r = run(&["export", SAMPLED, "--format", "speedscope", "-o", s(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.is_empty());
+    assert!(
+        r.stderr.contains("1 profiles, 299 samples, 15 frames"),
+        "{}",
+        r.stderr
+    );
+    let v = parse(&std::fs::read(&out).unwrap());
+    assert_eq!(
+        v["$schema"],
+        "https://www.speedscope.app/file-format-schema.json"
+    );
+    assert_eq!(v["profiles"][0]["samples"].as_array().unwrap().len(), 299);
+    // stdout and gzip give the same file
+    let r = run(&["export", SAMPLED, "--format", "speedscope", "-o", "-"]);
+    assert_eq!(r.code, 0);
+    assert_eq!(parse(r.stdout.as_bytes()), v);
+    let gz = dir.path().join("out.speedscope.json.gz");
+    let r = run(&["export", SAMPLED, "--format", "speedscope", "-o", s(&gz)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let mut unzipped = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap())
+        .read_to_end(&mut unzipped)
+        .unwrap();
+    assert_eq!(parse(&unzipped), v);
+    // no samples: an error, and no file
+    let none = dir.path().join("none.json");
+    let r = run(&["export", LLAMA, "--format", "speedscope", "-o", s(&none)]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("no sampled call stacks"), "{}", r.stderr);
+    assert!(!none.exists());
+    // the chrome filters do not apply
+    let r = run(&[
+        "export",
+        SAMPLED,
+        "--format",
+        "speedscope",
+        "--window",
+        "..1ms",
+        "-o",
+        s(&out),
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--format chrome only"), "{}", r.stderr);
+}
+
+#[test]
+fn chrome_export_of_a_sampled_trace_counts_its_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.json");
+    let r = run(&["export", SAMPLED, "--format", "chrome", "-o", s(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("299 samples)"), "{}", r.stderr);
+    let v = parse(&std::fs::read(&out).unwrap());
+    let n = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "sample")
+        .count();
+    assert_eq!(n, 299);
+}

@@ -9,6 +9,7 @@ mod device_check;
 mod diff;
 mod exact;
 mod export;
+mod hostile;
 mod import;
 mod ops;
 mod query;

@@ -86,3 +86,79 @@ fn a_cut_short_trace_and_a_hostile_one_still_report() {
     assert!(!html.contains('\u{1}') && !html.contains('\u{202e}'));
     assert!(html.contains("&lt;/script&gt;&lt;script&gt;window.__pwned=1"));
 }
+
+const SAMPLED: &str = "../trace-report/tests/browser/sampled.jsonl";
+
+#[test]
+fn a_sampled_trace_gets_the_operations_section_and_its_flame_data() {
+    let (_dir, html) = report(SAMPLED);
+    assert!(html.contains("<section id=\"ops\""));
+    assert!(html.contains("Operations (sampled)"));
+    assert!(html.contains("<div class=\"flame\">"));
+    assert!(html.contains(
+        "1000 Hz wall clock (1.00 ms period) · 299 samples (299 in the measured region) · 2 lost"
+    ));
+    // the op table: trace-ops's rows, the largest first, with the estimate and its interval
+    let profile = trace_ops::OpProfile::from_document(
+        &trace_schema::load_path(std::path::Path::new(SAMPLED)).unwrap(),
+    )
+    .unwrap();
+    assert!(html.contains("<table class=\"sortable\" id=\"ops-table\">"));
+    let top = &profile.rows[0];
+    let lo = trace_format::duration(top.self_ns_low.unwrap());
+    let hi = trace_format::duration(top.self_ns_high.unwrap());
+    assert!(html.contains(&format!("{lo} – {hi}")), "{lo} – {hi}");
+    let table = &html[html.find("id=\"ops-table\"").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert_eq!(
+        table.matches("<tr>").count(),
+        profile.rows.len() + 1,
+        "a row each, and the header"
+    );
+    // the file I/O inside matmul (get_num_threads reading a file), found by the analysis
+    assert!(html.contains("std::fs::read_to_string"));
+    assert!(html.contains("data-samples=\"299\""));
+    assert!(!html.contains("operations: unavailable"));
+    // the data block: one tree per pass, roots adding up to every sample
+    assert_eq!(html.matches("<script").count(), 2);
+    let start = html
+        .find("<script id=\"cg-data\" type=\"application/json\">")
+        .unwrap();
+    let body = &html[start..];
+    let json = &body[body.find('>').unwrap() + 1..body.find("</script>").unwrap()];
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    let trees = v["flame"]["trees"].as_array().unwrap();
+    let passes: Vec<&str> = trees.iter().map(|t| t["label"].as_str().unwrap()).collect();
+    assert_eq!(
+        passes,
+        ["forward", "backward", "optimizer", "outside passes"]
+    );
+    let total: u64 = trees.iter().map(|t| t["value"][0].as_u64().unwrap()).sum();
+    assert_eq!(total, 299);
+    // the markup frame name cannot end the data block
+    assert!(json.contains("\\u003c/title\\u003e\\u003cscript\\u003ewindow.__pwned=3"));
+}
+
+#[test]
+fn a_trace_without_samples_says_operations_were_not_captured() {
+    for trace in [
+        "../../examples/fixtures/mlp",
+        "../trace-report/tests/browser/injection.jsonl",
+    ] {
+        let (_dir, html) = report(trace);
+        assert!(html.contains("<section id=\"ops\""), "{trace}");
+        assert!(
+            html.contains("operations: unavailable — not captured"),
+            "{trace}"
+        );
+        assert!(!html.contains("<div class=\"flame\">"), "{trace}");
+    }
+}
+
+#[test]
+fn a_trace_with_few_samples_says_so_above_its_op_table() {
+    let (_dir, html) = report("../trace-schema/tests/data/trace_12.jsonl");
+    assert!(html.contains("<table class=\"sortable\" id=\"ops-table\">"));
+    assert!(html.contains("few samples ("), "the ops command's line");
+    assert!(html.contains("— few samples</caption>"));
+}

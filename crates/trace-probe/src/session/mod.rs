@@ -258,6 +258,25 @@ impl TraceSession {
     pub(crate) fn plugins(&self) -> &[Arc<dyn CapturePlugin>] {
         &self.inner.plugins
     }
+
+    /// Samples the calling thread's stack during the captured step too (a data loader, a
+    /// worker thread the user owns), at the run's [`ProfileRun::sample_hz`], while the returned
+    /// guard lives: call it at the thread's start, keep the guard until the thread's end. Its
+    /// samples carry its thread key and the span open on it then (none, for a thread that opens
+    /// no span). The capturing thread is always sampled; asking for it again does nothing.
+    /// Inactive when sampling is off (`sample_hz(0)`, deterministic mode, a platform without the
+    /// sampler).
+    pub fn sample_this_thread(&self) -> crate::sampler::SamplingGuard {
+        let ctx = self.inner.plugin_context();
+        let tokens = self
+            .inner
+            .plugins
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.on_thread_join(&ctx).map(|t| (i, t)))
+            .collect();
+        crate::sampler::SamplingGuard::new(self, tokens)
+    }
 }
 
 impl Inner {

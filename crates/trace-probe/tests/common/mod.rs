@@ -72,3 +72,5 @@ pub fn batch(seed: u64) -> candle_core::Result<(Tensor, Tensor)> {
 pub fn read(path: &std::path::Path) -> String {
     std::fs::read_to_string(path).expect("trace file")
 }
+
+pub mod sampling;

@@ -7,6 +7,10 @@
 //   CG_DIFF_REPORT      `candle-graph diff --html` of the demo against the retention fix
 //   CG_DIFF_JSON        `candle-graph diff --json` of the same pair
 //   CG_INJECTION_DIFF   `candle-graph diff --html` of injection.jsonl against itself
+//   CG_SAMPLED_REPORT   report of a sampled trace (trace/12: frames, stacks, samples)
+//   CG_FLAME_SCREENSHOT where to save the screenshot of its flame graph
+//   CG_EXTRA_SAMPLED    optional: more sampled reports (colon-separated), checked the same way
+//   CG_EXTRA_SHOTS      optional: with it, a screenshot of each of those (NAME-flame.png)
 //   CG_PERF_REPORT      optional: a large report to time (prints its render time)
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
@@ -159,6 +163,116 @@ test("the diff view states the peak change, sorts its tables and runs nothing fr
   assert.ok(body.includes("</script><script>window.__pwned=1;alert(1)</script>"), "the span name is text");
   assert.ok(!body.includes("\u0001") && !body.includes("\u202e"), "no raw control character");
   clean(inj.problems);
+});
+
+// The flame graph of a sampled report: tabs per pass, click zooms (the node spans the full
+// width), Escape and the reset button go back, Enter zooms by keyboard, names are text.
+async function checkFlame(file, screenshot) {
+  const { page, problems } = await open(file, { width: 1200, height: 900 });
+  const area = page.locator(".flame-area");
+  await area.scrollIntoViewIfNeeded();
+  const tabs = page.locator(".flame-tabs button");
+  assert.ok((await tabs.count()) >= 1, "a tab per pass");
+  assert.equal(await tabs.first().getAttribute("aria-selected"), "true");
+  const fullWidth = Number(await area.getAttribute("data-width"));
+  assert.ok(fullWidth > 200);
+  // the root spans the full width; pick a node below it that is narrower than the root
+  const rootW = Number(await area.locator('g[data-node="0"] rect').getAttribute("data-width"));
+  assert.equal(rootW, fullWidth);
+  const candidates = area.locator("g.fn:not([data-node='0'])");
+  assert.ok((await candidates.count()) >= 3, "the flame graph drew frames");
+  let target = null;
+  for (const g of await candidates.all()) {
+    const w = Number(await g.locator("rect").getAttribute("data-width"));
+    if (w < fullWidth * 0.9 && w > 20) { target = g; break; }
+  }
+  assert.ok(target, "a frame narrower than the full width");
+  const id = await target.getAttribute("data-node");
+  await target.click();
+  assert.equal(await area.getAttribute("data-zoom"), id);
+  const zoomedW = Number(await area.locator(`g[data-node="${id}"] rect`).getAttribute("data-width"));
+  assert.equal(zoomedW, fullWidth, "the zoomed frame takes the full width");
+  assert.match(await page.locator(".flame-info").textContent(), /zoomed into/);
+  // Escape resets (focus is on the zoomed frame)
+  await page.keyboard.press("Escape");
+  assert.equal(await area.getAttribute("data-zoom"), "0");
+  // keyboard: down to the first child, Enter zooms into it; the reset button goes back
+  await area.locator('g[data-node="0"]').focus();
+  await page.keyboard.press("ArrowDown");
+  const focused = await page.evaluate(() => document.activeElement.getAttribute("data-node"));
+  assert.notEqual(focused, "0");
+  await page.keyboard.press("Enter");
+  assert.equal(await area.getAttribute("data-zoom"), focused);
+  await page.locator(".flame-reset").click();
+  assert.equal(await area.getAttribute("data-zoom"), "0");
+  // hover shows the function and its samples
+  await candidates.first().hover();
+  assert.match(await page.locator("#tooltip").textContent(), /samples/);
+  // every pass's tab draws its tree
+  const n = await tabs.count();
+  for (let i = 0; i < n; i++) {
+    await tabs.nth(i).click();
+    assert.ok((await area.locator("g.fn").count()) >= 1);
+  }
+  await tabs.first().click();
+  if (n > 1) { // the tabs by keyboard
+    await tabs.first().focus();
+    await page.keyboard.press("ArrowRight");
+    assert.equal(await tabs.nth(1).getAttribute("aria-selected"), "true");
+    await tabs.first().click();
+  }
+  await page.mouse.move(0, 0);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  if (screenshot) {
+    await page.evaluate(() => window.scrollTo(0, document.querySelector(".flame").getBoundingClientRect().top + window.scrollY - 120));
+    await page.waitForTimeout(100);
+    await page.screenshot({ path: screenshot });
+    // zoomed into the frame clicked above, for the record
+    await area.locator(`g[data-node="${id}"]`).click();
+    await page.mouse.move(0, 0);
+    await page.evaluate(() => window.scrollTo(0, document.querySelector(".flame").getBoundingClientRect().top + window.scrollY - 120));
+    await page.waitForTimeout(100);
+    await page.screenshot({ path: screenshot.replace(/\.png$/, "-zoomed.png") });
+    await page.keyboard.press("Escape");
+    // the dark theme
+    await page.locator("#theme").click();
+    await page.locator("#theme").click();
+    await page.evaluate(() => window.scrollTo(0, document.querySelector(".flame").getBoundingClientRect().top + window.scrollY - 120));
+    await page.waitForTimeout(100);
+    await page.screenshot({ path: screenshot.replace(/\.png$/, "-dark.png") });
+  }
+  // a narrow window: the page does not scroll sideways, the flame graph still draws
+  await page.setViewportSize({ width: 380, height: 800 });
+  await page.waitForTimeout(250);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 1, `no horizontal scrolling of the page at 380 px (${overflow} px)`);
+  assert.ok((await area.locator("g.fn").count()) >= 1);
+  await page.setViewportSize({ width: 1200, height: 900 });
+  clean(problems);
+  await page.close();
+}
+
+test("a sampled trace's report shows a zoomable flame graph per pass", async () => {
+  await checkFlame(env("CG_SAMPLED_REPORT"), process.env.CG_FLAME_SCREENSHOT);
+  // the markup in a frame's name is text, not markup
+  const { page, problems } = await open(env("CG_SAMPLED_REPORT"));
+  const tabs = page.locator(".flame-tabs button");
+  for (let i = 0; i < await tabs.count(); i++) {
+    await tabs.nth(i).click();
+    const labels = await page.locator(".flame-area g.fn").evaluateAll((gs) => gs.map((g) => g.getAttribute("aria-label")));
+    if (labels.some((l) => l.includes("<script>window.__pwned=3</script>"))) break;
+    assert.ok(i + 1 < await tabs.count(), "the injected frame name appears as text in some pass");
+  }
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.equal(await page.locator("script").count(), 2);
+  assert.equal(await page.locator("img").count(), 0);
+  clean(problems);
+});
+
+test("optional: more sampled reports", { skip: !process.env.CG_EXTRA_SAMPLED }, async () => {
+  // CG_EXTRA_SHOTS=1: a screenshot next to each report (NAME-flame.png)
+  for (const f of process.env.CG_EXTRA_SAMPLED.split(":"))
+    await checkFlame(f, process.env.CG_EXTRA_SHOTS ? f.replace(/\.html$/, "-flame.png") : null);
 });
 
 test("optional: the render time of a large report", { skip: !process.env.CG_PERF_REPORT }, async () => {

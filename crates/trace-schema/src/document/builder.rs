@@ -119,6 +119,13 @@ impl TraceBuilder {
                     doc.version = version;
                 }
                 doc.meta = meta.run;
+                let m = &mut doc.meta;
+                bound(&mut [&mut m.run_id, &mut m.entrypoint, &mut m.timestamp]);
+                for o in [&mut m.correlation_id, &mut m.device] {
+                    if let Some(x) = o.as_mut() {
+                        bound(&mut [x]);
+                    }
+                }
                 for (code, message) in meta_issues(&self.doc.meta) {
                     self.issue(code, line, message);
                 }
@@ -205,7 +212,8 @@ impl TraceBuilder {
                 };
                 doc.tensors.push(record);
             }
-            TraceEvent::TensorStats(e) => {
+            TraceEvent::TensorStats(mut e) => {
+                bound(&mut [&mut e.span_id, &mut e.label, &mut e.dtype]);
                 let problems = e.validate();
                 doc.tensor_stats.push(e);
                 for p in problems {
@@ -249,8 +257,21 @@ impl TraceBuilder {
                 doc.device_memory.push(record);
                 self.evidence(e.timestamp_ns);
             }
-            TraceEvent::DeviceInterval(e) => doc.device_intervals.push(e),
-            TraceEvent::Gradient(e) => {
+            TraceEvent::DeviceInterval(mut e) => {
+                bound(&mut [
+                    &mut e.span_id,
+                    &mut e.device,
+                    &mut e.stream_id,
+                    &mut e.clock_id,
+                    &mut e.backend,
+                ]);
+                doc.device_intervals.push(e)
+            }
+            TraceEvent::Gradient(mut e) => {
+                bound(&mut [&mut e.event_id, &mut e.root, &mut e.key]);
+                if let Some(t) = e.tensor_id.as_mut() {
+                    bound(&mut [t]);
+                }
                 let problem = gradient_issue(&e);
                 doc.gradients.push(e);
                 if let Some((code, message)) = problem {
@@ -305,7 +326,10 @@ impl TraceBuilder {
                     self.issue(SemanticCode::InvalidSamples, line, problem);
                 }
             }
-            TraceEvent::Terminal(e) => {
+            TraceEvent::Terminal(mut e) => {
+                if let Some(r) = e.reason.as_mut() {
+                    bound(&mut [r]);
+                }
                 if let Some((code, message)) = terminal_reason_issue(&e) {
                     self.issue(code, line, message);
                 }
@@ -619,5 +643,15 @@ impl TraceBuilder {
             });
         }
         Ok(self.doc)
+    }
+}
+
+/// The strings of an event the document keeps as written (not interned), held bounded as
+/// interned ones are ([`crate::intern::bounded`]).
+fn bound(fields: &mut [&mut String]) {
+    for f in fields {
+        if f.len() > crate::intern::MAX_STRING_BYTES {
+            **f = crate::intern::bounded(f).into_owned();
+        }
     }
 }

@@ -1,0 +1,335 @@
+//! The sampler plug-in (Linux): arms a timer per sampled thread when the captured step begins,
+//! disarms them before it ends, and after the step (in `on_finish`, outside the measured
+//! region) symbolises the stacks, attributes each sample to the span open on its thread then,
+//! and writes frames, stacks, samples and the sampler event.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use trace_schema::{
+    ContractField, CoverageLevel, RunMeta, SampledThread, SamplerEvent, SymbolQuality, TraceEvent,
+};
+
+use super::slots::{SlotCounts, SlotHandle};
+use super::table::Builder;
+use super::timer::{current_tid, ThreadTimer};
+use super::{signal, symbols, SamplerSettings, SamplerStats};
+use crate::plugin::{thread_key, CaptureContext, CapturePlugin};
+use crate::writer::lock;
+
+/// What the unwinder is called in the sampler event.
+const UNWINDER: &str = "libgcc";
+
+/// A thread to sample.
+#[derive(Debug, Clone)]
+struct Thread {
+    key: u64,
+    tid: libc::pid_t,
+    name: Option<String>,
+}
+
+impl Thread {
+    fn current() -> Self {
+        Self {
+            key: thread_key(),
+            tid: current_tid(),
+            name: std::thread::current().name().map(str::to_string),
+        }
+    }
+}
+
+/// A thread being sampled, or sampled and waiting for `on_finish`.
+#[derive(Debug)]
+struct Run {
+    thread: Thread,
+    /// The `sample_this_thread` registration that armed it (`None`: the capturing thread).
+    token: Option<u64>,
+    slot: SlotHandle,
+    timer: Option<ThreadTimer>,
+    start_ns: u64,
+    end_ns: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// `on_meta` found the handler in place and declared `operations: sampled`.
+    active: bool,
+    /// Between capture start and capture end.
+    armed: bool,
+    /// Threads that called `sample_this_thread` (token, thread).
+    registered: Vec<(u64, Thread)>,
+    next_token: u64,
+    /// Threads sampled now.
+    running: Vec<Run>,
+    /// Threads sampled, waiting for `on_finish`.
+    done: Vec<Run>,
+    /// Why a thread could not be sampled.
+    problems: Vec<String>,
+    /// `on_finish` wrote the events.
+    written: bool,
+}
+
+/// Process-wide figures (for the bench and the README; see [`super::stats`]).
+pub(super) static SAMPLES: AtomicU64 = AtomicU64::new(0);
+pub(super) static HANDLER_NS: AtomicU64 = AtomicU64::new(0);
+pub(super) static SYMBOLIZE_NS: AtomicU64 = AtomicU64::new(0);
+pub(super) static UNIQUE_ADDRESSES: AtomicU64 = AtomicU64::new(0);
+pub(super) static FINISHES: AtomicU64 = AtomicU64::new(0);
+
+/// Process-wide sampler figures so far.
+pub(super) fn stats() -> SamplerStats {
+    SamplerStats {
+        samples: SAMPLES.load(Ordering::Relaxed),
+        handler_ns: HANDLER_NS.load(Ordering::Relaxed),
+        symbolize_ns: SYMBOLIZE_NS.load(Ordering::Relaxed),
+        unique_addresses: UNIQUE_ADDRESSES.load(Ordering::Relaxed),
+        finishes: FINISHES.load(Ordering::Relaxed),
+    }
+}
+
+/// The sampler of one session.
+#[derive(Debug)]
+pub(crate) struct SamplerPlugin {
+    settings: SamplerSettings,
+    state: Mutex<State>,
+}
+
+impl SamplerPlugin {
+    pub(crate) fn new(settings: SamplerSettings) -> Self {
+        Self {
+            settings,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn period_ns(&self) -> u64 {
+        self.settings.period_ns()
+    }
+
+    /// Starts sampling `thread` now.
+    fn arm(&self, state: &mut State, ctx: &CaptureContext<'_>, thread: Thread, token: Option<u64>) {
+        if state.running.iter().any(|r| r.thread.key == thread.key) {
+            return;
+        }
+        let armed = SlotHandle::reserve(self.settings.buffer_bytes).and_then(|slot| {
+            let start_ns = ctx.clock().now_ns();
+            slot.open();
+            let timer = ThreadTimer::start(thread.tid, slot.token(), self.period_ns())?;
+            Ok((slot, timer, start_ns))
+        });
+        match armed {
+            Ok((slot, timer, start_ns)) => state.running.push(Run {
+                thread,
+                token,
+                slot,
+                timer: Some(timer),
+                start_ns,
+                end_ns: None,
+            }),
+            Err(why) => state.problems.push(format!(
+                "thread {} not sampled: {why}",
+                thread.name.as_deref().unwrap_or("(unnamed)")
+            )),
+        }
+    }
+
+    /// Stops sampling run `index` of `state.running` and keeps its samples for `on_finish`.
+    fn disarm(state: &mut State, ctx: &CaptureContext<'_>, index: usize) {
+        let mut run = state.running.swap_remove(index);
+        run.timer = None; // timer_delete
+        run.slot.close();
+        run.end_ns = Some(ctx.clock().now_ns());
+        state.done.push(run);
+    }
+
+    fn disarm_all(state: &mut State, ctx: &CaptureContext<'_>) {
+        while !state.running.is_empty() {
+            Self::disarm(state, ctx, state.running.len() - 1);
+        }
+    }
+
+    /// The symbol quality of this build, from the probe's own code (for a trace without samples).
+    fn build_quality() -> SymbolQuality {
+        let here = Self::build_quality as fn() -> SymbolQuality as usize as u64;
+        let frames = symbols::resolve(here, true);
+        match frames.first() {
+            Some(f) if f.function.is_some() && f.line.is_some() => SymbolQuality::LineTables,
+            Some(f) if f.function.is_some() => SymbolQuality::NamesOnly,
+            _ => SymbolQuality::None,
+        }
+    }
+
+    /// Symbolises and writes everything sampled (once).
+    fn write(&self, ctx: &CaptureContext<'_>, runs: Vec<Run>) {
+        let started = Instant::now();
+        let mut builder = Builder::new(symbols::resolve);
+        let mut threads = Vec::with_capacity(runs.len());
+        let mut counted = SlotCounts::default();
+        for run in &runs {
+            for record in run.slot.records() {
+                let ts = ctx.clock().process_ns_to_session_ns(record.process_ns);
+                let span = ctx.span_at(run.thread.key, ts).map(|s| ctx.span_id(s));
+                builder.add(run.thread.key, ts, record.frames, record.truncated, span);
+            }
+            let c = run.slot.counts();
+            counted.samples = counted.samples.saturating_add(c.samples);
+            counted.handler_ns = counted.handler_ns.saturating_add(c.handler_ns);
+            threads.push(SampledThread {
+                thread: run.thread.key,
+                name: run.thread.name.clone(),
+                start_ns: run.start_ns,
+                end_ns: run.end_ns.unwrap_or(run.start_ns),
+                ticks: c.ticks,
+                samples: c.samples,
+                lost_overrun: c.lost_overrun,
+                lost_buffer: c.lost_buffer,
+            });
+        }
+        let built = builder.finish();
+        let symbols = built.symbols.unwrap_or_else(Self::build_quality);
+        let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        SAMPLES.fetch_add(counted.samples, Ordering::Relaxed);
+        HANDLER_NS.fetch_add(counted.handler_ns, Ordering::Relaxed);
+        SYMBOLIZE_NS.fetch_add(elapsed, Ordering::Relaxed);
+        UNIQUE_ADDRESSES.fetch_add(built.unique_addresses, Ordering::Relaxed);
+        FINISHES.fetch_add(1, Ordering::Relaxed);
+        for f in built.frames {
+            ctx.emit(TraceEvent::Frame(f));
+        }
+        for s in built.stacks {
+            ctx.emit(TraceEvent::Stack(s));
+        }
+        for s in built.samples {
+            ctx.emit(TraceEvent::Sample(s));
+        }
+        ctx.emit(TraceEvent::Sampler(SamplerEvent {
+            hz: u64::from(self.settings.hz),
+            period_ns: self.period_ns(),
+            clock: "wall".to_string(),
+            unwinder: UNWINDER.to_string(),
+            symbols,
+            unresolved_frames: built.unresolved_frames,
+            truncated_stacks: built.truncated_stacks,
+            threads,
+        }));
+        // `runs` drop here: slots freed, buffers unmapped.
+    }
+}
+
+impl CapturePlugin for SamplerPlugin {
+    fn on_meta(&self, meta: &mut RunMeta) {
+        let contract = meta.capture_contract.get_or_insert_with(Default::default);
+        if let Some(reason) = self.settings.off_reason() {
+            super::declare_off(contract, reason);
+            return;
+        }
+        if self.settings.deterministic {
+            return; // fixtures stay byte-identical: no sampling, nothing declared
+        }
+        match signal::install() {
+            Ok(()) => {
+                lock(&self.state).active = true;
+                if contract.operations < CoverageLevel::Sampled {
+                    contract.operations = CoverageLevel::Sampled;
+                }
+                contract.reasons.insert(
+                    ContractField::Operations.into(),
+                    format!(
+                        "wall-clock stack samples at {} Hz: time shares are estimates with \
+                         intervals",
+                        self.settings.hz
+                    ),
+                );
+            }
+            Err(why) => super::declare_off(contract, &why),
+        }
+    }
+
+    fn on_capture_start(&self, ctx: &CaptureContext<'_>) {
+        let mut state = lock(&self.state);
+        if !state.active || state.armed || state.written {
+            return;
+        }
+        state.armed = true;
+        let mut threads = vec![(Thread::current(), None)];
+        for (token, t) in &state.registered {
+            if threads.iter().all(|(x, _)| x.key != t.key) {
+                threads.push((t.clone(), Some(*token)));
+            }
+        }
+        for (t, token) in threads {
+            self.arm(&mut state, ctx, t, token);
+        }
+    }
+
+    fn on_capture_end(&self, ctx: &CaptureContext<'_>) {
+        let mut state = lock(&self.state);
+        state.armed = false;
+        Self::disarm_all(&mut state, ctx);
+    }
+
+    fn on_finish(&self, ctx: &CaptureContext<'_>) -> Option<u64> {
+        let mut state = lock(&self.state);
+        state.armed = false;
+        Self::disarm_all(&mut state, ctx);
+        if !state.active || state.written {
+            return None;
+        }
+        state.written = true;
+        let runs = std::mem::take(&mut state.done);
+        drop(state);
+        self.write(ctx, runs);
+        None
+    }
+
+    fn coverage_lost(&self) -> Vec<(ContractField, String)> {
+        let state = lock(&self.state);
+        if state.problems.is_empty() {
+            return Vec::new();
+        }
+        vec![(ContractField::Operations, state.problems.join("; "))]
+    }
+
+    fn on_thread_join(&self, ctx: &CaptureContext<'_>) -> Option<u64> {
+        if self.settings.off_reason().is_some() || self.settings.deterministic {
+            return None;
+        }
+        let thread = Thread::current();
+        let mut state = lock(&self.state);
+        if state.written || state.registered.iter().any(|(_, t)| t.key == thread.key) {
+            return None;
+        }
+        state.next_token += 1;
+        let token = state.next_token;
+        state.registered.push((token, thread.clone()));
+        if state.armed {
+            self.arm(&mut state, ctx, thread, Some(token));
+        }
+        Some(token)
+    }
+
+    fn on_thread_leave(&self, ctx: &CaptureContext<'_>, token: u64) {
+        let mut state = lock(&self.state);
+        let Some(at) = state.registered.iter().position(|(t, _)| *t == token) else {
+            return;
+        };
+        state.registered.remove(at);
+        if let Some(i) = state.running.iter().position(|r| r.token == Some(token)) {
+            Self::disarm(&mut state, ctx, i);
+        }
+    }
+}
+
+impl Drop for SamplerPlugin {
+    /// A session dropped without finishing: timers deleted, slots freed.
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        for run in state.running.iter_mut() {
+            run.timer = None;
+            run.slot.close();
+        }
+        state.running.clear();
+        state.done.clear();
+    }
+}
