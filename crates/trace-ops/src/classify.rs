@@ -5,9 +5,9 @@
 //! In order:
 //! 1. **Probe**: the innermost `trace_probe` frame, when every frame inside it is a system
 //!    frame (std, libc, the unwinder), is the probe's own cost (its span and memory
-//!    bookkeeping, the tracking allocator) — unless those inner frames are all the system
-//!    allocator (`malloc`, `free`, std's `System`): that is the allocation the program makes
-//!    anyway, attributed as if the probe frame were not there. A probe frame with user or Candle
+//!    bookkeeping, the tracking allocator) — unless the probe frame called the system
+//!    allocator there (`malloc`, `calloc`'s zeroing, std's `System`): that is the allocation the
+//!    program makes anyway, attributed as if the probe frame were not there. A probe frame with user or Candle
 //!    frames inside it is a caller (the profiler's step wrapper, a probed module), not the cost.
 //! 2. **Backward**: inside candle-core's `Tensor::backward`, the line of the `backward` frame
 //!    names the backward op by the generated arm table: `<arm>.backward` (`matmul.backward`),
@@ -103,8 +103,8 @@ pub fn classify_roles(frames: &[&FrameEvent], roles: &[FrameRole]) -> StackClass
     if let Some(p) = probe {
         let inside = &roles[..p];
         if inside.iter().all(|r| *r == FrameRole::System) {
-            let only_allocator =
-                !inside.is_empty() && frames[..p].iter().all(|f| rules::is_allocator(f));
+            // the probe frame called the system allocator: what runs below is the allocation
+            let only_allocator = p > 0 && rules::is_allocator(frames[p - 1]);
             if only_allocator {
                 skip_probe_frames = true;
             } else {
@@ -217,14 +217,7 @@ pub fn classify_roles(frames: &[&FrameEvent], roles: &[FrameRole]) -> StackClass
 /// `candle_nn::optim::AdamW::step`); its address when it has no name.
 pub fn function_path(frame: &FrameEvent) -> String {
     match frame.function.as_deref() {
-        Some(f) => {
-            let clean = FnName::parse(f).short();
-            if clean.is_empty() {
-                f.to_string()
-            } else {
-                clean
-            }
-        }
+        Some(f) => crate::names::display_path(f, frame.file.as_deref()),
         None => frame
             .address
             .clone()
@@ -246,8 +239,20 @@ fn stack_module(frames: &[&FrameEvent], roles: &[FrameRole]) -> Option<String> {
         if !matches!(name.method(), "forward" | "forward_t") {
             continue;
         }
-        let Some((ty, _)) = name.self_type() else {
-            continue;
+        // the type from a full path, else (a short inlined name) the module of its file
+        let ty = match name.self_type() {
+            Some((ty, _)) => ty,
+            None if !crate::names::is_full_path(f) => {
+                match frames[i]
+                    .file
+                    .as_deref()
+                    .and_then(crate::names::SourcePath::parse)
+                {
+                    Some(src) => src.path(),
+                    None => continue,
+                }
+            }
+            None => continue,
         };
         let ty = ty.split('<').next().unwrap_or(&ty);
         if !ty.contains("::")

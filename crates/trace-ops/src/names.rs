@@ -208,3 +208,169 @@ mod tests {
         );
     }
 }
+
+/// Where a frame's source file is: the crate (from the directory above the last `src/`:
+/// `…/candle-core-0.11.1/src/tensor.rs` → `candle_core` 0.11.1; `…/crates/trace-probe/src/nn.rs`
+/// → `trace_probe`; the standard library's `/rustc/<hash>/library/core/src/…` → `core`) and the
+/// module path below `src/` (`cpu_backend/utils.rs` → `cpu_backend::utils`; `mod.rs`, `lib.rs`,
+/// `main.rs` name their directory).
+///
+/// Release builds with `debug = "line-tables-only"` name inlined frames by their short name
+/// (`matmul`, `forward<candle_nn::linear::Linear>`): the file is what says whose function it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourcePath<'a> {
+    /// Crate name, `-` written `_` (`candle_core`).
+    pub crate_name: String,
+    /// The crate directory's version suffix (`0.11.1`), when it has one.
+    pub version: Option<&'a str>,
+    /// Module segments below `src/`.
+    pub module: Vec<&'a str>,
+    /// The standard library or one of its vendored dependencies (`/rustc/…/library/…`,
+    /// `/rust/deps/…`).
+    pub std: bool,
+}
+
+impl<'a> SourcePath<'a> {
+    /// Parses a source path; `None` when it has no `src/` directory.
+    pub fn parse(file: &'a str) -> Option<Self> {
+        let std = file.starts_with("/rustc/")
+            || file.starts_with("/rust/deps/")
+            || file.contains("/library/std/")
+            || file.contains("/library/core/")
+            || file.contains("/library/alloc/");
+        let i = file.rfind("/src/")?;
+        let dir = file[..i].rsplit(['/', '\\']).next().unwrap_or("");
+        let (name, version) = split_version(dir);
+        let rest = file[i + 5..].strip_suffix(".rs").unwrap_or(&file[i + 5..]);
+        let mut module: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+        if matches!(module.last(), Some(&"mod") | Some(&"lib") | Some(&"main")) {
+            module.pop();
+        }
+        Some(Self {
+            crate_name: name.replace('-', "_"),
+            version,
+            module,
+            std,
+        })
+    }
+
+    /// `crate::module` (`candle_core::cpu_backend::utils`).
+    pub fn path(&self) -> String {
+        let mut p = self.crate_name.clone();
+        for m in &self.module {
+            p.push_str("::");
+            p.push_str(m);
+        }
+        p
+    }
+}
+
+/// `candle-core-0.11.1` → (`candle-core`, `Some("0.11.1")`); `trace-probe` → (`trace-probe`, None).
+fn split_version(dir: &str) -> (&str, Option<&str>) {
+    let bytes = dir.as_bytes();
+    for i in (0..bytes.len()).rev() {
+        if bytes[i] == b'-' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit) {
+            let v = &dir[i + 1..];
+            if v.split('.').take(3).count() == 3
+                && v.split('.')
+                    .take(2)
+                    .all(|p| p.chars().all(|c| c.is_ascii_digit()) && !p.is_empty())
+            {
+                return (&dir[..i], Some(v));
+            }
+        }
+    }
+    (dir, None)
+}
+
+/// True when `name` is a full path (`a::b`, `<A as B>::m`) rather than a short name
+/// (`matmul`, `forward<candle_nn::linear::Linear>`, `{closure#0}<…>`): `::` outside angle
+/// brackets.
+pub fn is_full_path(name: &str) -> bool {
+    let n = FnName::parse(name);
+    n.segments.len() > 1 || n.segments.first().is_some_and(|s| s.starts_with('<'))
+}
+
+/// A frame's function as a path a person reads: a full path without closures and generics
+/// ([`FnName::short`]); a short name prefixed by its file's `crate::module`
+/// (`binary_map` in `candle-core-0.11.1/src/cpu_backend/utils.rs` →
+/// `candle_core::cpu_backend::utils::binary_map`; a closure → `…::{closure}`).
+pub fn display_path(function: &str, file: Option<&str>) -> String {
+    if is_full_path(function) {
+        let s = FnName::parse(function).short();
+        return if s.is_empty() {
+            function.to_string()
+        } else {
+            s
+        };
+    }
+    let short = FnName::parse(function);
+    let method = match short.method() {
+        "" if function.starts_with('{') => "{closure}",
+        "" => function,
+        m => m,
+    };
+    match file.and_then(SourcePath::parse) {
+        Some(src) => format!("{}::{method}", src.path()),
+        None => method.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod source_tests {
+    use super::*;
+
+    #[test]
+    fn source_paths_and_display_names_of_real_frames() {
+        let core = "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/candle-core-0.11.1/src/cpu_backend/utils.rs";
+        let s = SourcePath::parse(core).unwrap();
+        assert_eq!(
+            (s.crate_name.as_str(), s.version, s.module.clone(), s.std),
+            (
+                "candle_core",
+                Some("0.11.1"),
+                vec!["cpu_backend", "utils"],
+                false
+            )
+        );
+        let s = SourcePath::parse("/work/wt-sampler/crates/trace-probe/src/alloc/hook.rs").unwrap();
+        assert_eq!((s.crate_name.as_str(), s.version), ("trace_probe", None));
+        let s = SourcePath::parse(
+            "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/slice/iter/macros.rs",
+        )
+        .unwrap();
+        assert!(s.std);
+        assert_eq!(s.path(), "core::slice::iter::macros");
+        assert!(
+            SourcePath::parse("/rust/deps/hashbrown-0.16.1/src/raw/mod.rs")
+                .unwrap()
+                .std
+        );
+        assert_eq!(
+            SourcePath::parse("/x/gemm-common-0.19.0/src/gemm.rs")
+                .unwrap()
+                .crate_name,
+            "gemm_common"
+        );
+        assert_eq!(
+            display_path(
+                "map<candle_core::cpu_backend::IndexSelect<u32>>",
+                Some(core)
+            ),
+            "candle_core::cpu_backend::utils::map"
+        );
+        assert_eq!(
+            display_path("{closure#0}<candle_core::op::Exp>", Some(core)),
+            "candle_core::cpu_backend::utils::{closure}"
+        );
+        assert_eq!(
+            display_path("std::rt::lang_start_internal::{closure#0}", None),
+            "std::rt::lang_start_internal"
+        );
+        assert_eq!(display_path("main", None), "main");
+        assert!(!is_full_path("forward<candle_nn::linear::Linear>"));
+        assert!(is_full_path(
+            "<&dyn core::ops::function::Fn<()> as core::ops::function::FnOnce<()>>::call_once"
+        ));
+    }
+}

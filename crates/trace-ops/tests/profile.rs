@@ -220,3 +220,104 @@ fn without_samples_the_reason_is_the_producers() {
     let u = OpProfile::from_document(&doc).unwrap_err();
     assert_eq!(u.reason, "not captured (sampling is Linux-only)");
 }
+
+fn real(name: &str) -> trace_schema::TraceDocument {
+    let path = format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"));
+    trace_schema::load_path(&path).unwrap()
+}
+
+/// The rules on real frame lists: the sampler's llama and MLP steps (release build, line
+/// tables, inlined frames named by their short names).
+#[test]
+fn real_llama_and_mlp_steps() {
+    for (name, must) in [
+        (
+            "llama_sampled.jsonl",
+            &[
+                "matmul",
+                "matmul.backward",
+                "grad_accumulate",
+                "softmax",
+                "div.backward",
+                "silu.backward",
+                "index_select",
+            ][..],
+        ),
+        (
+            "mlp_sampled.jsonl",
+            &[
+                "matmul",
+                "matmul.backward",
+                "grad_accumulate",
+                "affine",
+                "sqrt",
+                "sqr",
+            ][..],
+        ),
+    ] {
+        let doc = real(name);
+        let p = OpProfile::from_document(&doc).unwrap();
+        let rows = p.rows_by(GroupBy::Op);
+        for op in must {
+            let r = rows
+                .iter()
+                .find(|r| r.op.as_deref() == Some(*op))
+                .unwrap_or_else(|| panic!("{name}: no {op}"));
+            assert!(
+                r.share_low < r.share && r.share < r.share_high,
+                "{name} {op}"
+            );
+            assert!(
+                r.self_ns_low < r.self_ns && r.self_ns < r.self_ns_high,
+                "{name} {op}"
+            );
+        }
+        let total: f64 = rows.iter().map(|r| r.share).sum();
+        assert!((total - 1.0).abs() < 1e-9, "{name}: shares sum to {total}");
+        assert_eq!(
+            rows.iter().map(|r| r.samples).sum::<u64>(),
+            p.totals.counted
+        );
+        // the backward's arms: every backward op comes from a readable line
+        assert_eq!(p.totals.backward_line_unknown, 0, "{name}");
+        let backward_kind = rows
+            .iter()
+            .filter(|r| r.kind == Some(OpKind::BackwardOp))
+            .count();
+        assert!(backward_kind >= 2, "{name}");
+        // matmul in the forward pass, its backward in the backward pass
+        assert!(p
+            .rows
+            .iter()
+            .any(|r| r.op.as_deref() == Some("matmul") && r.pass == Some(Pass::Forward)));
+        assert!(p
+            .rows
+            .iter()
+            .all(|r| r.op.as_deref() != Some("matmul.backward") || r.pass == Some(Pass::Backward)));
+        // candle 0.11.1 re-reads /proc/cpuinfo below matmul (RAYON_NUM_THREADS unset): found
+        assert!(
+            p.file_io.iter().any(|f| f.op.starts_with("matmul")
+                && f.via
+                    .iter()
+                    .any(|v| v == "candle_core::utils::get_num_threads")
+                && f.via.iter().any(|v| v == "num_cpus::get_physical")),
+            "{name}: {:?}",
+            p.file_io
+        );
+        // flame trees: one per pass, bounded, totals consistent
+        let trees = flame_trees(&doc, &p, &FlameOptions::default());
+        assert_eq!(
+            trees.iter().map(|t| t.samples).sum::<u64>(),
+            p.totals.counted
+        );
+        assert!(trees.iter().any(|t| t.pass == Some(Pass::Backward)
+            && t.nodes
+                .iter()
+                .any(|n| n.op.as_deref() == Some("matmul.backward"))));
+    }
+    // the llama model's module spans reach its forward matmuls
+    let p = OpProfile::from_document(&real("llama_sampled.jsonl")).unwrap();
+    assert!(p.rows.iter().any(|r| r.op.as_deref() == Some("matmul")
+        && r.module.as_deref().is_some_and(|m| m.contains("proj"))
+        && r.module_source == Some(trace_ops::ModuleSource::Span)));
+}

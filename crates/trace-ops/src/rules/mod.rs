@@ -18,7 +18,7 @@ pub mod generated;
 
 use trace_schema::FrameEvent;
 
-use crate::names::FnName;
+use crate::names::{display_path, is_full_path, FnName, SourcePath};
 
 /// A module of Candle's public tensor API whose functions are operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,9 +174,14 @@ pub const ALLOCATOR_SYMBOLS: &[&str] = &[
     "malloc", "free", "calloc", "realloc", "memalign", "mmap", "munmap", "madvise", "brk", "alloc",
 ];
 
+/// The global-allocator shims rustc writes into the binary (`__rust_alloc`, `__rdl_alloc`, …,
+/// attributed to the file of the `#[global_allocator]`): system frames.
+pub const ALLOCATOR_SHIMS: &[&str] = &["__rust_", "__rdl_", "__rg_"];
+
 /// Rust paths of the system allocator (std's `System`, the `__rdl_*` shims).
 pub const ALLOCATOR_PATHS: &[&str] = &[
     "std::sys::alloc",
+    "std::alloc::",
     "std::sys::pal::unix::alloc",
     "<std::alloc::System as",
     "__rdl_",
@@ -201,6 +206,9 @@ pub const FILE_IO: FileIo = FileIo {
         "std::sys::unix::fs::",
         "std::io::default_read_to_end",
         "std::io::read_to_string",
+        "std::io::default_read_buf",
+        "std::sys::pal::unix::fd::",
+        "std::sys::fd::",
     ],
     c_symbols: &[
         "read",
@@ -301,43 +309,90 @@ pub enum FrameRole {
 }
 
 impl FrameRole {
-    /// The role of `frame`.
+    /// The role of `frame`: by its full function path when the symbol has one, else (an
+    /// inlined frame of a line-tables-only build: `matmul`, `forward<…>`) by its short name
+    /// and its source file's crate and module ([`SourcePath`]).
     pub fn of(frame: &FrameEvent) -> Self {
         let Some(function) = frame.function.as_deref() else {
             return Self::System;
         };
-        let name = FnName::parse(function);
-        let krate = name.crate_name();
-        if !function.contains("::") || SYSTEM_CRATES.contains(&krate) {
+        let src = frame.file.as_deref().and_then(SourcePath::parse);
+        if src.as_ref().is_some_and(|s| s.std) {
             return Self::System;
         }
-        if krate == PROBE_CRATE {
+        if !is_full_path(function) {
+            return match &src {
+                None => Self::System, // a C symbol (`read`, `malloc`, `main`)
+                Some(src) => Self::of_short(function, src, frame),
+            };
+        }
+        let name = FnName::parse(function);
+        let krate = name.crate_name();
+        if SYSTEM_CRATES.contains(&krate) {
+            return Self::System;
+        }
+        if krate == PROBE_CRATE || src.as_ref().is_some_and(|s| s.crate_name == PROBE_CRATE) {
             return Self::Probe;
         }
         if krate == "candle_core" && name.segments.get(1) == Some(&"backprop") {
-            let n = name.segments.len();
-            let method = name.method();
-            let in_sort = name.segments.contains(&"sorted_nodes");
-            if in_sort {
-                return Self::SortNodes;
-            }
-            if method == "or_insert" {
-                return Self::OrInsert;
-            }
-            if method == "backward" && n >= 2 {
-                return Self::Backward {
-                    line: frame.line,
-                    version_matches: frame
-                        .file
-                        .as_deref()
-                        .is_none_or(|f| version_matches(f, "candle-core")),
-                };
-            }
-            return Self::Other;
+            return Self::backprop(
+                name.method(),
+                name.segments.contains(&"sorted_nodes"),
+                frame,
+            );
         }
         match op_name(&name, frame.file.as_deref()) {
             Some(op) => Self::Op(op.to_string()),
             None => Self::Other,
+        }
+    }
+
+    /// A short-named frame in a known source file.
+    fn of_short(function: &str, src: &SourcePath<'_>, frame: &FrameEvent) -> Self {
+        if src.crate_name == PROBE_CRATE {
+            return Self::Probe;
+        }
+        let method = FnName::parse(function).method();
+        if SYSTEM_CRATES.contains(&src.crate_name.as_str())
+            || ALLOCATOR_SHIMS.iter().any(|p| method.starts_with(p))
+        {
+            return Self::System;
+        }
+        let module = src.module.first().copied().unwrap_or("");
+        if src.crate_name == "candle_core" && module == "backprop" {
+            return Self::backprop(method, matches!(method, "sorted_nodes" | "walk"), frame);
+        }
+        if method.is_empty() || NOT_OPS.contains(&method) || generated::HELPERS.contains(&method) {
+            return Self::Other;
+        }
+        let op_file = src.module.len() == 1
+            && OP_MODULES
+                .iter()
+                .any(|m| m.crate_name == src.crate_name && m.module == module);
+        if !op_file {
+            return Self::Other;
+        }
+        if src.crate_name == "candle_nn" && !generated::NN_OPS.contains(&method) {
+            return Self::Other; // a method of those files (a custom op's `cpu_fwd`): not an op
+        }
+        Self::Op(method.to_string())
+    }
+
+    /// A frame of candle-core's `backprop.rs`.
+    fn backprop(method: &str, in_sort: bool, frame: &FrameEvent) -> Self {
+        if in_sort {
+            return Self::SortNodes;
+        }
+        match method {
+            "or_insert" => Self::OrInsert,
+            "backward" => Self::Backward {
+                line: frame.line,
+                version_matches: frame
+                    .file
+                    .as_deref()
+                    .is_none_or(|f| version_matches(f, "candle-core")),
+            },
+            _ => Self::Other,
         }
     }
 }
@@ -414,10 +469,17 @@ pub fn is_allocator(frame: &FrameEvent) -> bool {
     let Some(f) = frame.function.as_deref() else {
         return false;
     };
-    if ALLOCATOR_PATHS.iter().any(|p| f.starts_with(p)) {
+    let path = display_path(f, frame.file.as_deref());
+    if ALLOCATOR_PATHS
+        .iter()
+        .any(|p| f.starts_with(p) || path.starts_with(p))
+    {
         return true;
     }
-    !f.contains("::") && ALLOCATOR_SYMBOLS.iter().any(|w| f.contains(w))
+    // a C symbol: no Rust source file names its crate
+    frame.file.as_deref().and_then(SourcePath::parse).is_none()
+        && !is_full_path(f)
+        && ALLOCATOR_SYMBOLS.iter().any(|w| f.contains(w))
 }
 
 /// The frame opens or reads a file ([`FILE_IO`]).
@@ -425,11 +487,14 @@ pub fn is_file_io(frame: &FrameEvent) -> bool {
     let Some(f) = frame.function.as_deref() else {
         return false;
     };
-    if f.contains("::") {
-        FILE_IO.rust_prefixes.iter().any(|p| f.starts_with(p))
-    } else {
-        FILE_IO.c_symbols.contains(&f)
+    if frame.file.as_deref().and_then(SourcePath::parse).is_none() && !is_full_path(f) {
+        return FILE_IO.c_symbols.contains(&f);
     }
+    let path = display_path(f, frame.file.as_deref());
+    FILE_IO
+        .rust_prefixes
+        .iter()
+        .any(|p| f.starts_with(p) || path.starts_with(p))
 }
 
 /// Advice for file I/O found below an op, keyed by a function on the path from the op to the
@@ -687,6 +752,61 @@ mod tests {
         assert!(generated::HELPERS.windows(2).all(|w| w[0] < w[1]));
         assert!(generated::HELPERS.contains(&"same_shape_binary_op"));
         assert_eq!(generated::CANDLE_VERSION, "0.11.1");
+    }
+
+    /// Frames as the sampler writes them from a release build with line tables: inlined
+    /// functions by their short names, the file saying whose they are (from the real llama
+    /// trace in tests/data).
+    #[test]
+    fn short_named_inlined_frames_of_a_real_trace() {
+        let core = |f: &str| format!("{CORE}{f}");
+        let nn = |f: &str| {
+            format!("/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/candle-nn-0.11.1/src/{f}")
+        };
+        let cases: Vec<(FrameEvent, FrameRole)> = vec![
+            (frame("matmul", Some(&core("tensor.rs")), Some(1543)), FrameRole::Op("matmul".into())),
+            (frame("index_select<usize>", Some(&core("tensor.rs")), Some(1931)), FrameRole::Op("index_select".into())),
+            (frame("add<candle_core::tensor::Tensor>", Some(&core("tensor.rs")), Some(3039)), FrameRole::Op("add".into())),
+            (frame("from_storage<candle_core::shape::Shape>", Some(&core("tensor.rs")), Some(172)), FrameRole::Other),
+            (frame("zeros_impl<&candle_core::shape::Shape>", Some(&core("tensor.rs")), Some(245)), FrameRole::Other),
+            (frame("cat<&candle_core::tensor::Tensor, usize>", Some(&core("tensor_cat.rs")), Some(66)), FrameRole::Op("cat".into())),
+            (frame("cat_contiguous<&candle_core::tensor::Tensor>", Some(&core("tensor_cat.rs")), Some(234)), FrameRole::Other),
+            (frame("{closure#0}<candle_core::op::Exp>", Some(&core("op.rs")), Some(217)), FrameRole::Other),
+            (frame("map<candle_core::cpu_backend::MatMul>", Some(&core("cpu_backend/utils.rs")), Some(68)), FrameRole::Other),
+            (frame("softmax<candle_core::shape::D>", Some(&nn("ops.rs")), Some(26)), FrameRole::Op("softmax".into())),
+            (frame("cpu_fwd", Some(&nn("ops.rs")), Some(260)), FrameRole::Other),
+            (frame("forward", Some(&nn("linear.rs")), Some(72)), FrameRole::Other),
+            (frame("backward", Some(&core("backprop.rs")), Some(463)), FrameRole::Backward { line: Some(463), version_matches: true }),
+            (frame("or_insert", Some(&core("backprop.rs")), Some(774)), FrameRole::OrInsert),
+            (frame("walk", Some(&core("backprop.rs")), Some(60)), FrameRole::SortNodes),
+            (frame("alloc<std::alloc::System>", Some("/work/wt-sampler/crates/trace-probe/src/alloc/hook.rs"), Some(183)), FrameRole::Probe),
+            (frame("fold<usize, usize>", Some("/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/slice/iter/macros.rs"), Some(284)), FrameRole::System),
+            (frame("resize_inner<alloc::alloc::Global>", Some("/rust/deps/hashbrown-0.16.1/src/raw/mod.rs"), Some(2956)), FrameRole::System),
+            (frame("__rust_alloc", Some("/work/wt-sampler/crates/trace-cli/src/main.rs"), Some(37)), FrameRole::System),
+            (frame("__libc_read", None, None), FrameRole::System),
+            (frame("gemm_basic_generic<gemm_common::simd::x86::V3, f32>", Some("/r/gemm-common-0.19.0/src/gemm.rs"), Some(802)), FrameRole::Other),
+        ];
+        for (f, want) in cases {
+            assert_eq!(FrameRole::of(&f), want, "{:?} {:?}", f.function, f.file);
+        }
+        let read = frame(
+            "read_buf",
+            Some("/rustc/5980/library/std/src/sys/fd/unix.rs"),
+            Some(1),
+        );
+        assert!(is_file_io(&read));
+        let sys_alloc = frame(
+            "alloc_zeroed",
+            Some("/rustc/5980/library/std/src/sys/alloc/unix.rs"),
+            Some(1),
+        );
+        assert!(is_allocator(&sys_alloc));
+        let memset = frame(
+            "__memset_avx512_unaligned_erms",
+            Some("../sysdeps/x86_64/multiarch/memset-vec-unaligned-erms.S"),
+            Some(1),
+        );
+        assert!(!is_allocator(&memset) && FrameRole::of(&memset) == FrameRole::System);
     }
 
     #[test]
