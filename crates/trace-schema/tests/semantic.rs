@@ -244,3 +244,19 @@ fn sample_kinds_need_trace_12() {
     let err = load_str(&text).unwrap_err().to_string();
     assert!(err.contains("line 3"), "{err}");
 }
+
+#[test]
+fn frame_names_are_held_bounded() {
+    let name = "x".repeat(2_000_000);
+    let frame = format!(r#"{{"kind":"frame","id":1,"function":"{name}","file":"{name}"}}"#);
+    let doc = load(&[META_12, SPAN, &frame, END, TERMINAL]);
+    let f = &doc.samples.frames[0];
+    for s in [f.function.as_deref().unwrap(), f.file.as_deref().unwrap()] {
+        assert!(
+            s.len() <= 2 * trace_schema::intern::MAX_STRING_BYTES,
+            "{}",
+            s.len()
+        );
+        assert!(s.contains("2000000 bytes"), "the full length is stated");
+    }
+}

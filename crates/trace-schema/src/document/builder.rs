@@ -305,7 +305,19 @@ impl TraceBuilder {
                     doc.dropped_events_ns = Some(e.timestamp_ns);
                 }
             }
-            TraceEvent::Frame(e) => {
+            TraceEvent::Frame(mut e) => {
+                let FrameEvent {
+                    function,
+                    file,
+                    module,
+                    address,
+                    ..
+                } = &mut e;
+                let mut fields: Vec<&mut String> = [function, file, module, address]
+                    .into_iter()
+                    .filter_map(Option::as_mut)
+                    .collect();
+                bound(&mut fields);
                 if let Err(problem) = doc.samples.push_frame(e) {
                     self.issue(SemanticCode::InvalidSamples, line, problem);
                 }
