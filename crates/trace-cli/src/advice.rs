@@ -41,6 +41,34 @@ pub fn advice(f: &Finding) -> Option<&'static str> {
         FindingCode::StoragesRetainedAtEnd => {
             "tensors kept past the step (a cache, a returned loss, gradients) hold this memory into the next step"
         }
+        FindingCode::LargeOperationShare => match f.evidence.operation_kind {
+            Some(trace_ops::OpKind::Probe) => {
+                "this is the probe's own cost: sample less often (`ProfileRun::sample_hz`) or turn off what it records"
+            }
+            _ => {
+                "start here: `candle-graph ops TRACE` lists it by pass and module, and the report's flame graph shows what runs below it"
+            }
+        },
+        FindingCode::FileIoInOperation => {
+            // advice for functions known to read files on every call (the outermost known one:
+            // closest to what the user can change); otherwise the general one
+            return f
+                .evidence
+                .frames
+                .iter()
+                .find_map(|frame| {
+                    trace_ops::rules::FILE_IO_ADVICE
+                        .iter()
+                        .find(|(key, _)| frame == key)
+                        .map(|(_, a)| *a)
+                })
+                .or(Some(
+                    "an op reads a file on every call: find which of the named functions does it and keep its result",
+                ));
+        }
+        FindingCode::GradientAccumulationShare => {
+            "this is Candle's backward (backprop.rs allocates zeros for each new accumulator, then adds into it): fewer tensors reused across the graph means fewer accumulations; it is not the model's own work"
+        }
         FindingCode::CoverageGap => return None,
     })
 }

@@ -32,6 +32,10 @@ pub enum Command {
     Summary(TraceArgs),
     /// The memory peak and what was live at it, per category and device, the timeline.
     Memory(MemoryArgs),
+    /// Where the time went, per Candle operation (forward and backward), estimated from the
+    /// trace's wall-clock stack samples: samples, estimated self time with its 95% interval,
+    /// share of the measured region.
+    Ops(OpsArgs),
     /// Health issues and the capability matrix.
     Check(CheckArgs),
     /// JSON slices for scripts (always JSON).
@@ -166,6 +170,26 @@ pub struct MemoryArgs {
     /// (every storage counted; the top N groups shown).
     #[arg(long, value_enum, value_name = "BY")]
     pub group_by: Option<crate::live::GroupBy>,
+}
+
+/// `ops` arguments.
+#[derive(Debug, Args)]
+pub struct OpsArgs {
+    /// Trace input.
+    #[command(flatten)]
+    pub input: TraceArgs,
+    /// Group rows by op, module or pass (default: one row per op, pass and module).
+    #[arg(long, value_enum, value_name = "BY")]
+    pub by: Option<crate::commands::ops::ByArg>,
+    /// Only the samples of this pass (shares stay shares of the whole measured region).
+    #[arg(long, value_enum, value_name = "P")]
+    pub pass: Option<crate::commands::ops::PassArg>,
+    /// Row order.
+    #[arg(long, value_enum, value_name = "S", default_value_t = crate::commands::ops::SortArg::Samples)]
+    pub sort: crate::commands::ops::SortArg,
+    /// Rows shown (the rest summarised).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub top: usize,
 }
 
 /// `report` arguments.
@@ -349,6 +373,49 @@ mod tests {
         };
         assert!(d.backward_spans);
         assert!(Cli::try_parse_from(["candle-graph", "demo", "--no-backward-spans"]).is_err());
+    }
+
+    #[test]
+    fn ops_arguments() {
+        use crate::commands::ops::{ByArg, PassArg, SortArg};
+        let cli = Cli::try_parse_from(["candle-graph", "ops", "t"]).unwrap();
+        let Command::Ops(o) = cli.command else {
+            panic!()
+        };
+        assert_eq!(
+            (o.by, o.pass, o.sort, o.top, o.input.json),
+            (None, None, SortArg::Samples, 20, false)
+        );
+        let cli = Cli::try_parse_from([
+            "candle-graph",
+            "ops",
+            "t",
+            "--by",
+            "module",
+            "--pass",
+            "backward",
+            "--sort",
+            "op",
+            "--top",
+            "3",
+            "--json",
+        ])
+        .unwrap();
+        let Command::Ops(o) = cli.command else {
+            panic!()
+        };
+        assert_eq!(
+            (o.by, o.pass, o.sort, o.top, o.input.json),
+            (
+                Some(ByArg::Module),
+                Some(PassArg::Backward),
+                SortArg::Op,
+                3,
+                true
+            )
+        );
+        assert!(Cli::try_parse_from(["candle-graph", "ops", "t", "--pass", "update"]).is_err());
+        assert!(Cli::try_parse_from(["candle-graph", "ops", "t", "--by", "thread"]).is_err());
     }
 
     #[test]

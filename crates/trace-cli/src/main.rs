@@ -190,6 +190,23 @@ fn run(cli: Cli) -> Result<Output> {
                 terminal_safe(commands::memory::render(&report))
             }))
         }
+        Command::Ops(args) => {
+            let (trace, analysis) = load(&args.input.trace, Detail::Summary)?;
+            let report = commands::ops::build(
+                &analysis.operations,
+                commands::ops::OpsQuery {
+                    by: args.by,
+                    pass: args.pass,
+                    sort: args.sort,
+                    top: args.top,
+                },
+            );
+            Ok(Output::ok(if args.input.json {
+                to_json("ops", Some(InputRecord::of(trace)), &report)?
+            } else {
+                terminal_safe(commands::ops::render(&report))
+            }))
+        }
         Command::Check(args) => {
             let (trace, analysis) = load(&args.input.trace, Detail::Summary)?;
             let report = commands::check::build(analysis);

@@ -312,4 +312,31 @@ pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> Capabil
     CapabilityMatrix { capabilities: rows }
 }
 
+/// Rewrites the reason of a `sampled` operations row with the sampler's figures: `1204 samples
+/// at 1000 Hz, 3 lost: figures are estimates`, the producer's reason after it.
+pub(crate) fn describe_sampled_operations(matrix: &mut CapabilityMatrix, p: &trace_ops::OpProfile) {
+    let Some(row) = matrix
+        .capabilities
+        .iter_mut()
+        .find(|c| c.kind == CapabilityKind::Operations && c.level == CapabilityLevel::Sampled)
+    else {
+        return;
+    };
+    let t = &p.totals;
+    let rate = t.hz.map(|hz| format!(" at {hz} Hz")).unwrap_or_default();
+    let lost = match t.lost {
+        Some(l) => format!(", {l} lost"),
+        None => ", lost samples unknown (no sampler event)".to_string(),
+    };
+    let producer = row
+        .reason
+        .split_once(" (")
+        .map(|(_, r)| format!(" ({r}"))
+        .unwrap_or_default();
+    row.reason = format!(
+        "{} samples{rate}{lost}: figures are estimates{producer}",
+        t.samples
+    );
+}
+
 trace_schema::wire_names!(CapabilityKind, CapabilityLevel);

@@ -35,6 +35,13 @@ pub enum FindingCode {
     NonFiniteGradients,
     /// Storages allocated in the capture still live at its end.
     StoragesRetainedAtEnd,
+    /// An op, backward op, non-op function or the probe with a large share of the sampled
+    /// step (its share with the 95% interval, passes and main module).
+    LargeOperationShare,
+    /// Samples reading or opening files below an op frame (the functions between them named).
+    FileIoInOperation,
+    /// The share of the backward pass spent in gradient accumulation (`grad_accumulate`).
+    GradientAccumulationShare,
     /// A capability that is not complete.
     CoverageGap,
 }
@@ -93,6 +100,35 @@ pub struct Evidence {
     /// optimizer), one entry per holder.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub held_by: Vec<Holding>,
+    /// A sampled operation (`matmul`, `grad_accumulate`) or non-op function (operation
+    /// findings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
+    /// What kind of thing `operation` is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation_kind: Option<trace_ops::OpKind>,
+    /// The module path holding most of its samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// A sampled share `count / of_count`, in [0, 1].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<f64>,
+    /// Its 95% Wilson interval, lower bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_low: Option<f64>,
+    /// Upper bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_high: Option<f64>,
+    /// The 95% interval of an estimated `duration_ns`, lower bound, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_low_ns: Option<u64>,
+    /// Upper bound, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_high_ns: Option<u64>,
+    /// Function paths behind the finding (file I/O: from the op to the I/O, outermost first,
+    /// then the I/O functions).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub frames: Vec<String>,
 }
 
 /// What holds storages that outlive the point where they could have been freed, read from

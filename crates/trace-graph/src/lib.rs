@@ -37,6 +37,7 @@ pub mod gradients;
 pub mod graph;
 pub mod health;
 mod index;
+pub mod operations;
 mod retention;
 mod timing;
 
@@ -94,6 +95,10 @@ pub struct Analysis {
     /// How much per-event evidence the analysis kept (see [`analyze_with`]; not serialized).
     #[serde(skip)]
     pub detail: Detail,
+    /// The sampled operations ([`trace_ops::OpProfile`]), or why there are none (not
+    /// serialized: `candle-graph ops` shows it).
+    #[serde(skip)]
+    pub operations: Result<trace_ops::OpProfile, trace_ops::Unavailable>,
 }
 
 /// The time origin of displays: the measured region's start, else the first span's or memory
@@ -167,7 +172,11 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
         },
         || timing::HostTiming::compute(doc, &index, measured),
     );
-    let capabilities = assess_capabilities(doc, &health);
+    let mut capabilities = assess_capabilities(doc, &health);
+    let operations = trace_ops::OpProfile::from_document_with(doc, &index.spans);
+    if let Ok(p) = &operations {
+        capability::describe_sampled_operations(&mut capabilities, p);
+    }
 
     let reasons = graph::refusal_reasons(doc, &health);
     let (graph, graph_refusal) = if reasons.is_empty() {
@@ -197,6 +206,7 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
     if let Some(g) = &graph {
         findings.extend(findings::largest_self_time(g, &capabilities));
     }
+    operations::operation_findings(operations.as_ref().ok(), &capabilities, &mut findings);
     findings::memory_findings(
         doc,
         &index,
@@ -219,5 +229,6 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
         spans: index.spans,
         time_origin_ns,
         detail,
+        operations,
     }
 }

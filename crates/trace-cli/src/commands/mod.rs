@@ -10,6 +10,7 @@ pub mod diff_html;
 pub mod export;
 pub mod import;
 pub mod memory;
+pub mod ops;
 pub mod peak;
 pub mod query;
 pub mod report;

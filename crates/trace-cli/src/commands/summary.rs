@@ -18,6 +18,47 @@ use crate::commands::peak::{self, Peaks};
 pub const HELD_ROWS: usize = 8;
 /// Slowest spans shown.
 pub const SLOWEST_ROWS: usize = 5;
+/// Slowest operations shown.
+pub const SLOWEST_OPS: usize = 8;
+
+/// The slowest sampled operations (op and pass), or why there are none.
+#[derive(Debug, Clone, Serialize)]
+pub struct SlowestOperations {
+    /// Samples were recorded.
+    pub available: bool,
+    /// Why not, when not available.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Totals of the samples (rate, lost, few samples).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub totals: Option<trace_ops::SampleTotals>,
+    /// The top rows by samples, one per op and pass (estimates with 95% intervals).
+    pub rows: Vec<trace_ops::OpRow>,
+}
+
+impl SlowestOperations {
+    /// The section from the analysis' profile.
+    pub fn of(analysis: &Analysis) -> Self {
+        match &analysis.operations {
+            Ok(p) => Self {
+                available: true,
+                reason: None,
+                totals: Some(p.totals.clone()),
+                rows: p
+                    .rows_by(trace_ops::GroupBy::OpPass)
+                    .into_iter()
+                    .take(SLOWEST_OPS)
+                    .collect(),
+            },
+            Err(u) => Self {
+                available: false,
+                reason: Some(u.reason.clone()),
+                totals: None,
+                rows: Vec::new(),
+            },
+        }
+    }
+}
 
 /// Run identity.
 #[derive(Debug, Clone, Serialize)]
@@ -214,6 +255,8 @@ pub struct SummaryReport {
     /// Why timing is unavailable, when the graph was refused.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub timing_refused: Vec<String>,
+    /// The slowest sampled operations (`candle-graph ops` has them all).
+    pub slowest_operations: SlowestOperations,
     /// Per-module backward spans (only in a trace that has them: `demo --backward-spans`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backward_modules: Option<BackwardModules>,
@@ -319,6 +362,7 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis) -> SummaryReport {
         memory_overflow: analysis.memory.logical_overflow.clone(),
         slowest_spans: slowest,
         timing_refused: refused,
+        slowest_operations: SlowestOperations::of(analysis),
         backward_modules: backward::build(doc, analysis, SLOWEST_ROWS),
         gradients,
         findings: findings(analysis),
@@ -455,6 +499,8 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
         }
         out.push_str(&t.render("  "));
     }
+    out.push('\n');
+    render_operations(&mut out, &r.slowest_operations);
     if let Some(b) = &r.backward_modules {
         out.push('\n');
         backward::render(&mut out, b);
@@ -522,6 +568,45 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
     out.push('\n');
     render_findings(&mut out, &r.findings);
     out
+}
+
+/// Renders the slowest operations: one line when they were not captured.
+pub fn render_operations(out: &mut String, s: &SlowestOperations) {
+    use crate::commands::ops::{few_samples_line, header, pct};
+    let Some(t) = s.totals.as_ref().filter(|_| s.available) else {
+        let _ = writeln!(
+            out,
+            "slowest operations  unavailable — {}",
+            escape(s.reason.as_deref().unwrap_or("not captured"))
+        );
+        return;
+    };
+    let _ = writeln!(out, "slowest operations ({})", header(t));
+    if let Some(line) = few_samples_line(t) {
+        let _ = writeln!(out, "  warning: {line}");
+    }
+    let mut table = crate::table::Table::new(&[
+        ("EST. SELF", crate::table::Align::Right),
+        ("95% INTERVAL", crate::table::Align::Right),
+        ("SHARE", crate::table::Align::Right),
+        ("SAMPLES", crate::table::Align::Right),
+        ("PASS", crate::table::Align::Left),
+        ("OPERATION", crate::table::Align::Left),
+    ]);
+    for row in &s.rows {
+        table.row([
+            opt_duration(row.self_ns),
+            match (row.self_ns_low, row.self_ns_high) {
+                (Some(l), Some(h)) => format!("{}–{}", duration(l), duration(h)),
+                _ => "-".to_string(),
+            },
+            pct(row.share),
+            row.samples.to_string(),
+            row.pass.map_or("-", |p| p.as_str()).to_string(),
+            crate::table::Table::path(row.op.as_deref().unwrap_or("-")),
+        ]);
+    }
+    out.push_str(&table.render("  "));
 }
 
 /// Renders findings with their advice.

@@ -10,6 +10,7 @@ mod diff;
 mod exact;
 mod export;
 mod import;
+mod ops;
 mod query;
 mod report;
 mod snapshots;

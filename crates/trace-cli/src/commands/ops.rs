@@ -1,0 +1,317 @@
+//! `candle-graph ops TRACE [--by op|module|pass] [--pass P] [--sort S] [--top N] [--json]`:
+//! where the time of the captured step went, per Candle operation, estimated from the trace's
+//! wall-clock stack samples ([`trace_ops::OpProfile`]): op, pass, module, samples, estimated
+//! self time with its 95% interval, share of the measured region. A trace without samples
+//! says `operations: unavailable — <reason>` (exit 0).
+
+use std::fmt::Write as _;
+
+use clap::ValueEnum;
+use serde::Serialize;
+use trace_format::duration;
+use trace_ops::{GroupBy, OpProfile, OpRow, SampleTotals, SortBy, FEW_SAMPLES};
+use trace_schema::Pass;
+
+use crate::table::{Align, Table};
+
+/// `--by`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ByArg {
+    /// One row per op, every pass and module together.
+    Op,
+    /// One row per module path.
+    Module,
+    /// One row per pass.
+    Pass,
+}
+
+/// `--pass`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PassArg {
+    /// The forward pass.
+    Forward,
+    /// The backward pass.
+    Backward,
+    /// The optimizer update.
+    Optimizer,
+}
+
+impl PassArg {
+    fn pass(self) -> Pass {
+        match self {
+            Self::Forward => Pass::Forward,
+            Self::Backward => Pass::Backward,
+            Self::Optimizer => Pass::Optimizer,
+        }
+    }
+}
+
+/// `--sort`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum SortArg {
+    /// Most samples first.
+    #[default]
+    Samples,
+    /// By op name.
+    Op,
+    /// By pass (forward, backward, optimizer, none).
+    Pass,
+    /// By module path.
+    Module,
+}
+
+/// The `ops` report (`candle-graph/ops/1`).
+#[derive(Debug, Clone, Serialize)]
+pub struct OpsReport {
+    /// Samples were recorded and read.
+    pub available: bool,
+    /// Why not, when not available.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Always `sampled_estimate`: figures are estimates from samples, never measurements.
+    pub figures: &'static str,
+    /// The grouping (`op_pass_module`, `op`, `module`, `pass`): fields that are not keys of it
+    /// are `null` in the rows.
+    pub by: &'static str,
+    /// The `--pass` filter, when given (shares stay shares of the whole region).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pass_filter: Option<Pass>,
+    /// Totals of the samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub totals: Option<SampleTotals>,
+    /// Rows before `--top`.
+    pub row_count: usize,
+    /// The rows shown (at most `--top`).
+    pub rows: Vec<OpRow>,
+}
+
+/// What the command was asked.
+#[derive(Debug, Clone, Copy)]
+pub struct OpsQuery {
+    /// `--by`.
+    pub by: Option<ByArg>,
+    /// `--pass`.
+    pub pass: Option<PassArg>,
+    /// `--sort`.
+    pub sort: SortArg,
+    /// `--top`.
+    pub top: usize,
+}
+
+/// Builds the report from the analysis' profile (or its absence).
+pub fn build(operations: &Result<OpProfile, trace_ops::Unavailable>, q: OpsQuery) -> OpsReport {
+    let by = match q.by {
+        None => GroupBy::OpPassModule,
+        Some(ByArg::Op) => GroupBy::Op,
+        Some(ByArg::Module) => GroupBy::Module,
+        Some(ByArg::Pass) => GroupBy::Pass,
+    };
+    let pass_filter = q.pass.map(PassArg::pass);
+    let p = match operations {
+        Ok(p) => p,
+        Err(u) => {
+            return OpsReport {
+                available: false,
+                reason: Some(u.reason.clone()),
+                figures: "sampled_estimate",
+                by: by.as_str(),
+                pass_filter,
+                totals: None,
+                row_count: 0,
+                rows: Vec::new(),
+            }
+        }
+    };
+    // the finest rows of the pass, then grouped: `--by op --pass backward` groups backward only
+    let mut rows = p.rows_by_where(by, |r| pass_filter.is_none_or(|pass| r.pass == Some(pass)));
+    trace_ops::sort_rows(
+        &mut rows,
+        match q.sort {
+            SortArg::Samples => SortBy::Samples,
+            SortArg::Op => SortBy::Op,
+            SortArg::Pass => SortBy::Pass,
+            SortArg::Module => SortBy::Module,
+        },
+    );
+    let row_count = rows.len();
+    rows.truncate(q.top);
+    OpsReport {
+        available: true,
+        reason: None,
+        figures: "sampled_estimate",
+        by: by.as_str(),
+        pass_filter,
+        totals: Some(p.totals.clone()),
+        row_count,
+        rows,
+    }
+}
+
+/// `a–b` of an interval in ns, `-` when unknown.
+fn interval(low: Option<u64>, high: Option<u64>) -> String {
+    match (low, high) {
+        (Some(l), Some(h)) => format!("{}–{}", duration(l), duration(h)),
+        _ => "-".to_string(),
+    }
+}
+
+/// `34.2%`.
+pub fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+/// The header line: an estimate from N samples at H Hz with L lost.
+pub fn header(t: &SampleTotals) -> String {
+    let rate = t.hz.map(|h| format!(" at {h} Hz")).unwrap_or_default();
+    let lost = match t.lost {
+        Some(l) => format!(", {l} lost"),
+        None => String::new(),
+    };
+    format!(
+        "estimated from {} wall-clock samples{rate}{lost}; 95% intervals from the sample counts",
+        t.counted
+    )
+}
+
+/// The "few samples" warning line, when the profile rests on fewer than [`FEW_SAMPLES`].
+pub fn few_samples_line(t: &SampleTotals) -> Option<String> {
+    t.few_samples.then(|| {
+        let least = t.threads.iter().map(|x| x.samples).min().unwrap_or(0);
+        format!(
+            "few samples ({least} < {FEW_SAMPLES}): shares are rough and ranks may be wrong; capture a longer step or sample at a higher rate (`ProfileRun::sample_hz`)"
+        )
+    })
+}
+
+/// Renders the report as text.
+pub fn render(r: &OpsReport) -> String {
+    let mut out = String::new();
+    let Some(t) = r.totals.as_ref().filter(|_| r.available) else {
+        let _ = writeln!(
+            out,
+            "operations: unavailable — {}",
+            trace_format::escape(r.reason.as_deref().unwrap_or("not captured"))
+        );
+        return out;
+    };
+    let _ = writeln!(out, "operations   {}", header(t));
+    let region = t
+        .threads
+        .first()
+        .and_then(|x| x.region_ns)
+        .map(|d| {
+            if t.region.is_some() {
+                format!("{} (the measured region)", duration(d))
+            } else {
+                format!(
+                    "{} (the sampled window: no closed measured region)",
+                    duration(d)
+                )
+            }
+        })
+        .unwrap_or_else(|| "unknown: no time estimates, shares only".to_string());
+    let _ = writeln!(out, "region       {region}");
+    if let Some(line) = few_samples_line(t) {
+        let _ = writeln!(out, "warning      {line}");
+    }
+    if let Some(p) = r.pass_filter {
+        let _ = writeln!(
+            out,
+            "pass         {} only (shares of the whole region)",
+            p.as_str()
+        );
+    }
+    out.push('\n');
+    let threads = t.threads.len() > 1;
+    let (show_op, show_pass, show_module) = match r.by {
+        "op" | "op_pass" => (true, r.by == "op_pass", false),
+        "module" => (false, false, true),
+        "pass" => (false, true, false),
+        _ => (true, true, true),
+    };
+    let mut cols: Vec<(&str, Align)> = Vec::new();
+    if threads {
+        cols.push(("THREAD", Align::Right));
+    }
+    if show_op {
+        cols.push(("OPERATION", Align::Left));
+    }
+    if show_pass {
+        cols.push(("PASS", Align::Left));
+    }
+    if show_module {
+        cols.push(("MODULE", Align::Left));
+    }
+    cols.extend([
+        ("SAMPLES", Align::Right),
+        ("EST. SELF", Align::Right),
+        ("95% INTERVAL", Align::Right),
+        ("SHARE", Align::Right),
+    ]);
+    let mut table = Table::new(&cols);
+    for row in &r.rows {
+        let mut cells: Vec<String> = Vec::new();
+        if threads {
+            cells.push(row.thread.to_string());
+        }
+        if show_op {
+            let mut op = Table::path(row.op.as_deref().unwrap_or("-"));
+            if row.kind == Some(trace_ops::OpKind::Probe) {
+                op = format!("{op} (probe)");
+            }
+            cells.push(op);
+        }
+        if show_pass {
+            cells.push(row.pass.map_or("-", |p| p.as_str()).to_string());
+        }
+        if show_module {
+            let m = row
+                .module
+                .as_deref()
+                .map_or_else(|| "-".to_string(), Table::path);
+            cells.push(match row.module_source {
+                Some(trace_ops::ModuleSource::Stack) => format!("{m} (stack)"),
+                _ => m,
+            });
+        }
+        cells.push(row.samples.to_string());
+        cells.push(trace_format::opt_duration(row.self_ns));
+        cells.push(interval(row.self_ns_low, row.self_ns_high));
+        cells.push(pct(row.share));
+        table.row(cells);
+    }
+    out.push_str(&table.render("  "));
+    if r.rows.is_empty() {
+        out.push_str("  (no samples match)\n");
+    }
+    if r.row_count > r.rows.len() {
+        let shown: u64 = r.rows.iter().map(|x| x.samples).sum();
+        let _ = writeln!(
+            out,
+            "  … {} more rows ({} of the counted samples not shown; --top to see more)",
+            r.row_count - r.rows.len(),
+            t.counted.saturating_sub(shown)
+        );
+    }
+    if t.outside_region > 0 {
+        let _ = writeln!(
+            out,
+            "  {} samples outside the measured region are not counted",
+            t.outside_region
+        );
+    }
+    if t.backward_line_unknown > 0 {
+        let _ = writeln!(
+            out,
+            "  {} backward samples without a readable arm (no line tables, or not candle-core 0.11.1) are counted as `backward`",
+            t.backward_line_unknown
+        );
+    }
+    if r.rows
+        .iter()
+        .any(|x| x.module_source == Some(trace_ops::ModuleSource::Stack))
+    {
+        out.push_str("  (stack): module from the stack's forward frames (no module span)\n");
+    }
+    out
+}

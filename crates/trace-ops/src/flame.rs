@@ -1,0 +1,350 @@
+//! Flame trees of the sampled stacks: one [`FlameTree`] per sampled thread and pass, for a
+//! flame graph or icicle (the HTML report) — node = a function on the call path (outermost at
+//! the root), with its self and total samples and, on op frames, the op it stands for.
+//!
+//! ```
+//! # let text = concat!(
+//! #   r#"{"kind":"meta","schema":"candle-graph/trace/12","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t"}"#, "\n",
+//! #   r#"{"kind":"span_start","id":"s1","name":"step","start_ns":0,"span_kind":"function","measured":true}"#, "\n",
+//! #   r#"{"kind":"span_end","id":"s1","duration_ns":100}"#, "\n",
+//! #   r#"{"kind":"frame","id":0,"function":"candle_core::tensor::Tensor::matmul"}"#, "\n",
+//! #   r#"{"kind":"frame","id":1,"function":"my_model::step"}"#, "\n",
+//! #   r#"{"kind":"stack","id":0,"frames":[0,1]}"#, "\n",
+//! #   r#"{"kind":"sample","timestamp_ns":5,"thread":1,"stack_id":0,"span_id":"s1"}"#, "\n",
+//! # );
+//! # let doc = trace_schema::load_str(text).unwrap();
+//! let profile = trace_ops::OpProfile::from_document(&doc).unwrap();
+//! let trees = trace_ops::flame_trees(&doc, &profile, &trace_ops::FlameOptions::default());
+//! let tree = &trees[0];
+//! // walk it without recursion: an explicit stack of node indices
+//! let mut stack = vec![0u32];
+//! while let Some(i) = stack.pop() {
+//!     let node = &tree.nodes[i as usize];
+//!     println!("{}{} {}", "  ".repeat(node.depth as usize), node.name, node.total_samples);
+//!     stack.extend(node.children.iter().rev());
+//! }
+//! assert_eq!(tree.nodes[1].name, "my_model::step");
+//! assert_eq!(tree.nodes[2].op.as_deref(), Some("matmul"));
+//! ```
+//!
+//! # Shape
+//! `nodes[0]` is the root (`name` = the pass, or `all`; its total is the tree's samples);
+//! every node lists its children (indices into `nodes`, most samples first, then by name) and
+//! its parent. Nodes are keyed by (parent, function, op label): the one backward frame splits
+//! into one node per backward op (`backward [matmul.backward]`, `backward [grad_accumulate]`).
+//! Only samples inside the measured region count (as in the [`OpProfile`]).
+//!
+//! # Bounded
+//! A node with fewer samples than [`FlameOptions::min_share`] of its tree, and every node
+//! beyond [`FlameOptions::max_nodes`] (the smallest go first), is merged with its small
+//! siblings into one [`OTHER`] child of their parent (no children): a tree has at most about
+//! twice `max_nodes` nodes whatever the stacks. Built in O(frames of the distinct stacks +
+//! nodes log nodes), iteratively.
+
+use rustc_hash::FxHashMap as HashMap;
+use serde::Serialize;
+use trace_schema::{Pass, TraceDocument};
+
+use crate::classify::{function_path, OpKind};
+use crate::profile::OpProfile;
+use crate::rules::FrameRole;
+
+/// The name of a merged node.
+pub const OTHER: &str = "(other)";
+
+/// Bounds of a flame tree.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FlameOptions {
+    /// Nodes below this share of the tree's samples are merged (default 0.002: 0.2%).
+    pub min_share: f64,
+    /// At most this many nodes are kept before merging (default 2,000).
+    pub max_nodes: usize,
+}
+
+impl Default for FlameOptions {
+    fn default() -> Self {
+        Self {
+            min_share: 0.002,
+            max_nodes: 2_000,
+        }
+    }
+}
+
+/// One node of a flame tree.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlameNode {
+    /// The function (its path without closures and generic arguments), [`OTHER`] for merged
+    /// nodes, the pass name for the root.
+    pub name: String,
+    /// The op this frame stands for: on an op frame its op (`matmul`), on the backward frame
+    /// the backward op of these samples (`matmul.backward`), on the frame naming a probe or
+    /// non-op sample that name; `None` elsewhere.
+    pub op: Option<String>,
+    /// The kind of `op`.
+    pub kind: Option<OpKind>,
+    /// Samples whose innermost frame is this node.
+    pub self_samples: u64,
+    /// Samples through this node (self included).
+    pub total_samples: u64,
+    /// Depth (the root: 0).
+    pub depth: u32,
+    /// Parent index (`None` for the root).
+    pub parent: Option<u32>,
+    /// Child indices, most samples first, then by name.
+    pub children: Vec<u32>,
+}
+
+/// The flame tree of one thread and pass.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlameTree {
+    /// The sampled thread.
+    pub thread: u64,
+    /// The pass (`None`: samples outside any pass).
+    pub pass: Option<Pass>,
+    /// Samples in the tree.
+    pub samples: u64,
+    /// Nodes; `nodes[0]` is the root.
+    pub nodes: Vec<FlameNode>,
+    /// Nodes merged into [`OTHER`] nodes by the bounds.
+    pub merged_nodes: u64,
+}
+
+/// The flame trees of `doc`'s samples, one per thread and pass (forward, backward, optimizer,
+/// then outside any pass), from the profile's classes.
+pub fn flame_trees(
+    doc: &TraceDocument,
+    profile: &OpProfile,
+    options: &FlameOptions,
+) -> Vec<FlameTree> {
+    let table = &doc.samples;
+    // weight of each (thread, pass, stack)
+    let mut weights: HashMap<(u64, Option<Pass>, u32), u64> = HashMap::default();
+    for (i, s) in table.samples.iter().enumerate() {
+        if profile.row_of_sample(i).is_none() {
+            continue;
+        }
+        *weights
+            .entry((s.thread, profile.pass_of_sample(i), s.stack))
+            .or_insert(0) += 1;
+    }
+    let mut groups: Vec<(u64, Option<Pass>)> = weights.keys().map(|&(t, p, _)| (t, p)).collect();
+    groups.sort_by_key(|&(t, p)| (t, pass_rank(p)));
+    groups.dedup();
+    let mut by_group: HashMap<Group, Vec<(u32, u64)>> = HashMap::default();
+    for (&(t, p, stack), &w) in &weights {
+        by_group.entry((t, p)).or_default().push((stack, w));
+    }
+    let roles: Vec<FrameRole> = table.frames.iter().map(FrameRole::of).collect();
+    // nodes are keyed by the function's name, not the frame: the frames of one function at
+    // different lines are one node
+    let mut names: Vec<String> = Vec::new();
+    let mut name_index: HashMap<String, u32> = HashMap::default();
+    let name_of: Vec<u32> = table
+        .frames
+        .iter()
+        .map(|f| {
+            let n = function_path(f);
+            *name_index.entry(n.clone()).or_insert_with(|| {
+                names.push(n);
+                (names.len() - 1) as u32
+            })
+        })
+        .collect();
+    groups
+        .into_iter()
+        .map(|g| {
+            let mut stacks = by_group.remove(&g).unwrap_or_default();
+            stacks.sort_unstable();
+            build(
+                doc,
+                profile,
+                &roles,
+                (&names, &name_of),
+                g,
+                &stacks,
+                options,
+            )
+        })
+        .collect()
+}
+
+fn pass_rank(p: Option<Pass>) -> u8 {
+    match p {
+        Some(Pass::Forward) => 0,
+        Some(Pass::Backward) => 1,
+        Some(Pass::Optimizer) => 2,
+        None => 3,
+    }
+}
+
+/// A tree's thread and pass.
+type Group = (u64, Option<Pass>);
+
+/// A node's key: parent, function name id, op label.
+type NodeKey = (u32, u32, Option<(String, OpKind)>);
+
+/// A node while building: keyed children.
+struct Raw {
+    name: u32,
+    label: Option<(String, OpKind)>,
+    self_samples: u64,
+    total: u64,
+    children: Vec<u32>,
+}
+
+fn build(
+    doc: &TraceDocument,
+    profile: &OpProfile,
+    roles: &[FrameRole],
+    (names, name_of): (&[String], &[u32]),
+    (thread, pass): (u64, Option<Pass>),
+    stacks: &[(u32, u64)],
+    options: &FlameOptions,
+) -> FlameTree {
+    let table = &doc.samples;
+    let root_name = pass.map_or("all", |p| p.as_str()).to_string();
+    let mut raw = vec![Raw {
+        name: u32::MAX,
+        label: None,
+        self_samples: 0,
+        total: 0,
+        children: Vec::new(),
+    }];
+    let mut index: HashMap<NodeKey, u32> = HashMap::default();
+    let mut samples = 0u64;
+    for &(stack, w) in stacks {
+        samples += w;
+        raw[0].total += w;
+        let class = &profile.stack_classes[stack as usize];
+        let frames = &table.stacks[stack as usize].frames;
+        let mut node = 0u32;
+        for pos in (0..frames.len()).rev() {
+            let f = frames[pos] as usize;
+            let label = if class.op_frame == Some(pos) {
+                Some((class.op.clone(), class.kind))
+            } else if let FrameRole::Op(op) = &roles[f] {
+                Some((op.clone(), OpKind::Op))
+            } else {
+                None
+            };
+            let key = (node, name_of[f], label);
+            let next = match index.get(&key) {
+                Some(&n) => n,
+                None => {
+                    let n = raw.len() as u32;
+                    raw.push(Raw {
+                        name: name_of[f],
+                        label: key.2.clone(),
+                        self_samples: 0,
+                        total: 0,
+                        children: Vec::new(),
+                    });
+                    raw[node as usize].children.push(n);
+                    index.insert(key, n);
+                    n
+                }
+            };
+            raw[next as usize].total += w;
+            node = next;
+        }
+        raw[node as usize].self_samples += w;
+    }
+    // the bound: a threshold from the share, raised until at most max_nodes nodes pass it
+    let mut threshold = ((options.min_share * samples as f64).ceil() as u64).max(1);
+    let n_nodes = raw.len() - 1;
+    if n_nodes > options.max_nodes && options.max_nodes > 0 {
+        let mut totals: Vec<u64> = raw[1..].iter().map(|r| r.total).collect();
+        let k = options.max_nodes - 1;
+        totals.select_nth_unstable_by(k, |a, b| b.cmp(a));
+        let v = totals[k];
+        let at_least_v = raw[1..].iter().filter(|r| r.total >= v).count();
+        let t = if at_least_v <= options.max_nodes {
+            v
+        } else {
+            v + 1
+        };
+        threshold = threshold.max(t);
+    }
+    if options.max_nodes == 0 {
+        threshold = u64::MAX;
+    }
+    // copy the kept nodes breadth first, small siblings merged into one OTHER child
+    let mut nodes = vec![FlameNode {
+        name: root_name,
+        op: None,
+        kind: None,
+        self_samples: raw[0].self_samples,
+        total_samples: raw[0].total,
+        depth: 0,
+        parent: None,
+        children: Vec::new(),
+    }];
+    let mut merged = 0u64;
+    let mut queue: std::collections::VecDeque<(u32, u32)> =
+        std::collections::VecDeque::from([(0u32, 0u32)]);
+    while let Some((r, out)) = queue.pop_front() {
+        let mut kids: Vec<u32> = raw[r as usize].children.clone();
+        kids.sort_by(|&a, &b| {
+            let (a, b) = (&raw[a as usize], &raw[b as usize]);
+            b.total
+                .cmp(&a.total)
+                .then_with(|| names[a.name as usize].cmp(&names[b.name as usize]))
+                .then_with(|| a.label.cmp(&b.label))
+        });
+        let mut other = 0u64;
+        let depth = nodes[out as usize].depth + 1;
+        for k in kids {
+            let kr = &raw[k as usize];
+            if kr.total < threshold {
+                other += kr.total;
+                merged += 1 + subtree_size(&raw, k);
+                continue;
+            }
+            let i = nodes.len() as u32;
+            nodes.push(FlameNode {
+                name: names[kr.name as usize].clone(),
+                op: kr.label.as_ref().map(|l| l.0.clone()),
+                kind: kr.label.as_ref().map(|l| l.1),
+                self_samples: kr.self_samples,
+                total_samples: kr.total,
+                depth,
+                parent: Some(out),
+                children: Vec::new(),
+            });
+            nodes[out as usize].children.push(i);
+            queue.push_back((k, i));
+        }
+        if other > 0 {
+            let i = nodes.len() as u32;
+            nodes.push(FlameNode {
+                name: OTHER.to_string(),
+                op: None,
+                kind: None,
+                self_samples: other,
+                total_samples: other,
+                depth,
+                parent: Some(out),
+                children: Vec::new(),
+            });
+            nodes[out as usize].children.push(i);
+        }
+    }
+    FlameTree {
+        thread,
+        pass,
+        samples,
+        nodes,
+        merged_nodes: merged,
+    }
+}
+
+/// Nodes below `r` (not counting it), by an explicit stack.
+fn subtree_size(raw: &[Raw], r: u32) -> u64 {
+    let mut n = 0u64;
+    let mut stack: Vec<u32> = raw[r as usize].children.clone();
+    while let Some(x) = stack.pop() {
+        n += 1;
+        stack.extend_from_slice(&raw[x as usize].children);
+    }
+    n
+}

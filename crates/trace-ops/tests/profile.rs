@@ -1,0 +1,222 @@
+//! The profile and flame trees of the hand-made sampled trace (`tests/data/synthetic.jsonl`,
+//! counts per op stated in its generator `make_synthetic.py`), and their bounds at scale.
+
+use trace_ops::{flame_trees, FlameOptions, GroupBy, OpKind, OpProfile};
+use trace_schema::Pass;
+
+fn synthetic() -> trace_schema::TraceDocument {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/synthetic.jsonl");
+    trace_schema::load_path(path).unwrap()
+}
+
+#[test]
+fn rows_totals_and_per_sample_attribution() {
+    let doc = synthetic();
+    let p = OpProfile::from_document(&doc).unwrap();
+    assert_eq!(
+        (p.totals.samples, p.totals.counted, p.totals.outside_region),
+        (202, 200, 2)
+    );
+    assert_eq!(
+        (p.totals.hz, p.totals.lost, p.totals.region),
+        (Some(2000), Some(3), Some((0, 100_000_000)))
+    );
+    assert!(!p.totals.few_samples);
+    let by_op = p.rows_by(GroupBy::Op);
+    let find = |op: &str| {
+        by_op
+            .iter()
+            .find(|r| r.op.as_deref() == Some(op))
+            .unwrap_or_else(|| panic!("{op}"))
+    };
+    for (op, kind, n) in [
+        ("broadcast_matmul", OpKind::Op, 50),
+        ("matmul.backward", OpKind::BackwardOp, 40),
+        ("grad_accumulate", OpKind::BackwardOp, 30),
+        ("sub", OpKind::Op, 25),
+        ("softmax_last_dim", OpKind::Op, 20),
+        ("custom_op1.backward", OpKind::BackwardOp, 15),
+        ("cross_entropy", OpKind::Op, 5),
+        ("trace_probe::alloc::Tracking::alloc", OpKind::Probe, 5),
+        ("candle_nn::optim::AdamW::step", OpKind::NonOp, 5),
+    ] {
+        let r = find(op);
+        assert_eq!((r.kind, r.samples), (Some(kind), n), "{op}");
+        assert!(r.share_low < r.share && r.share < r.share_high);
+    }
+    assert_eq!(find("matmul.backward").inner_op.as_deref(), Some("matmul"));
+    let total: u64 = p.rows.iter().map(|r| r.samples).sum();
+    assert_eq!(total, 200);
+    // every counted sample points at its row; the two after the region at none
+    let (mut counted, mut outside) = (0, 0);
+    for i in 0..doc.samples.samples.len() {
+        match p.row_of_sample(i) {
+            Some(r) => {
+                counted += 1;
+                assert!(r.samples > 0);
+            }
+            None => outside += 1,
+        }
+    }
+    assert_eq!((counted, outside), (200, 2));
+    assert_eq!(
+        p.row_of_sample(0).unwrap().op.as_deref(),
+        Some("broadcast_matmul")
+    );
+    assert_eq!(p.pass_of_sample(0), Some(Pass::Forward));
+    // file I/O below matmul, with the path from the op to the read
+    assert_eq!(p.file_io.len(), 1);
+    let io = &p.file_io[0];
+    assert_eq!(
+        (
+            io.op.as_str(),
+            io.samples,
+            io.op_samples,
+            io.io_function.as_str()
+        ),
+        ("broadcast_matmul", 10, 50, "__libc_read")
+    );
+    assert!(io
+        .via
+        .iter()
+        .any(|f| f == "candle_core::utils::get_num_threads"));
+    assert_eq!(p.estimate_ns(1, 50), Some(25_000_000));
+}
+
+#[test]
+fn flame_trees_per_pass_with_op_labels() {
+    let doc = synthetic();
+    let p = OpProfile::from_document(&doc).unwrap();
+    let trees = flame_trees(&doc, &p, &FlameOptions::default());
+    let passes: Vec<(Option<Pass>, u64)> = trees.iter().map(|t| (t.pass, t.samples)).collect();
+    assert_eq!(
+        passes,
+        [
+            (Some(Pass::Forward), 80),
+            (Some(Pass::Backward), 90),
+            (Some(Pass::Optimizer), 30)
+        ]
+    );
+    for t in &trees {
+        assert_eq!(t.nodes[0].total_samples, t.samples);
+        // totals are self plus children, everywhere
+        for n in &t.nodes {
+            let kids: u64 = n
+                .children
+                .iter()
+                .map(|&c| t.nodes[c as usize].total_samples)
+                .sum();
+            assert_eq!(n.self_samples + kids, n.total_samples, "{}", n.name);
+            for &c in &n.children {
+                assert_eq!(
+                    t.nodes[c as usize].parent,
+                    Some(t.nodes.iter().position(|x| std::ptr::eq(x, n)).unwrap() as u32)
+                );
+            }
+        }
+    }
+    // the backward frame splits by backward op
+    let bwd = &trees[1];
+    let mut labels: Vec<(&str, u64)> = bwd
+        .nodes
+        .iter()
+        .filter(|n| n.kind == Some(OpKind::BackwardOp))
+        .map(|n| (n.op.as_deref().unwrap(), n.total_samples))
+        .collect();
+    labels.sort();
+    assert_eq!(
+        labels,
+        [
+            ("custom_op1.backward", 15),
+            ("grad_accumulate", 30),
+            ("matmul.backward", 40)
+        ]
+    );
+    // the probe sample's frame is labelled too (5 samples under the tracking allocator)
+    assert!(bwd
+        .nodes
+        .iter()
+        .any(|n| n.kind == Some(OpKind::Probe) && n.total_samples == 5));
+    // the outermost frame is the root's only child
+    assert_eq!(bwd.nodes[0].children.len(), 1);
+    assert_eq!(bwd.nodes[1].name, "main");
+}
+
+#[test]
+fn bounded_flame_trees_and_linear_build_at_scale() {
+    // 10^5 samples over 5,000 distinct deep stacks (depth 50): every stack distinct below
+    // a shared trunk, so the unbounded tree would have about 5,000 × 30 nodes
+    let mut text = String::from(concat!(
+        r#"{"kind":"meta","schema":"candle-graph/trace/12","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t"}"#,
+        "\n",
+        r#"{"kind":"span_start","id":"s1","name":"step","start_ns":0,"span_kind":"function","measured":true}"#,
+        "\n",
+        r#"{"kind":"span_end","id":"s1","duration_ns":100000000000}"#,
+        "\n",
+    ));
+    let (stacks, depth, trunk) = (5_000u32, 50u32, 20u32);
+    let mut id = 0u32;
+    for t in 0..trunk {
+        text.push_str(&format!(
+            "{{\"kind\":\"frame\",\"id\":{id},\"function\":\"app::trunk{t}\"}}\n"
+        ));
+        id += 1;
+    }
+    let mut stack_lines = String::new();
+    for s in 0..stacks {
+        let mut frames: Vec<u32> = Vec::new();
+        for d in 0..(depth - trunk) {
+            text.push_str(&format!(
+                "{{\"kind\":\"frame\",\"id\":{id},\"function\":\"app::s{s}::f{d}\"}}\n"
+            ));
+            frames.push(id);
+            id += 1;
+        }
+        frames.reverse(); // innermost first
+        frames.extend((0..trunk).rev());
+        let list: Vec<String> = frames.iter().map(u32::to_string).collect();
+        stack_lines.push_str(&format!(
+            "{{\"kind\":\"stack\",\"id\":{s},\"frames\":[{}]}}\n",
+            list.join(",")
+        ));
+    }
+    text.push_str(&stack_lines);
+    for i in 0..100_000u64 {
+        text.push_str(&format!(
+            "{{\"kind\":\"sample\",\"timestamp_ns\":{},\"thread\":1,\"stack_id\":{}}}\n",
+            i * 1000 + 1,
+            i % stacks as u64
+        ));
+    }
+    let doc = trace_schema::load_str(&text).unwrap();
+    let p = OpProfile::from_document(&doc).unwrap();
+    assert_eq!(p.totals.counted, 100_000);
+    let options = FlameOptions {
+        min_share: 0.0,
+        max_nodes: 500,
+    };
+    let trees = flame_trees(&doc, &p, &options);
+    let t = &trees[0];
+    assert_eq!(t.samples, 100_000);
+    assert!(
+        t.nodes.len() <= 2 * options.max_nodes + 1,
+        "{} nodes",
+        t.nodes.len()
+    );
+    assert!(t.merged_nodes > 0);
+    assert!(t.nodes.iter().any(|n| n.name == trace_ops::flame::OTHER));
+    // the trunk is kept whole: depth `trunk` along the heaviest path
+    assert_eq!(t.nodes[1].name, "app::trunk0");
+    let default = flame_trees(&doc, &p, &FlameOptions::default());
+    assert!(default[0].nodes.len() <= 2 * FlameOptions::default().max_nodes + 1);
+}
+
+#[test]
+fn without_samples_the_reason_is_the_producers() {
+    let doc = trace_schema::load_str(concat!(
+        r#"{"kind":"meta","schema":"candle-graph/trace/12","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t","capture_contract":{"operations":"none","reasons":{"operations":"sampling is Linux-only"}}}"#, "\n",
+    ))
+    .unwrap();
+    let u = OpProfile::from_document(&doc).unwrap_err();
+    assert_eq!(u.reason, "not captured (sampling is Linux-only)");
+}
