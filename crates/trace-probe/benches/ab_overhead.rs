@@ -20,8 +20,14 @@
 //!   weights, fresh `ProbedOptimizer<AdamW>`, step 1 run), not captured;
 //! - `captured`: the same, step 2 captured, writing to `std::io::sink()` — meta, root span,
 //!   passes, module spans, gradient facts, the storage capture (armed allocator, ring drains,
-//!   registration, memory events) and device samples. Building the run and `finish()` are
-//!   outside the measured step and reported apart (once per run for a user).
+//!   registration, memory events) and device samples; stack sampling off (`sample_hz(0)`).
+//!   Building the run and `finish()` are outside the measured step and reported apart (once per
+//!   run for a user);
+//! - `sampled_100`, `sampled_1k`, `sampled_10k`: the same captured step with the wall-clock
+//!   stack sampler at 100 Hz, 1 kHz (the default) and 10 kHz; compared with `captured` (the
+//!   sampler alone) and with `plain`. Their `finish()` includes the symbolisation of the
+//!   samples (reported apart), and the sampler's own counters give the time per sample spent in
+//!   the signal handler.
 //!
 //! Each step is measured three ways: the training thread's CPU time
 //! (`CLOCK_THREAD_CPUTIME_ID`: the probe's cost on the hot path, insensitive to other jobs on a
@@ -37,7 +43,8 @@
 //!
 //! `RAYON_NUM_THREADS=1 cargo bench -p trace-probe --bench ab_overhead` (env: `AB_PAIRS` rounds,
 //! default 30; `AB_STEPS` per block, default 5; `AB_HIDDEN`, default 512; `AB_ONLY=captured`,
-//! `fresh` or `plain` runs only those steps, for a sampling profiler).
+//! `fresh` or `plain` runs only those steps, for a sampling profiler; `AB_SAMPLING=1` runs only
+//! `plain`, `captured` and the three sampled variants).
 
 use std::time::Instant;
 
@@ -220,9 +227,21 @@ struct Run {
 }
 
 impl Run {
-    fn new(d: &Dims, varmap: &VarMap, capture: bool, x: &Tensor, y: &Tensor) -> Res<Self> {
+    /// A run capturing step 2 (or, `capture` false, never reaching its capture step), sampling
+    /// the captured step at `sample_hz` (0: off).
+    fn new(
+        d: &Dims,
+        varmap: &VarMap,
+        capture: bool,
+        sample_hz: u32,
+        x: &Tensor,
+        y: &Tensor,
+    ) -> Res<Self> {
         let step = if capture { 2 } else { 3 };
-        let session = TraceSession::new(ProfileRun::training("ab", step), std::io::sink())?;
+        let session = TraceSession::new(
+            ProfileRun::training("ab", step).sample_hz(sample_hz),
+            std::io::sink(),
+        )?;
         let default = tracing::subscriber::set_default(subscriber(&session));
         let mut model = Probed::new(d, &session, varmap)?;
         model.step(1, x, y)?;
@@ -279,7 +298,35 @@ fn describe(label: &str, ratios: &[Cost]) {
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// The variants, in the order of the first pair (rotated every pair).
-const VARIANTS: [&str; 6] = ["plain", "idle", "tracked", "untracked", "fresh", "captured"];
+const VARIANTS: [&str; 9] = [
+    "plain",
+    "idle",
+    "tracked",
+    "untracked",
+    "fresh",
+    "captured",
+    "sampled_100",
+    "sampled_1k",
+    "sampled_10k",
+];
+/// `AB_SAMPLING=1`: only these.
+const SAMPLING_VARIANTS: [&str; 5] = [
+    "plain",
+    "captured",
+    "sampled_100",
+    "sampled_1k",
+    "sampled_10k",
+];
+
+/// The sample rate of a captured variant.
+fn sample_hz(variant: &str) -> u32 {
+    match variant {
+        "sampled_100" => 100,
+        "sampled_1k" => 1000,
+        "sampled_10k" => 10_000,
+        _ => 0,
+    }
+}
 
 fn main() -> Res<()> {
     if std::env::args().any(|a| a == "--list") {
@@ -303,7 +350,7 @@ fn main() -> Res<()> {
     match std::env::var("AB_ONLY").as_deref() {
         Ok(which @ ("captured" | "fresh")) => {
             for _ in 0..pairs * steps {
-                Run::new(&d, &weights, which == "captured", &x, &y)?.step(&x, &y)?;
+                Run::new(&d, &weights, which == "captured", 0, &x, &y)?.step(&x, &y)?;
             }
             return Ok(());
         }
@@ -330,12 +377,28 @@ fn main() -> Res<()> {
     for _ in 0..3 {
         plain.step(&x, &y)?;
         idle.step(2, &x, &y)?;
-        Run::new(&d, &weights, false, &x, &y)?.step(&x, &y)?;
-        Run::new(&d, &weights, true, &x, &y)?.step(&x, &y)?;
+        Run::new(&d, &weights, false, 0, &x, &y)?.step(&x, &y)?;
+        Run::new(&d, &weights, true, 0, &x, &y)?.step(&x, &y)?;
     }
+    // The first sampled run's finish() reads the binary's line tables (the symboliser's cache
+    // is cold); later ones find them cached.
+    let (_, cold) = Run::new(&d, &weights, true, 1000, &x, &y)?.step(&x, &y)?;
+    println!(
+        "first sampled finish() of the process (cold symboliser): {:.1} ms thread CPU, {:.1} ms wall",
+        cold.thread * 1e3,
+        cold.wall * 1e3
+    );
 
+    let variants: Vec<&str> = if env("AB_SAMPLING", 0) == 1 {
+        SAMPLING_VARIANTS.to_vec()
+    } else {
+        VARIANTS.to_vec()
+    };
+    let index = |name: &str| variants.iter().position(|v| *v == name);
     let mut setup = Vec::new();
     let mut finish = Vec::new();
+    // Per sampled variant: finish() thread CPU, ms (includes the symbolisation).
+    let mut finish_sampled: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     let mut block = |variant: &str| -> Res<Cost> {
         let mut total = Cost::default();
         if variant == "tracked" || variant == "untracked" {
@@ -368,43 +431,59 @@ fn main() -> Res<()> {
                     total += t.since();
                 }
                 _ => {
-                    let capture = variant == "captured";
+                    let capture = variant != "fresh";
                     let t = Clocks::now();
-                    let run = Run::new(&d, &weights, capture, &x, &y)?;
+                    let run = Run::new(&d, &weights, capture, sample_hz(variant), &x, &y)?;
                     let made = t.since();
                     let (step, fin) = run.step(&x, &y)?;
                     total += step;
-                    if capture {
+                    if variant == "captured" {
                         setup.push(made.thread * 1e3);
                         finish.push(fin.thread * 1e3);
+                    }
+                    if let Some(i) = index(variant).filter(|_| sample_hz(variant) > 0) {
+                        finish_sampled[i].push(fin.thread * 1e3);
                     }
                 }
             }
         }
         Ok(total)
     };
+    let sampler_before = trace_probe::sampler::stats();
     // ratios[v][pair]: variant v over plain, same pair.
-    let mut ratios: Vec<Vec<Cost>> = vec![Vec::new(); VARIANTS.len()];
+    let mut ratios: Vec<Vec<Cost>> = vec![Vec::new(); variants.len()];
+    // over_captured[v][pair]: variant v over captured (sampling off), same pair.
+    let mut over_captured: Vec<Vec<Cost>> = vec![Vec::new(); variants.len()];
     let mut captured_over_fresh = Vec::new();
     let mut tracked_over_untracked = Vec::new();
     let mut plain_ms = Vec::new();
     for pair in 0..pairs {
-        let mut order: Vec<usize> = (0..VARIANTS.len()).collect();
-        order.rotate_left(pair % VARIANTS.len());
-        if (pair / VARIANTS.len()) % 2 == 1 {
+        let mut order: Vec<usize> = (0..variants.len()).collect();
+        order.rotate_left(pair % variants.len());
+        if (pair / variants.len()) % 2 == 1 {
             order.reverse();
         }
-        let mut cost = [Cost::default(); VARIANTS.len()];
+        let mut cost = vec![Cost::default(); variants.len()];
         for v in order {
-            cost[v] = block(VARIANTS[v])?;
+            cost[v] = block(variants[v])?;
         }
         plain_ms.push(cost[0].thread / steps as f64 * 1e3);
-        for v in 1..VARIANTS.len() {
+        for v in 1..variants.len() {
             ratios[v].push(cost[v].ratio(cost[0]));
         }
-        captured_over_fresh.push(cost[5].ratio(cost[4]));
-        tracked_over_untracked.push(cost[2].ratio(cost[3]));
+        if let Some(c) = index("captured") {
+            for v in 0..variants.len() {
+                over_captured[v].push(cost[v].ratio(cost[c]));
+            }
+            if let Some(f) = index("fresh") {
+                captured_over_fresh.push(cost[c].ratio(cost[f]));
+            }
+        }
+        if let (Some(t), Some(u)) = (index("tracked"), index("untracked")) {
+            tracked_over_untracked.push(cost[t].ratio(cost[u]));
+        }
     }
+    let sampler_after = trace_probe::sampler::stats();
     println!(
         "MLP 784-{h}-{h}-10 batch 64 AdamW, tracking allocator installed, {pairs} rounds x {steps} steps per variant, \
          RAYON_NUM_THREADS={}, plain step median {:.2} ms thread CPU",
@@ -412,31 +491,82 @@ fn main() -> Res<()> {
         median(&plain_ms),
         h = d.hidden
     );
-    describe(
-        "idle / plain (wrappers + layer, step not captured, not tracking: hook disarmed)",
-        &ratios[1],
-    );
-    describe(
-        "tracked / plain (the same, the session tracking storages: hook armed)",
-        &ratios[2],
-    );
-    describe(
-        "untracked / plain (the same, tracking off: the control)",
-        &ratios[3],
-    );
-    describe(
-        "tracked / untracked (tracking storages before the capture step, alone)",
-        &tracked_over_untracked,
-    );
-    describe(
-        "fresh / plain (step 2 of a fresh run, not captured, tracking)",
-        &ratios[4],
-    );
-    describe(
-        "captured / plain (step 2 of a fresh run, captured, allocator armed)",
-        &ratios[5],
-    );
-    describe("captured / fresh (the capture alone)", &captured_over_fresh);
+    let labels = [
+        (
+            "idle",
+            "idle / plain (wrappers + layer, step not captured, not tracking: hook disarmed)",
+        ),
+        (
+            "tracked",
+            "tracked / plain (the same, the session tracking storages: hook armed)",
+        ),
+        (
+            "untracked",
+            "untracked / plain (the same, tracking off: the control)",
+        ),
+        (
+            "fresh",
+            "fresh / plain (step 2 of a fresh run, not captured, tracking)",
+        ),
+        (
+            "captured",
+            "captured / plain (step 2 of a fresh run, captured, allocator armed, sampling off)",
+        ),
+        (
+            "sampled_100",
+            "sampled_100 / plain (the same, stack sampling at 100 Hz)",
+        ),
+        (
+            "sampled_1k",
+            "sampled_1k / plain (the same, stack sampling at 1 kHz)",
+        ),
+        (
+            "sampled_10k",
+            "sampled_10k / plain (the same, stack sampling at 10 kHz)",
+        ),
+    ];
+    for (name, label) in labels {
+        if let Some(i) = index(name) {
+            describe(label, &ratios[i]);
+        }
+    }
+    if !tracked_over_untracked.is_empty() {
+        describe(
+            "tracked / untracked (tracking storages before the capture step, alone)",
+            &tracked_over_untracked,
+        );
+    }
+    if !captured_over_fresh.is_empty() {
+        describe("captured / fresh (the capture alone)", &captured_over_fresh);
+    }
+    for name in ["sampled_100", "sampled_1k", "sampled_10k"] {
+        if let Some(i) = index(name) {
+            describe(
+                &format!("{name} / captured (the sampler alone)"),
+                &over_captured[i],
+            );
+            println!(
+                "  {name}: finish() with the symbolisation, thread CPU median {:.2} ms (range {:.2}–{:.2})",
+                median(&finish_sampled[i]),
+                range(&finish_sampled[i]).0,
+                range(&finish_sampled[i]).1
+            );
+        }
+    }
+    let samples = sampler_after.samples - sampler_before.samples;
+    if samples > 0 {
+        let handler_ns = sampler_after.handler_ns - sampler_before.handler_ns;
+        let symbolize_ns = sampler_after.symbolize_ns - sampler_before.symbolize_ns;
+        let finishes = sampler_after.finishes - sampler_before.finishes;
+        println!(
+            "sampler: {samples} samples, {:.1} µs per sample in the handler (timestamp to record written); \
+             symbolisation and events after the step {:.2} ms per run ({} runs, {} unique addresses in all)",
+            handler_ns as f64 / samples as f64 * 1e-3,
+            symbolize_ns as f64 / finishes.max(1) as f64 * 1e-6,
+            finishes,
+            sampler_after.unique_addresses - sampler_before.unique_addresses,
+        );
+    }
     println!(
         "per run, outside the step (thread CPU, median): session + model + optimizer + step 1 {:.2} ms, finish {:.2} ms",
         median(&setup),
@@ -455,7 +585,7 @@ fn parts(d: &Dims, weights: &VarMap, x: &Tensor, y: &Tensor, reps: usize) -> Res
     let mut span = Vec::new();
     let mut sample = Vec::new();
     for _ in 0..reps {
-        let run = Run::new(d, weights, true, x, y)?;
+        let run = Run::new(d, weights, true, 0, x, y)?;
         let session = run.model.session.clone();
         let guard = session.step(2);
         let h = run

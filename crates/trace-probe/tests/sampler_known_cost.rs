@@ -1,0 +1,178 @@
+//! The known-cost test (issue 27 §4): a Candle step of three ops whose costs are measured alone
+//! with a clock in this process — a large `matmul`, an `exp`, a `sum_keepdim`, each repeated to
+//! ≈ 100 ms — then the same step sampled by the wall-clock sampler at 4 kHz. Each op's sampled share of
+//! the three ops' samples must lie within its 95% Wilson score interval of the clock-measured
+//! share (the mean of the timing rounds), widened on each side by the run-to-run spread
+//! (max − min) of that clock-measured share.
+//!
+//! Why widened: on this shared machine (2 cores, other builds running) an op's duration moves
+//! between the moment it is timed alone and the moment it is sampled — the spread of the
+//! clock-measured shares over the timing rounds (taken before and after the sampled step, in
+//! the same process) is that movement, measured, not assumed. The Wilson interval covers the
+//! sampling error of the count; the spread covers the drift of the truth it is compared with.
+//! `RAYON_NUM_THREADS=1` keeps every op on the sampled thread, so wall time is its work.
+//!
+//! Samples are classified by trace-ops' rules (`trace_ops::classify_stack`: the outermost op
+//! frame, what the step called); samples in none of the three (the loop, the probe) are left out
+//! of the shares.
+//! The Candle test is the only one in this binary that runs Candle: it sets `RAYON_NUM_THREADS`
+//! before Candle reads it.
+
+mod common;
+
+use std::time::Instant;
+
+use candle_core::{Device, Tensor};
+use trace_probe::{ProfileRun, TerminalOutcome, TraceSession};
+use trace_schema::TraceDocument;
+
+/// z for a two-sided 95% interval.
+const Z95: f64 = 1.959_964;
+
+/// The ops, as named by their frames.
+const OPS: [&str; 3] = ["matmul", "exp", "sum_keepdim"];
+
+struct Inputs {
+    a: Tensor,
+    b: Tensor,
+    x: Tensor,
+}
+
+/// Runs op `i` `reps` times.
+fn run_op(inputs: &Inputs, i: usize, reps: usize) -> candle_core::Result<()> {
+    for _ in 0..reps {
+        let out = match i {
+            0 => inputs.a.matmul(&inputs.b)?,
+            1 => inputs.x.exp()?,
+            _ => inputs.x.sum_keepdim(1)?,
+        };
+        std::hint::black_box(out);
+    }
+    Ok(())
+}
+
+fn time_op(inputs: &Inputs, i: usize, reps: usize) -> candle_core::Result<f64> {
+    let t = Instant::now();
+    run_op(inputs, i, reps)?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// Wilson score interval of `k` successes in `n` trials.
+fn wilson(k: usize, n: usize, z: f64) -> (f64, f64) {
+    let n = n as f64;
+    let p = k as f64 / n;
+    let z2 = z * z;
+    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
+    let half = z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / (1.0 + z2 / n);
+    (centre - half, centre + half)
+}
+
+/// The op (index into [`OPS`]) of a sample, by trace-ops' stack-to-op rules.
+fn classify(doc: &TraceDocument, stack: u32) -> Option<usize> {
+    let frames: Vec<_> = doc.samples.stack_frames(stack).collect();
+    let class = trace_ops::classify_stack(&frames);
+    (class.kind == trace_ops::OpKind::Op)
+        .then(|| OPS.iter().position(|o| *o == class.op))
+        .flatten()
+}
+
+#[test]
+fn sampled_shares_match_the_clock() -> Result<(), Box<dyn std::error::Error>> {
+    std::env::set_var("RAYON_NUM_THREADS", "1");
+    let inputs = Inputs {
+        a: Tensor::randn(0f32, 1.0, (256, 256), &Device::Cpu)?,
+        b: Tensor::randn(0f32, 1.0, (256, 256), &Device::Cpu)?,
+        x: Tensor::randn(0f32, 1.0, (512, 1024), &Device::Cpu)?,
+    };
+    // Repetitions that make each op last about 100 ms (after a warm-up).
+    let mut reps = [0usize; 3];
+    for (i, r) in reps.iter_mut().enumerate() {
+        run_op(&inputs, i, 2)?;
+        let started = Instant::now();
+        let mut count = 0usize;
+        while started.elapsed().as_secs_f64() < 0.02 {
+            run_op(&inputs, i, 1)?;
+            count += 1;
+        }
+        let one = started.elapsed().as_secs_f64() / count as f64;
+        *r = ((0.1 / one.max(1e-6)).round() as usize).clamp(1, 100_000);
+    }
+    // Clock-measured shares, rounds before and after the sampled step, ops interleaved.
+    let mut shares: Vec<[f64; 3]> = Vec::new();
+    let mut round = || -> candle_core::Result<()> {
+        let t: Vec<f64> = (0..3)
+            .map(|i| time_op(&inputs, i, reps[i]))
+            .collect::<candle_core::Result<_>>()?;
+        let total: f64 = t.iter().sum();
+        shares.push([t[0] / total, t[1] / total, t[2] / total]);
+        Ok(())
+    };
+    round()?;
+    round()?;
+
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("trace.jsonl");
+    let session =
+        TraceSession::create(ProfileRun::training("known_cost", 1).sample_hz(4000), &path)?;
+    {
+        let _step = session.step(1);
+        for (i, &r) in reps.iter().enumerate() {
+            run_op(&inputs, i, r)?;
+        }
+    }
+    assert_eq!(session.finish()?.outcome, TerminalOutcome::Complete);
+
+    round()?;
+    round()?;
+
+    let doc = trace_schema::load_path(&path)?;
+    assert!(doc.semantic_issues.is_empty(), "{:?}", doc.semantic_issues);
+    common::sampling::check_samples(&doc);
+    let mut counts = [0usize; 3];
+    let mut other = 0usize;
+    for s in &doc.samples.samples {
+        match classify(&doc, s.stack) {
+            Some(i) => counts[i] += 1,
+            None => other += 1,
+        }
+    }
+    let n: usize = counts.iter().sum();
+    assert!(n >= 100, "{n} classified samples ({other} outside the ops)");
+    // The ops are nearly the whole step.
+    assert!(
+        other * 10 < n,
+        "{other} samples outside the three ops of {n}"
+    );
+    for i in 0..3 {
+        let clock: Vec<f64> = shares.iter().map(|s| s[i]).collect();
+        let truth = clock.iter().sum::<f64>() / clock.len() as f64;
+        let spread = clock.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+            - clock.iter().copied().fold(f64::INFINITY, f64::min);
+        let (lo, hi) = wilson(counts[i], n, Z95);
+        let sampled = counts[i] as f64 / n as f64;
+        eprintln!(
+            "{}: sampled {sampled:.3} (95% {lo:.3}–{hi:.3}, {} of {n}) clock {truth:.3} ± spread {spread:.3}",
+            OPS[i], counts[i]
+        );
+        assert!(
+            lo - spread <= truth && truth <= hi + spread,
+            "{}: sampled share {sampled:.3} (95% {lo:.3}–{hi:.3}, {} of {n}, widened by {spread:.3}) \
+             vs clock {truth:.3} (rounds {shares:?})",
+            OPS[i],
+            counts[i]
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn the_wilson_interval_is_the_textbook_one() {
+    // Agresti & Coull's example figures: 0 of 10 → (0, 0.278); 5 of 10 → (0.237, 0.763).
+    let (lo, hi) = wilson(0, 10, Z95);
+    assert!(lo.abs() < 1e-12 && (hi - 0.2775).abs() < 1e-3, "{lo} {hi}");
+    let (lo, hi) = wilson(5, 10, Z95);
+    assert!(
+        (lo - 0.2366).abs() < 1e-3 && (hi - 0.7634).abs() < 1e-3,
+        "{lo} {hi}"
+    );
+}
