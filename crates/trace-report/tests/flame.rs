@@ -54,7 +54,8 @@ fn the_browser_trace_gives_a_tree_per_pass_with_aligned_columns() {
             }
         }
         // the page's root is the pass, its only child the outermost frame
-        assert_eq!(string(&v, &t["name"][1]), "main");
+        // a short name with its file reads `crate::module::function` (trace-ops display_path)
+        assert_eq!(string(&v, &t["name"][1]), "examples::main");
     }
     // the markup in a frame name is text with the bidi override shown visibly
     let strings = v["strings"].as_array().unwrap();
