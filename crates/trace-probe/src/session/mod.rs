@@ -98,7 +98,7 @@ impl std::fmt::Debug for Inner {
     }
 }
 
-/// A probe session writing one `candle-graph/trace/11` trace: the handle behind a
+/// A probe session writing one `candle-graph/trace/12` trace: the handle behind a
 /// [`crate::Profiler`] (which derefs to it), for recording from other threads or without the
 /// guard.
 ///
