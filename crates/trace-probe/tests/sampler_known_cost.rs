@@ -18,6 +18,10 @@
 //! The Candle test is the only one in this binary that runs Candle: it sets `RAYON_NUM_THREADS`
 //! before Candle reads it.
 
+// The sampler runs on Linux x86_64 / aarch64 only (cfg `stack_sampler`, set by build.rs);
+// elsewhere `sampler::tests` checks the declared reason.
+#![cfg(stack_sampler)]
+
 mod common;
 
 use std::time::Instant;

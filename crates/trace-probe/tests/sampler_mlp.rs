@@ -5,6 +5,10 @@
 //! 0 and in deterministic mode; a second thread registered with `sample_this_thread` carries
 //! its own key; a too-small buffer counts its losses.
 
+// The sampler runs on Linux x86_64 / aarch64 only (cfg `stack_sampler`, set by build.rs);
+// elsewhere `sampler::tests` checks the declared reason.
+#![cfg(stack_sampler)]
+
 mod common;
 
 use candle_core::{DType, Device, Module, Tensor};

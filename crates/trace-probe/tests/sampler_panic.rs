@@ -3,6 +3,10 @@
 //! terminal) and the sampler's account of them. One test per binary: the panic hook is
 //! process-wide.
 
+// The sampler runs on Linux x86_64 / aarch64 only (cfg `stack_sampler`, set by build.rs);
+// elsewhere `sampler::tests` checks the declared reason.
+#![cfg(stack_sampler)]
+
 mod common;
 
 use std::panic::AssertUnwindSafe;

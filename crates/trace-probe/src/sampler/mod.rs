@@ -67,6 +67,7 @@ pub(crate) struct SamplerSettings {
     /// Deterministic mode: off, nothing declared.
     pub(crate) deterministic: bool,
     /// Bytes of each thread's buffer.
+    #[cfg_attr(not(stack_sampler), allow(dead_code))]
     pub(crate) buffer_bytes: usize,
 }
 
@@ -175,5 +176,27 @@ mod tests {
         assert_eq!(c.reason(ContractField::Operations), Some("why"));
         declare_off(&mut c, "other");
         assert_eq!(c.reason(ContractField::Operations), Some("why"), "kept");
+    }
+
+    /// Where the sampler cannot run, a trace says so: `operations` stays `none` with the
+    /// platform's reason (and deterministic mode declares nothing).
+    #[cfg(not(stack_sampler))]
+    #[test]
+    fn the_fallback_declares_operations_unavailable_with_the_reason() {
+        use crate::plugin::CapturePlugin;
+        let settings = SamplerSettings {
+            hz: DEFAULT_SAMPLE_HZ,
+            deterministic: false,
+            buffer_bytes: DEFAULT_SAMPLE_BUFFER_BYTES,
+        };
+        let mut meta = trace_schema::RunMeta::default();
+        SamplerPlugin::new(settings).on_meta(&mut meta);
+        let contract = meta.capture_contract.unwrap_or_default();
+        assert_eq!(contract.operations, CoverageLevel::None);
+        assert_eq!(
+            contract.reason(ContractField::Operations),
+            UNSUPPORTED_REASON
+        );
+        assert!(UNSUPPORTED_REASON.is_some());
     }
 }
