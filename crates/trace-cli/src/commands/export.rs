@@ -46,40 +46,66 @@ pub struct OutputFile {
 }
 
 /// What an export wrote.
-pub struct Written {
+pub struct Written<S> {
     /// The file (`None`: stdout, whose byte count is not kept).
     pub file: Option<OutputFile>,
-    /// Event counts.
-    pub stats: ExportStats,
+    /// The writer's counts.
+    pub stats: S,
 }
 
 /// Writes the Chrome export of `doc` to `output` (`-` for stdout).
 ///
 /// # Errors
-/// An unknown `--span` path (naming candidates); I/O errors naming the file.
+/// I/O errors naming the file; a `--span` that matches nothing.
 pub fn run(
     doc: &TraceDocument,
     analysis: &Analysis,
     output: &Path,
     span: Option<String>,
     window: Option<Window>,
-) -> Result<Written> {
+) -> Result<Written<ExportStats>> {
     let opts = ChromeOptions {
         span_path: span,
         window,
         findings: finding_texts(analysis),
         tool: (TOOL.name.to_string(), TOOL.version.to_string()),
     };
+    export_to(output, |w| Ok(write_chrome(doc, analysis, &opts, w)?))
+}
+
+/// Writes the speedscope export of `doc`'s samples to `output` (`-` for stdout; `.gz`
+/// compressed), under a temporary name renamed when complete.
+///
+/// # Errors
+/// A trace without samples (before any file is created); I/O errors naming the file.
+pub fn run_speedscope(doc: &TraceDocument, output: &Path) -> Result<Written<SpeedscopeStats>> {
+    if doc.samples.samples.is_empty() {
+        return Err(trace_report::speedscope::SpeedscopeError::NoSamples.into());
+    }
+    let exporter = format!("{}@{}", TOOL.name, TOOL.version);
+    export_to(output, |w| Ok(write_speedscope(doc, &exporter, w)?))
+}
+
+/// True for a `.gz` file name.
+pub fn gzip_by_extension(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+}
+
+/// Runs `write` into stdout (`-`) or into a temporary file beside `output` (gzip for `.gz`)
+/// that is renamed over `output` when complete and removed when anything fails.
+fn export_to<S>(
+    output: &Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<S>,
+) -> Result<Written<S>> {
     if output == Path::new("-") {
-        let stdout = std::io::stdout().lock();
-        let mut w = BufWriter::with_capacity(1 << 20, stdout);
-        let stats = write_chrome(doc, analysis, &opts, &mut w)?;
+        let mut w = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+        let stats = write(&mut w)?;
         w.flush().context("cannot write to stdout")?;
         return Ok(Written { file: None, stats });
     }
     let tmp = output_file::temporary_name(output, "export");
-    let result = write_file(doc, analysis, &opts, &tmp, gzip_by_extension(output));
-    let stats = match result {
+    let stats = match write_file(&tmp, gzip_by_extension(output), write) {
         Ok(stats) => stats,
         Err(e) => {
             let _ = std::fs::remove_file(&tmp);
@@ -99,29 +125,21 @@ pub fn run(
     })
 }
 
-/// True for a `.gz` file name.
-pub fn gzip_by_extension(path: &Path) -> bool {
-    path.extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
-}
-
-fn write_file(
-    doc: &TraceDocument,
-    analysis: &Analysis,
-    opts: &ChromeOptions,
+fn write_file<S>(
     tmp: &Path,
     gzip: bool,
-) -> Result<ExportStats> {
+    write: impl FnOnce(&mut dyn Write) -> Result<S>,
+) -> Result<S> {
     let file = File::create(tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
     let buffered = BufWriter::with_capacity(1 << 20, file);
     let context = || format!("cannot write {}", tmp.display());
     if gzip {
-        // Level 1: a trace export is large and read once; the default level costs ~10× the time.
-        // The writer makes many small writes; each reaching the encoder costs a compressor
+        // Level 1: an export is large and read once; the default level costs ~10× the time.
+        // The writers make many small writes; each reaching the encoder costs a compressor
         // call, so buffer in front of it as well as behind it (10x faster).
         let mut gz =
             BufWriter::with_capacity(1 << 18, GzEncoder::new(buffered, Compression::fast()));
-        let stats = write_chrome(doc, analysis, opts, &mut gz)?;
+        let stats = write(&mut gz)?;
         gz.into_inner()
             .map_err(|e| e.into_error())
             .and_then(|gz| gz.finish())
@@ -130,74 +148,8 @@ fn write_file(
         Ok(stats)
     } else {
         let mut w = buffered;
-        let stats = write_chrome(doc, analysis, opts, &mut w)?;
+        let stats = write(&mut w)?;
         w.flush().with_context(context)?;
         Ok(stats)
     }
-}
-
-/// What a speedscope export wrote.
-pub struct SpeedscopeWritten {
-    /// The file (`None`: stdout).
-    pub file: Option<OutputFile>,
-    /// Counts.
-    pub stats: SpeedscopeStats,
-}
-
-/// Writes the speedscope export of `doc`'s samples to `output` (`-` for stdout; `.gz`
-/// compressed), under a temporary name renamed when complete.
-///
-/// # Errors
-/// A trace without samples; I/O errors naming the file.
-pub fn run_speedscope(doc: &TraceDocument, output: &Path) -> Result<SpeedscopeWritten> {
-    let exporter = format!("{}@{}", TOOL.name, TOOL.version);
-    if output == Path::new("-") {
-        let stdout = std::io::stdout().lock();
-        let mut w = BufWriter::with_capacity(1 << 20, stdout);
-        let stats = write_speedscope(doc, &exporter, &mut w)?;
-        w.flush().context("cannot write to stdout")?;
-        return Ok(SpeedscopeWritten { file: None, stats });
-    }
-    if doc.samples.samples.is_empty() {
-        // before creating any file
-        return Err(trace_report::speedscope::SpeedscopeError::NoSamples.into());
-    }
-    let tmp = output_file::temporary_name(output, "export");
-    let result = (|| -> Result<SpeedscopeStats> {
-        let file =
-            File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-        let buffered = BufWriter::with_capacity(1 << 20, file);
-        let context = || format!("cannot write {}", tmp.display());
-        if gzip_by_extension(output) {
-            let mut gz = GzEncoder::new(buffered, Compression::fast());
-            let stats = write_speedscope(doc, &exporter, &mut gz).with_context(context)?;
-            gz.finish()
-                .and_then(|mut w| w.flush())
-                .with_context(context)?;
-            Ok(stats)
-        } else {
-            let mut w = buffered;
-            let stats = write_speedscope(doc, &exporter, &mut w).with_context(context)?;
-            w.flush().with_context(context)?;
-            Ok(stats)
-        }
-    })();
-    let stats = match result {
-        Ok(stats) => stats,
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-    };
-    output_file::commit(&tmp, output)?;
-    let bytes = std::fs::metadata(output)
-        .with_context(|| format!("cannot read the size of {}", output.display()))?
-        .len();
-    Ok(SpeedscopeWritten {
-        file: Some(OutputFile {
-            path: output.to_path_buf(),
-            bytes,
-        }),
-        stats,
-    })
 }
