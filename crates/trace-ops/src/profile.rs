@@ -263,6 +263,9 @@ impl OpProfile {
         if table.samples.is_empty() {
             return Err(unavailable(doc));
         }
+        if let Some(why) = incomplete(doc) {
+            return Err(Unavailable { reason: why });
+        }
         // every frame's role once, then every stack's class
         let roles: Vec<FrameRole> = table.frames.iter().map(FrameRole::of).collect();
         let mut stack_classes = Vec::with_capacity(table.stacks.len());
@@ -712,6 +715,35 @@ fn span_pass_module<'d>(
     (pass, None)
 }
 
+/// Why `doc`'s samples cannot give estimates, when they cannot: the trace was cut short before
+/// the sampler's account (which the producer writes after the last sample: the samples it
+/// holds may be a biased part of the step), or the loader found samples, stacks or the account
+/// breaking their rules (a dropped or miscounted sample biases every share). A complete trace
+/// without an account keeps its estimates, its losses unknown.
+fn incomplete(doc: &TraceDocument) -> Option<String> {
+    if doc.samples.sampler.is_none() && doc.truncation.is_some() {
+        return Some(
+            "the trace was cut short before the sampler's account: the samples it holds may be a biased part of the step, so no estimate is given"
+                .to_string(),
+        );
+    }
+    let mut bad = doc
+        .semantic_issues
+        .iter()
+        .filter(|i| i.code == trace_schema::SemanticCode::InvalidSamples);
+    let first = bad.next()?;
+    let more = bad.count();
+    let more = if more > 0 {
+        format!(" (and {more} more)")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "the samples break their rules, so no estimate is given: line {}: {}{more} (`check` lists them)",
+        first.line, first.message
+    ))
+}
+
 /// Why `doc` has no profile.
 fn unavailable(doc: &TraceDocument) -> Unavailable {
     let contract = doc.effective_contract();
@@ -722,6 +754,9 @@ fn unavailable(doc: &TraceDocument) -> Unavailable {
         .as_ref()
         .map(|c| c.level(ContractField::Operations));
     let base = match declared {
+        Some(CoverageLevel::Sampled) if doc.truncation.is_some() => {
+            "declared sampled, but the trace was cut short before any sample"
+        }
         Some(CoverageLevel::Sampled) => "declared sampled but no sample was recorded",
         _ => "not captured",
     };

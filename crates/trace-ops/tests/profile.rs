@@ -188,6 +188,8 @@ fn bounded_flame_trees_and_linear_build_at_scale() {
             i % stacks as u64
         ));
     }
+    text.push_str(r#"{"kind":"sampler","hz":1000,"period_ns":1000000,"clock":"wall","unwinder":"libgcc","symbols":"names_only","threads":[{"thread":1,"start_ns":0,"end_ns":100000000000,"ticks":100000,"samples":100000,"lost_overrun":0,"lost_buffer":0}]}"#);
+    text.push('\n');
     let doc = trace_schema::load_str(&text).unwrap();
     let p = OpProfile::from_document(&doc).unwrap();
     assert_eq!(p.totals.counted, 100_000);

@@ -29,6 +29,15 @@ pub const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
 /// Characters kept of a frame's name and file.
 pub const NAME_CHARS: usize = 500;
 
+/// Frames written of one sample's stack: speedscope lists every sample's whole stack, so a
+/// deeper one keeps its outermost and innermost halves around one [`ELIDED_FRAMES`] frame
+/// (the output stays linear in the samples, whatever the depth).
+pub const MAX_STACK_FRAMES: usize = 256;
+
+/// The name of the frame that stands for the middle of a stack deeper than
+/// [`MAX_STACK_FRAMES`].
+pub const ELIDED_FRAMES: &str = "… frames left out (stack deeper than 256) …";
+
 /// Why the export could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum SpeedscopeError {
@@ -118,6 +127,18 @@ pub fn write_speedscope<W: Write>(
             })
         })
         .collect();
+    let elided = table
+        .stacks
+        .iter()
+        .any(|s| s.frames.len() > MAX_STACK_FRAMES)
+        .then(|| {
+            frames.push(Frame {
+                name: ELIDED_FRAMES.to_string(),
+                file: None,
+                line: None,
+            });
+            (frames.len() - 1) as u32
+        });
     // Threads: the sampler's, in its order, then any other key seen in the samples.
     let mut threads: Vec<ThreadInfo<'_>> = table
         .sampler
@@ -207,11 +228,22 @@ pub fn write_speedscope<W: Write>(
                 .stacks
                 .get(table.samples[i].stack as usize)
                 .map_or(&[][..], |s| &s.frames[..]);
-            for (n, &f) in frames.iter().rev().enumerate() {
+            // outermost first; the middle of a deep stack is one elision frame
+            let (outer, inner) = match elided {
+                Some(_) if frames.len() > MAX_STACK_FRAMES => {
+                    let keep = (MAX_STACK_FRAMES - 1) / 2;
+                    (keep, MAX_STACK_FRAMES - 1 - keep)
+                }
+                _ => (frames.len(), 0),
+            };
+            let outermost = frames.iter().rev().take(outer).map(|&f| index[f as usize]);
+            let middle = elided.filter(|_| inner > 0);
+            let innermost = frames[..inner].iter().rev().map(|&f| index[f as usize]);
+            for (n, i) in outermost.chain(middle).chain(innermost).enumerate() {
                 if n > 0 {
                     w.write_all(b",")?;
                 }
-                write!(w, "{}", index[f as usize])?;
+                write!(w, "{i}")?;
             }
             w.write_all(b"]")?;
         }

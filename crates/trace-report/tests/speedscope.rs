@@ -176,3 +176,43 @@ fn a_trace_without_samples_is_an_error() {
     assert!(matches!(err, SpeedscopeError::NoSamples));
     assert!(buf.is_empty());
 }
+
+#[test]
+fn a_deep_stack_is_written_with_its_ends_and_one_elision_frame() {
+    use trace_report::speedscope::{ELIDED_FRAMES, MAX_STACK_FRAMES};
+    let names: Vec<String> = (0..10_000).map(|i| format!("f{i}")).collect();
+    let frames: Vec<&str> = names.iter().map(String::as_str).collect();
+    // innermost first: f0 is the interrupted function, f9999 the outermost
+    let stacks = vec![(0..10_000u32).collect::<Vec<_>>()];
+    let doc_of = |n: u64| {
+        let samples: Vec<_> = (0..n)
+            .map(|i| (1_000_000 + i * 1000, 2, 0, Some("s2")))
+            .collect();
+        common::sampled_doc(&frames, &stacks, &samples, &[(2, None)], 1000)
+    };
+    let size = |doc: &trace_schema::TraceDocument| {
+        let mut buf = Vec::new();
+        write_speedscope(doc, "candle-graph@test", &mut buf).unwrap();
+        buf.len()
+    };
+    // each sample adds at most 256 indices (up to 5 digits and a comma) and a weight,
+    // not the 10,000 frames of its stack
+    let per_sample = (size(&doc_of(100)) - size(&doc_of(50))) / 50;
+    assert!(per_sample <= MAX_STACK_FRAMES * 6 + 16, "{per_sample}");
+    let doc = doc_of(50);
+    let v = export(&doc);
+    let stack: Vec<String> = v["profiles"][0]["samples"][0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| frame_name(&v, i))
+        .collect();
+    assert_eq!(stack.len(), MAX_STACK_FRAMES);
+    assert_eq!(stack[0], "f9999", "outermost first");
+    assert_eq!(
+        stack[MAX_STACK_FRAMES - 1],
+        "f0",
+        "the interrupted function last"
+    );
+    assert_eq!(stack.iter().filter(|n| *n == ELIDED_FRAMES).count(), 1);
+}

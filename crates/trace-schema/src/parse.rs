@@ -257,6 +257,10 @@ fn diagnose(bytes: &[u8], line: u64) -> LoadError {
             None => field_error(line, "edge", "", "missing field `edge_kind`"),
         },
         "dropped_events" => check!(DroppedEventsEvent),
+        "frame" => check!(FrameEvent),
+        "stack" => check!(StackEvent),
+        "sample" => check!(SampleEvent),
+        "sampler" => check!(SamplerEvent),
         "terminal" => check!(TerminalEvent),
         _ => LoadError::UnknownKind { line, kind },
     }

@@ -134,6 +134,42 @@ pub struct SamplerEvent {
 }
 
 impl SamplerEvent {
+    /// The account's own rules: a rate and a period above 0, each thread listed once, its
+    /// window not reversed, and samples plus lost samples not more than its ticks (checked
+    /// sums). Returns every problem found (empty when it holds).
+    pub fn validate(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.hz == 0 {
+            problems.push("sampler `hz` is 0".to_string());
+        }
+        if self.period_ns == 0 {
+            problems.push("sampler `period_ns` is 0".to_string());
+        }
+        let mut seen = std::collections::HashSet::new();
+        for t in &self.threads {
+            if !seen.insert(t.thread) {
+                problems.push(format!("sampler lists thread {} twice", t.thread));
+            }
+            if t.start_ns > t.end_ns {
+                problems.push(format!(
+                    "sampler thread {}: window starts at {} ns, after its end at {} ns",
+                    t.thread, t.start_ns, t.end_ns
+                ));
+            }
+            let accounted = t
+                .samples
+                .checked_add(t.lost_overrun)
+                .and_then(|x| x.checked_add(t.lost_buffer));
+            if accounted.is_none_or(|a| a > t.ticks) {
+                problems.push(format!(
+                    "sampler thread {}: {} samples and {} + {} lost exceed its {} ticks",
+                    t.thread, t.samples, t.lost_overrun, t.lost_buffer, t.ticks
+                ));
+            }
+        }
+        problems
+    }
+
     /// Samples written, all threads. Saturating.
     pub fn samples(&self) -> u64 {
         self.threads

@@ -198,14 +198,14 @@ fn sample_ids_must_be_defined_before_use_and_unique() {
     let frame = r#"{"kind":"frame","id":7,"function":"f"}"#;
     let stack = r#"{"kind":"stack","id":1,"frames":[7]}"#;
     let sample = r#"{"kind":"sample","timestamp_ns":3,"thread":1,"stack_id":1}"#;
-    let sampler = r#"{"kind":"sampler","hz":1000,"period_ns":1000000,"clock":"wall","unwinder":"libgcc","symbols":"none","threads":[]}"#;
+    let sampler = r#"{"kind":"sampler","hz":1000,"period_ns":1000000,"clock":"wall","unwinder":"libgcc","symbols":"none","threads":[{"thread":1,"start_ns":0,"end_ns":10,"ticks":1,"samples":1,"lost_overrun":0,"lost_buffer":0}]}"#;
     let clean = load(&[META_12, SPAN, frame, stack, sample, sampler, END, TERMINAL]);
     assert_eq!(issues(&clean), vec![]);
     assert_eq!(clean.samples.samples.len(), 1);
 
     // a stack before its frame, a sample of an unknown stack, repeated ids, a second sampler
     // (the dropped stack of the first case also drops its sample)
-    let cases: [(&[&str], &[u64]); 5] = [
+    let cases: [(&[&str], &[u64]); 6] = [
         (&[stack, frame, sample], &[3, 5]),
         (
             &[
@@ -218,6 +218,16 @@ fn sample_ids_must_be_defined_before_use_and_unique() {
         (&[frame, frame, stack, sample], &[4]),
         (&[frame, stack, stack, sample], &[5]),
         (&[frame, stack, sample, sampler, sampler], &[7]),
+        // the account disagrees with the samples (one sample, none claimed): at the end
+        (
+            &[
+                frame,
+                stack,
+                sample,
+                r#"{"kind":"sampler","hz":1000,"period_ns":1000000,"clock":"wall","unwinder":"u","symbols":"none","threads":[{"thread":1,"start_ns":0,"end_ns":10,"ticks":1,"samples":0,"lost_overrun":0,"lost_buffer":0}]}"#,
+            ],
+            &[6],
+        ),
     ];
     for (body, lines_expected) in cases {
         let mut lines = vec![META_12, SPAN];
@@ -258,5 +268,59 @@ fn frame_names_are_held_bounded() {
             s.len()
         );
         assert!(s.contains("2000000 bytes"), "the full length is stated");
+    }
+}
+
+#[test]
+fn a_malformed_sample_field_names_its_field() {
+    for (line, field) in [
+        (
+            r#"{"kind":"sample","timestamp_ns":"abc","thread":1,"stack_id":1}"#,
+            "timestamp_ns",
+        ),
+        (r#"{"kind":"stack","id":1,"frames":"x"}"#, "frames"),
+        (r#"{"kind":"frame","id":1,"line":-3}"#, "line"),
+        (
+            r#"{"kind":"sampler","hz":-1,"period_ns":1,"clock":"wall","unwinder":"u","symbols":"none","threads":[]}"#,
+            "hz",
+        ),
+    ] {
+        let mut text = [META_12, SPAN, line, END, TERMINAL].join("\n");
+        text.push('\n');
+        let err = load_str(&text).unwrap_err().to_string();
+        assert!(
+            err.contains("line 3") && err.contains(field) && !err.contains("unknown event kind"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn an_impossible_sampler_account_is_named() {
+    let thread = |start: u64, end: u64, ticks: u64, samples: u64, lost: u64| {
+        format!(
+            r#"{{"thread":1,"start_ns":{start},"end_ns":{end},"ticks":{ticks},"samples":{samples},"lost_overrun":{lost},"lost_buffer":0}}"#
+        )
+    };
+    let sampler = |hz: u64, period: u64, threads: &[String]| {
+        format!(
+            r#"{{"kind":"sampler","hz":{hz},"period_ns":{period},"clock":"wall","unwinder":"u","symbols":"none","threads":[{}]}}"#,
+            threads.join(",")
+        )
+    };
+    let ok = thread(0, 10, 3, 0, 1);
+    let cases = [
+        (sampler(0, 1, &[ok.clone()]), "`hz` is 0"),
+        (sampler(1, 0, &[ok.clone()]), "`period_ns` is 0"),
+        (sampler(1, 1, &[ok.clone(), ok.clone()]), "twice"),
+        (sampler(1, 1, &[thread(9, 1, 3, 0, 1)]), "after its end"),
+        (sampler(1, 1, &[thread(0, 10, 3, 0, u64::MAX)]), "exceed"),
+    ];
+    for (line, what) in cases {
+        let doc = load(&[META_12, SPAN, &line, END, TERMINAL]);
+        let found = doc.semantic_issues.iter().any(|i| {
+            i.code == SemanticCode::InvalidSamples && i.line == 3 && i.message.contains(what)
+        });
+        assert!(found, "{what}: {:?}", doc.semantic_issues);
     }
 }

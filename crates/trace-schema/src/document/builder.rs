@@ -22,6 +22,8 @@ pub struct TraceBuilder {
     span_end_seen: HashMap<Sym, u64>,
     latest_evidence_ns: u64,
     terminal_line: u64,
+    /// Line of the (first) `sampler` event, for the samples' cross-check at the end.
+    sampler_line: u64,
     /// Memory events go here instead of `doc.memory` (a document with a spilled memory plane).
     memory_log: Option<MemoryLogWriter>,
     /// Ops' tensor ids go here instead of `doc.ops` (a spilled document).
@@ -80,6 +82,7 @@ impl TraceBuilder {
             span_end_seen: HashMap::default(),
             latest_evidence_ns: 0,
             terminal_line: 0,
+            sampler_line: 0,
             memory_log: None,
             op_log: None,
             log_error: None,
@@ -334,6 +337,13 @@ impl TraceBuilder {
                 }
             }
             TraceEvent::Sampler(e) => {
+                for problem in e.validate() {
+                    self.issue(SemanticCode::InvalidSamples, line, problem);
+                }
+                if self.doc.samples.sampler.is_none() {
+                    self.sampler_line = line;
+                }
+                let doc = &mut self.doc;
                 if let Err(problem) = doc.samples.set_sampler(e) {
                     self.issue(SemanticCode::InvalidSamples, line, problem);
                 }
@@ -620,6 +630,10 @@ impl TraceBuilder {
         }
         if let Some(log) = self.op_log.take() {
             self.doc.op_tensor_log = Some(std::sync::Arc::new(log.finish()?));
+        }
+        for problem in self.doc.samples.check_against_sampler() {
+            let line = self.sampler_line;
+            self.issue(SemanticCode::InvalidSamples, line, problem);
         }
         if let Some(terminal) = &self.doc.terminal {
             if terminal.timestamp_ns < self.latest_evidence_ns {

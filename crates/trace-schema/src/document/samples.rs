@@ -113,7 +113,7 @@ impl SampleTable {
     ) -> Result<(), String> {
         let Some(&stack) = self.stack_index.get(&sample.stack_id) else {
             return Err(format!(
-                "sample at {} ns names stack {}, which no earlier `stack` defines",
+                "sample at {} ns names stack {}, which no earlier `stack` defines (or one that was rejected)",
                 sample.timestamp_ns, sample.stack_id
             ));
         };
@@ -133,6 +133,37 @@ impl SampleTable {
         }
         self.sampler = Some(sampler);
         Ok(())
+    }
+
+    /// The cross-check of the samples against the sampler's account, once the trace is read:
+    /// every sample's thread is listed and each listed thread has exactly the samples it
+    /// claims. Returns the problems (empty when they agree, or when there is no account).
+    pub(crate) fn check_against_sampler(&self) -> Vec<String> {
+        let Some(sampler) = &self.sampler else {
+            return Vec::new();
+        };
+        let mut counts: HashMap<u64, u64> = HashMap::default();
+        for s in &self.samples {
+            *counts.entry(s.thread).or_default() += 1;
+        }
+        let mut problems = Vec::new();
+        for t in &sampler.threads {
+            let found = counts.remove(&t.thread).unwrap_or(0);
+            if found != t.samples {
+                problems.push(format!(
+                    "the sampler counts {} samples on thread {}, the trace holds {found}",
+                    t.samples, t.thread
+                ));
+            }
+        }
+        let mut unlisted: Vec<_> = counts.into_iter().collect();
+        unlisted.sort_unstable();
+        for (thread, n) in unlisted {
+            problems.push(format!(
+                "{n} samples on thread {thread}, which the sampler does not list"
+            ));
+        }
+        problems
     }
 
     /// Releases growth slack.
