@@ -310,8 +310,8 @@ fn an_impossible_sampler_account_is_named() {
     };
     let ok = thread(0, 10, 3, 0, 1);
     let cases = [
-        (sampler(0, 1, &[ok.clone()]), "`hz` is 0"),
-        (sampler(1, 0, &[ok.clone()]), "`period_ns` is 0"),
+        (sampler(0, 1, std::slice::from_ref(&ok)), "`hz` is 0"),
+        (sampler(1, 0, std::slice::from_ref(&ok)), "`period_ns` is 0"),
         (sampler(1, 1, &[ok.clone(), ok.clone()]), "twice"),
         (sampler(1, 1, &[thread(9, 1, 3, 0, 1)]), "after its end"),
         (sampler(1, 1, &[thread(0, 10, 3, 0, u64::MAX)]), "exceed"),

@@ -183,6 +183,23 @@ pub fn few_samples_line(t: &SampleTotals) -> Option<String> {
     })
 }
 
+/// Share of the timer's expirations lost above which every view warns.
+pub const MANY_LOST_SHARE: f64 = 0.1;
+
+/// The "many samples lost" warning line, when more than [`MANY_LOST_SHARE`] of the timer's
+/// expirations (samples plus lost ones) gave no sample.
+pub fn lost_samples_line(t: &SampleTotals) -> Option<String> {
+    let lost = t.lost?;
+    let ticks = t.samples.checked_add(lost)?;
+    let share = lost as f64 / ticks as f64;
+    (ticks > 0 && share > MANY_LOST_SHARE).then(|| {
+        format!(
+            "{lost} of {ticks} timer expirations gave no sample ({}): the thread could not take the signal that often (a loaded machine, a high rate); if the losses fall more in some ops than others, their shares are biased — compare with a lower rate",
+            pct(share)
+        )
+    })
+}
+
 /// Renders the report as text.
 pub fn render(r: &OpsReport) -> String {
     let mut out = String::new();
@@ -211,7 +228,7 @@ pub fn render(r: &OpsReport) -> String {
         })
         .unwrap_or_else(|| "unknown: no time estimates, shares only".to_string());
     let _ = writeln!(out, "region       {region}");
-    if let Some(line) = few_samples_line(t) {
+    for line in few_samples_line(t).into_iter().chain(lost_samples_line(t)) {
         let _ = writeln!(out, "warning      {line}");
     }
     if let Some(p) = r.pass_filter {

@@ -18,7 +18,7 @@ use trace_report::page::{Block, Cell, Column, Fact, Page, Section, Table, Text};
 use trace_schema::TraceDocument;
 
 use crate::commands::export::finding_texts;
-use crate::commands::ops::{few_samples_line, pct};
+use crate::commands::ops::{few_samples_line, lost_samples_line, pct};
 use crate::commands::peak::{self, categories_line, PeakRecord, Peaks};
 use crate::commands::summary::{self, health_line, overflow_line, SummaryReport};
 use crate::commands::{check, memory};
@@ -668,7 +668,7 @@ fn ops_section(profile: &Result<OpProfile, trace_ops::Unavailable>) -> Section {
         ..Fact::default()
     });
     blocks.push(Block::Facts(facts));
-    if let Some(line) = few_samples_line(t) {
+    for line in few_samples_line(t).into_iter().chain(lost_samples_line(t)) {
         blocks.push(Block::Paragraph(Text::from(line)));
     }
     if t.outside_region > 0 {

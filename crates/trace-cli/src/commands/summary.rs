@@ -572,7 +572,7 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
 
 /// Renders the slowest operations: one line when they were not captured.
 pub fn render_operations(out: &mut String, s: &SlowestOperations) {
-    use crate::commands::ops::{few_samples_line, header, pct};
+    use crate::commands::ops::{few_samples_line, header, lost_samples_line, pct};
     let Some(t) = s.totals.as_ref().filter(|_| s.available) else {
         let _ = writeln!(
             out,
@@ -582,7 +582,7 @@ pub fn render_operations(out: &mut String, s: &SlowestOperations) {
         return;
     };
     let _ = writeln!(out, "slowest operations ({})", header(t));
-    if let Some(line) = few_samples_line(t) {
+    for line in few_samples_line(t).into_iter().chain(lost_samples_line(t)) {
         let _ = writeln!(out, "  warning: {line}");
     }
     let mut table = crate::table::Table::new(&[

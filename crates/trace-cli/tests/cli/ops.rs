@@ -462,3 +462,37 @@ fn samples_that_disagree_with_the_account_give_no_estimate() {
     let out = ops(&[path.to_str().unwrap()]);
     assert!(out.contains("operations: unavailable"), "{out}");
 }
+
+#[test]
+fn many_lost_samples_are_warned_about() {
+    let text =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SYNTHETIC))
+            .unwrap();
+    let lossy: String = text
+        .lines()
+        .map(|l| {
+            if !l.starts_with(r#"{"kind":"sampler""#) {
+                return format!("{l}\n");
+            }
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            for t in v["threads"].as_array_mut().unwrap() {
+                let samples = t["samples"].as_u64().unwrap();
+                t["lost_overrun"] = samples.into(); // as many lost as taken: 50%
+                t["lost_buffer"] = 0.into();
+                t["ticks"] = (2 * samples).into();
+            }
+            format!("{v}\n")
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lossy.jsonl");
+    std::fs::write(&path, lossy).unwrap();
+    let out = ops(&[path.to_str().unwrap()]);
+    assert!(
+        out.contains("timer expirations gave no sample (50.0%)"),
+        "{out}"
+    );
+    // the plain trace loses fewer than 10%: no such line
+    let plain = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SYNTHETIC);
+    assert!(!ops(&[plain.to_str().unwrap()]).contains("gave no sample"));
+}
