@@ -11,6 +11,7 @@
 //! #   r#"{"kind":"frame","id":1,"function":"my_model::step"}"#, "\n",
 //! #   r#"{"kind":"stack","id":0,"frames":[0,1]}"#, "\n",
 //! #   r#"{"kind":"sample","timestamp_ns":5,"thread":1,"stack_id":0,"span_id":"s1"}"#, "\n",
+//! #   r#"{"kind":"terminal","outcome":"complete","timestamp_ns":100}"#, "\n",
 //! # );
 //! # let doc = trace_schema::load_str(text).unwrap();
 //! let profile = trace_ops::OpProfile::from_document(&doc).unwrap();

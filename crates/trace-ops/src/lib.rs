@@ -31,6 +31,7 @@
 //!   r#"{"kind":"sample","timestamp_ns":1000000,"thread":1,"stack_id":0,"span_id":"s1"}"#, "\n",
 //!   r#"{"kind":"sample","timestamp_ns":2000000,"thread":1,"stack_id":0,"span_id":"s1"}"#, "\n",
 //!   r#"{"kind":"sample","timestamp_ns":3000000,"thread":1,"stack_id":1,"span_id":"s1"}"#, "\n",
+//!   r#"{"kind":"terminal","outcome":"complete","timestamp_ns":4000000}"#, "\n",
 //! );
 //! let doc = trace_schema::load_str(text).unwrap();
 //! let profile = trace_ops::OpProfile::from_document(&doc).unwrap();
