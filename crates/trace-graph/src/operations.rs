@@ -71,6 +71,23 @@ pub(crate) fn operation_findings(
         }
         _ => String::new(),
     };
+    // What every operation finding's evidence says: the count and share it states, with their
+    // interval, and the estimated duration of `timed` (a share of the step) with its interval.
+    let sampled = |share: &Share, k: u64, of: u64, timed: &Share| {
+        let d = of_duration(timed);
+        Evidence {
+            count: Some(k),
+            of_count: Some(of),
+            share: Some(share.share),
+            share_low: Some(share.low),
+            share_high: Some(share.high),
+            duration_ns: d.map(|x| x.0),
+            duration_low_ns: d.map(|x| x.1),
+            duration_high_ns: d.map(|x| x.2),
+            of_duration_ns: region_ns,
+            ..Evidence::default()
+        }
+    };
     let few = if p.totals.few_samples {
         " — few samples: a rough estimate"
     } else {
@@ -126,10 +143,6 @@ pub(crate) fn operation_findings(
                 100.0 * k as f64 / r.samples as f64
             )
         });
-        let (self_ns, low, high) = match of_duration(&share) {
-            Some((a, b, c)) => (Some(a), Some(b), Some(c)),
-            None => (None, None, None),
-        };
         out.push(Finding {
             code: FindingCode::LargeOperationShare,
             severity: if kind == OpKind::Probe {
@@ -149,16 +162,7 @@ pub(crate) fn operation_findings(
                 operation_kind: Some(kind),
                 module: modules.first().map(|m| m.0.to_string()),
                 pass: (passes.len() == 1).then_some(passes[0]).flatten(),
-                count: Some(r.samples),
-                of_count: Some(n),
-                share: Some(share.share),
-                share_low: Some(share.low),
-                share_high: Some(share.high),
-                duration_ns: self_ns,
-                duration_low_ns: low,
-                duration_high_ns: high,
-                of_duration_ns: region_ns,
-                ..Evidence::default()
+                ..sampled(&share, r.samples, n, &share)
             },
             requires: requires.clone(),
         });
@@ -218,10 +222,6 @@ pub(crate) fn operation_findings(
         } else {
             format!(" via {}", via.join(" → "))
         };
-        let (self_ns, low, high) = match of_duration(&share) {
-            Some((a, b, c)) => (Some(a), Some(b), Some(c)),
-            None => (None, None, None),
-        };
         let mut frames: Vec<String> = via.to_vec();
         frames.extend(io_fns.iter().map(|s| s.to_string()));
         out.push(Finding {
@@ -238,16 +238,7 @@ pub(crate) fn operation_findings(
                 operation: Some(op.to_string()),
                 operation_kind: Some(kind),
                 frames,
-                count: Some(k),
-                of_count: Some(n),
-                share: Some(share.share),
-                share_low: Some(share.low),
-                share_high: Some(share.high),
-                duration_ns: self_ns,
-                duration_low_ns: low,
-                duration_high_ns: high,
-                of_duration_ns: region_ns,
-                ..Evidence::default()
+                ..sampled(&share, k, n, &share)
             },
             requires: requires.clone(),
         });
@@ -265,10 +256,6 @@ pub(crate) fn operation_findings(
     if let (Some(of_backward), true) = (Share::of(accumulate, backward), accumulate > 0) {
         if of_backward.share >= ACCUMULATION_SHARE {
             let of_step = Share::of(accumulate, n).expect("counted samples");
-            let (self_ns, low, high) = match of_duration(&of_step) {
-                Some((a, b, c)) => (Some(a), Some(b), Some(c)),
-                None => (None, None, None),
-            };
             out.push(Finding {
                 code: FindingCode::GradientAccumulationShare,
                 severity: Severity::Info,
@@ -282,16 +269,7 @@ pub(crate) fn operation_findings(
                     operation: Some(trace_ops::rules::GRAD_ACCUMULATE.to_string()),
                     operation_kind: Some(OpKind::BackwardOp),
                     pass: Some(Pass::Backward),
-                    count: Some(accumulate),
-                    of_count: Some(backward),
-                    share: Some(of_backward.share),
-                    share_low: Some(of_backward.low),
-                    share_high: Some(of_backward.high),
-                    duration_ns: self_ns,
-                    duration_low_ns: low,
-                    duration_high_ns: high,
-                    of_duration_ns: region_ns,
-                    ..Evidence::default()
+                    ..sampled(&of_backward, accumulate, backward, &of_step)
                 },
                 requires,
             });

@@ -47,7 +47,7 @@ use serde::Serialize;
 use trace_schema::{Pass, TraceDocument};
 
 use crate::classify::{function_path, OpKind};
-use crate::profile::OpProfile;
+use crate::profile::{pass_rank, OpProfile};
 use crate::rules::FrameRole;
 
 /// The name of a merged node.
@@ -167,15 +167,6 @@ pub fn flame_trees(
             )
         })
         .collect()
-}
-
-fn pass_rank(p: Option<Pass>) -> u8 {
-    match p {
-        Some(Pass::Forward) => 0,
-        Some(Pass::Backward) => 1,
-        Some(Pass::Optimizer) => 2,
-        None => 3,
-    }
 }
 
 /// A tree's thread and pass.

@@ -235,7 +235,7 @@ pub struct OpProfile {
 type IoKey = (u64, String, Vec<String>, String);
 
 /// Pass order for sorting: forward, backward, optimizer, none.
-fn pass_rank(p: Option<Pass>) -> u8 {
+pub(crate) fn pass_rank(p: Option<Pass>) -> u8 {
     match p {
         Some(Pass::Forward) => 0,
         Some(Pass::Backward) => 1,
