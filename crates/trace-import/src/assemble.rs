@@ -206,6 +206,8 @@ pub(crate) fn assemble(
                 source: Some(MemorySource::Allocator),
                 pre_existing: m.pre_existing,
                 label: None,
+                site: None,
+                thread: None,
             }),
         ));
         if let Some((used, reserved)) = m.sample {

@@ -20,6 +20,7 @@
 //! | `edge` | [`EdgeEvent`] | trace/4 |
 //! | `dropped_events` | [`DroppedEventsEvent`] | trace/11 |
 //! | `frame` / `stack` / `sample` / `sampler` | [`FrameEvent`] / [`StackEvent`] / [`SampleEvent`] / [`SamplerEvent`] (see [`crate::sampling`]) | trace/12 |
+//! | `site` / `alloc_sites` | [`SiteEvent`] / [`AllocSitesEvent`] (see [`crate::sites`]) | trace/13 |
 //! | `terminal` | [`TerminalEvent`] | trace/7 |
 //!
 //! # Example (a complete trace/11 document)
@@ -40,6 +41,7 @@ use crate::meta::RunMeta;
 pub use crate::sampling::{
     FrameEvent, SampleEvent, SampledThread, SamplerEvent, StackEvent, SymbolQuality,
 };
+pub use crate::sites::{AllocSitesEvent, SiteEvent};
 
 /// One JSONL record of a trace stream, tagged by `kind`.
 // `Meta` is much larger than the body events, but there is one per trace and the loaded
@@ -80,6 +82,10 @@ pub enum TraceEvent {
     Sample(SampleEvent),
     /// The sampler's account of itself (trace/12).
     Sampler(SamplerEvent),
+    /// An allocation site: a stack at which storages were allocated (trace/13).
+    Site(SiteEvent),
+    /// The allocation-site capture's account of itself (trace/13).
+    AllocSites(AllocSitesEvent),
     /// How the capture ended (exactly one, last).
     Terminal(TerminalEvent),
 }
@@ -104,6 +110,8 @@ impl TraceEvent {
             TraceEvent::Stack(_) => "stack",
             TraceEvent::Sample(_) => "sample",
             TraceEvent::Sampler(_) => "sampler",
+            TraceEvent::Site(_) => "site",
+            TraceEvent::AllocSites(_) => "alloc_sites",
             TraceEvent::Terminal(_) => "terminal",
         }
     }
@@ -127,6 +135,8 @@ pub const EVENT_KINDS: &[&str] = &[
     "stack",
     "sample",
     "sampler",
+    "site",
+    "alloc_sites",
     "terminal",
 ];
 
@@ -527,6 +537,15 @@ pub struct MemoryEvent {
     /// Free-form label (e.g. the parameter name) (trace/11).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// Where the storage's data was allocated: a [`SiteEvent`] id (trace/13, alloc events
+    /// only; absent when no stack was captured: below the threshold, before the capture, or
+    /// lost). The site is defined later in the stream (see [`crate::sites`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<u32>,
+    /// The allocating thread: the key samples use ([`SampleEvent::thread`]) (trace/13, alloc
+    /// events with a site; absent when not recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<u64>,
 }
 
 /// A device memory sample: the physical plane. Each field only when really observed; capacity

@@ -41,6 +41,7 @@ mod parse;
 pub mod reader;
 pub mod sampling;
 pub mod shared;
+pub mod sites;
 #[doc(hidden)]
 pub mod varint;
 pub mod version;

@@ -18,8 +18,11 @@ pub enum SchemaVersion {
     /// `candle-graph/trace/11`: storage capture, dropped-event counts.
     V11,
     /// `candle-graph/trace/12`: sampled call stacks (`frame`, `stack`, `sample`, `sampler`)
-    /// and the `sampled` coverage level; this project's write version.
+    /// and the `sampled` coverage level; this project's write version (until the probe writes sites).
     V12,
+    /// `candle-graph/trace/13`: allocation sites (`site`, `alloc_sites`; `site` and `thread`
+    /// on memory events).
+    V13,
 }
 
 /// The version this crate writes.
@@ -27,6 +30,7 @@ pub const WRITE_VERSION: SchemaVersion = SchemaVersion::V12;
 
 /// Every supported schema string, newest first.
 pub const SUPPORTED_SCHEMAS: &[&str] = &[
+    "candle-graph/trace/13",
     "candle-graph/trace/12",
     "candle-graph/trace/11",
     "candle-graph/trace/10",
@@ -47,6 +51,7 @@ impl SchemaVersion {
             "candle-graph/trace/10" => Self::V10,
             "candle-graph/trace/11" => Self::V11,
             "candle-graph/trace/12" => Self::V12,
+            "candle-graph/trace/13" => Self::V13,
             _ => return None,
         })
     }
@@ -61,6 +66,7 @@ impl SchemaVersion {
             Self::V10 => "candle-graph/trace/10",
             Self::V11 => "candle-graph/trace/11",
             Self::V12 => "candle-graph/trace/12",
+            Self::V13 => "candle-graph/trace/13",
         }
     }
 
@@ -80,6 +86,7 @@ impl SchemaVersion {
             "tensor_stats" => self >= Self::V10,
             "dropped_events" => self >= Self::V11,
             "frame" | "stack" | "sample" | "sampler" => self >= Self::V12,
+            "site" | "alloc_sites" => self >= Self::V13,
             "device_interval" | "terminal" => self >= Self::V7,
             _ => true,
         }

@@ -400,6 +400,8 @@ fn memory() -> impl Strategy<Value = TraceEvent> {
                 source,
                 pre_existing: pre,
                 label,
+                site: None,
+                thread: None,
             })
         })
 }

@@ -576,6 +576,8 @@ impl SynthEvents {
             source: Some(source),
             pre_existing,
             label,
+            site: None,
+            thread: None,
         };
         self.queue.push_back(TraceEvent::Memory(event));
     }
@@ -611,6 +613,8 @@ impl SynthEvents {
             }),
             pre_existing: false,
             label: None,
+            site: None,
+            thread: None,
         }));
     }
 
@@ -641,6 +645,8 @@ impl SynthEvents {
             source: Some(MemorySource::Registry),
             pre_existing: false,
             label: None,
+            site: None,
+            thread: None,
         }));
         true
     }

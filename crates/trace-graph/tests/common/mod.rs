@@ -149,6 +149,8 @@ pub fn alloc(
         source: None,
         pre_existing: false,
         label: None,
+        site: None,
+        thread: None,
     })
 }
 
@@ -180,6 +182,8 @@ pub fn free(ts: u64, storage: &str, span: Option<&str>) -> TraceEvent {
         source: None,
         pre_existing: false,
         label: None,
+        site: None,
+        thread: None,
     })
 }
 

@@ -57,6 +57,8 @@ pub fn mem(
         source: None,
         pre_existing: false,
         label: None,
+        site: None,
+        thread: None,
     }
 }
 

@@ -124,6 +124,8 @@ pub(crate) fn alloc_event(
         source: Some(source),
         pre_existing,
         label: e.label.clone(),
+        site: None,
+        thread: None,
     }
 }
 
@@ -146,6 +148,8 @@ pub(crate) fn anonymous_alloc(device: String, storage_id: String, bytes: u64) ->
         source: Some(MemorySource::Allocator),
         pre_existing: false,
         label: None,
+        site: None,
+        thread: None,
     }
 }
 
@@ -288,6 +292,8 @@ mod tests {
                 source: Some(MemorySource::Allocator),
                 pre_existing: false,
                 label: None,
+                site: None,
+                thread: None,
             },
             infer_category: true,
         }

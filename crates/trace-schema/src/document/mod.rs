@@ -391,6 +391,8 @@ impl TraceDocument {
                 source: m.source,
                 pre_existing: m.pre_existing,
                 label: o(m.label),
+                site: None,
+                thread: None,
             }));
         });
         for d in &self.device_memory {
