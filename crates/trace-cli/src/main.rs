@@ -192,6 +192,22 @@ fn run(cli: Cli) -> Result<Output> {
         }
         Command::Ops(args) => {
             let (trace, analysis) = load(&args.input.trace, Detail::Summary)?;
+            if analysis.operations.is_err() {
+                // A producer that timed every op (a PyTorch import) gets the exact table.
+                if let Some(measured) = trace_ops::MeasuredOps::from_document(&trace.doc) {
+                    let report = commands::ops_measured::build(
+                        &measured,
+                        args.by == Some(commands::ops::ByArg::Op),
+                        args.pass.map(commands::ops::PassArg::pass),
+                        args.top,
+                    );
+                    return Ok(Output::ok(if args.input.json {
+                        to_json("ops", Some(InputRecord::of(trace)), &report)?
+                    } else {
+                        terminal_safe(commands::ops_measured::render(&report))
+                    }));
+                }
+            }
             let report = commands::ops::build(
                 &analysis.operations,
                 commands::ops::OpsQuery {

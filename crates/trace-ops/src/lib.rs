@@ -47,6 +47,7 @@
 pub mod classify;
 pub mod flame;
 pub mod interval;
+pub mod measured;
 pub mod names;
 pub mod profile;
 pub mod rules;
@@ -54,6 +55,7 @@ pub mod rules;
 pub use classify::{classify_stack, OpKind, StackClass};
 pub use flame::{flame_trees, FlameNode, FlameOptions, FlameTree};
 pub use interval::{wilson, Share, Z_95};
+pub use measured::{MeasuredOps, MeasuredRow};
 pub use profile::{
     cmp_rows, filter_pass, sort_rows, FileIoRow, GroupBy, ModuleSource, OpProfile, OpRow,
     SampleTotals, SortBy, ThreadTotals, Unavailable, FEW_SAMPLES,

@@ -11,6 +11,7 @@ pub mod export;
 pub mod import;
 pub mod memory;
 pub mod ops;
+pub mod ops_measured;
 pub mod peak;
 pub mod query;
 pub mod report;

@@ -37,7 +37,8 @@ pub enum PassArg {
 }
 
 impl PassArg {
-    fn pass(self) -> Pass {
+    /// The pass.
+    pub fn pass(self) -> Pass {
         match self {
             Self::Forward => Pass::Forward,
             Self::Backward => Pass::Backward,
