@@ -299,6 +299,10 @@ pub struct DiffArgs {
     /// strict Content-Security-Policy, sortable tables).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// A role map (JSON, the format of trace-ops' `rules/op-roles.json`) whose roles are tried
+    /// before the built-in Candle ↔ PyTorch ones when ops are aligned.
+    #[arg(long, value_name = "FILE")]
+    pub op_map: Option<PathBuf>,
 }
 
 impl DiffArgs {

@@ -21,7 +21,7 @@ mod table;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use clap::Parser;
 use trace_graph::Detail;
 
@@ -352,10 +352,26 @@ fn diff(args: &cli::DiffArgs) -> Result<Output> {
             .collect()
     };
     let (lb, lc) = (labels(&b), labels(&c));
-    let options = trace_diff::DiffOptions {
+    let mut options = trace_diff::DiffOptions {
         norm_ratio_threshold: args.norm_ratio,
         ..trace_diff::DiffOptions::default()
     };
+    if let Some(path) = &args.op_map {
+        // A role map is small; a file of more than 16 MiB is not one.
+        let meta = std::fs::metadata(path)
+            .with_context(|| format!("cannot read the op map {}", path.display()))?;
+        anyhow::ensure!(
+            meta.len() <= 16 << 20,
+            "the op map {} is {} bytes: not a role map (at most 16 MiB)",
+            path.display(),
+            meta.len()
+        );
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the op map {}", path.display()))?;
+        let user = trace_ops::RoleMap::from_json(&text)
+            .with_context(|| format!("the op map {}", path.display()))?;
+        options.op_roles = trace_ops::RoleMap::builtin().extended_by(user);
+    }
     let diff = trace_diff::compare(&runs(&b, &lb), &runs(&c, &lc), &options)?;
     if let Some(path) = &args.html {
         let written = commands::diff_html::write(&diff, args.top, path)?;

@@ -66,8 +66,16 @@ fn check(name: &str) {
         compared += 1;
     }
     // Every aten op PyTorch averaged is in our table (the rest are annotations and the step).
-    for a in averages.by_name.iter().filter(|a| a.key.starts_with("aten::")) {
-        assert!(ours.iter().any(|r| r.op == a.key), "{name}: {} missing", a.key);
+    for a in averages
+        .by_name
+        .iter()
+        .filter(|a| a.key.starts_with("aten::"))
+    {
+        assert!(
+            ours.iter().any(|r| r.op == a.key),
+            "{name}: {} missing",
+            a.key
+        );
     }
     assert!(compared >= 20, "{name}: {compared} ops compared");
 }

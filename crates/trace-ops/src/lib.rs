@@ -50,6 +50,7 @@ pub mod interval;
 pub mod measured;
 pub mod names;
 pub mod profile;
+pub mod roles;
 pub mod rules;
 
 pub use classify::{classify_stack, OpKind, StackClass};
@@ -60,3 +61,4 @@ pub use profile::{
     cmp_rows, filter_pass, sort_rows, FileIoRow, GroupBy, ModuleSource, OpProfile, OpRow,
     SampleTotals, SortBy, ThreadTotals, Unavailable, FEW_SAMPLES,
 };
+pub use roles::{Framework, Role, RoleMap, RoleMapError, SideOp, SideOps, TimeSource};

@@ -221,7 +221,10 @@ mod tests {
         let t = MeasuredOps::from_document(&doc).unwrap();
         let row = |op: &str| t.rows.iter().find(|r| r.op == op).unwrap();
         let linear = row("aten::linear");
-        assert_eq!((linear.calls, linear.total_ns, linear.self_ns), (1, 100, 45));
+        assert_eq!(
+            (linear.calls, linear.total_ns, linear.self_ns),
+            (1, 100, 45)
+        );
         assert_eq!((linear.top_level_calls, linear.top_level_ns), (1, 100));
         let addmm = row("aten::addmm");
         assert_eq!((addmm.calls, addmm.total_ns, addmm.self_ns), (2, 80, 80));

@@ -7,6 +7,7 @@ pub mod demo;
 pub mod device_check;
 pub mod diff;
 pub mod diff_html;
+pub mod diff_ops;
 pub mod export;
 pub mod import;
 pub mod memory;

@@ -39,7 +39,12 @@ pub struct MeasuredReport {
 pub fn build(t: &MeasuredOps, by_op: bool, pass: Option<Pass>, top: usize) -> MeasuredReport {
     let mut rows = if by_op { t.by_name() } else { t.rows.clone() };
     if let Some(p) = pass {
-        rows = t.rows.iter().filter(|r| r.pass == Some(p)).cloned().collect();
+        rows = t
+            .rows
+            .iter()
+            .filter(|r| r.pass == Some(p))
+            .cloned()
+            .collect();
         if by_op {
             let filtered = MeasuredOps {
                 rows,
@@ -72,7 +77,11 @@ pub fn render(r: &MeasuredReport) -> String {
         r.calls
     );
     if r.open_calls > 0 {
-        let _ = writeln!(out, "warning      {} op calls never closed and are not counted", r.open_calls);
+        let _ = writeln!(
+            out,
+            "warning      {} op calls never closed and are not counted",
+            r.open_calls
+        );
     }
     if let Some(p) = r.pass_filter {
         let _ = writeln!(out, "pass         {} only", p.as_str());
