@@ -341,7 +341,17 @@ pub fn compare(
     };
     let ops = ops::compare_ops(&baseline[0], &candidate[0], &identity, &options.op_roles);
     let ops_unavailable = ops.is_none().then(|| {
-        "a side has no op table: neither measured op spans (a PyTorch import) nor stack samples (a Candle capture with the sampler on)".to_string()
+        let has = |r: &Run<'_>| {
+            trace_ops::SideOps::from_document(r.doc, ops::framework_of(r.doc)).is_some()
+        };
+        let sides = match (has(&baseline[0]), has(&candidate[0])) {
+            (false, false) => "neither side has an",
+            (false, true) => "the baseline has no",
+            _ => "the candidate has no",
+        };
+        format!(
+            "{sides} op table (stack samples of a Candle capture, or a PyTorch import's timed ops)"
+        )
     });
     Ok(TraceDiff {
         baseline_runs: baseline.len() as u32,

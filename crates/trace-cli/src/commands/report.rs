@@ -50,7 +50,12 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis, path: &str) -> Page {
     sections.push(memory_section(doc, analysis, &summary));
     sections.push(held_section(doc, analysis));
     sections.push(time_section(doc, analysis));
-    sections.push(ops_section(profile));
+    sections.push(
+        match (profile, trace_ops::MeasuredOps::from_document(doc)) {
+            (Err(_), Some(measured)) => measured_ops_section(&measured),
+            _ => ops_section(profile),
+        },
+    );
     sections.push(gradients_section(analysis));
     sections.push(tensor_stats_section(doc));
     sections.push(health_section(analysis));
@@ -516,11 +521,34 @@ fn time_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
     ];
     match (&analysis.graph, &analysis.graph_refusal) {
         (Some(g), _) => {
+            // A producer that timed every op (a PyTorch import) has one span per op call: those
+            // are the measured operations table's rows, not span rows here.
+            let measured_ops = doc
+                .spans
+                .iter()
+                .any(|s| s.kind == trace_schema::SpanKind::Op)
+                && analysis.operations.is_err();
+            let is_op_span = |id: &str| {
+                doc.sym(id)
+                    .and_then(|s| doc.span_index(s))
+                    .is_some_and(|i| doc.spans[i].kind == trace_schema::SpanKind::Op)
+            };
+            let mut op_spans = 0usize;
             let mut spans: Vec<&trace_graph::GraphNode> = g
                 .nodes
                 .iter()
                 .filter(|n| !matches!(n.kind, NodeKind::Operation | NodeKind::Tensor))
+                .filter(|n| {
+                    let op = measured_ops && is_op_span(&n.id);
+                    op_spans += usize::from(op);
+                    !op
+                })
                 .collect();
+            if op_spans > 0 {
+                blocks.push(Block::Paragraph(Text::from(format!(
+                    "{op_spans} op spans (one per op call) are summarised in the Operations (measured) table below, not listed here."
+                ))));
+            }
             spans.sort_by(|a, b| {
                 b.host_self_time_ns
                     .cmp(&a.host_self_time_ns)
@@ -605,6 +633,64 @@ fn time_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
         id: "time".into(),
         title: "Time".into(),
         blocks,
+    }
+}
+
+/// Rows of the measured op table.
+pub const MEASURED_OP_ROWS: usize = 300;
+
+/// The operations a producer timed one by one (a PyTorch import's `op` spans): calls, self and
+/// total time per op and pass with PyTorch's `key_averages()` definitions, and the top-level
+/// time (calls no other op encloses).
+fn measured_ops_section(m: &trace_ops::MeasuredOps) -> Section {
+    let calls: u64 = m.rows.iter().map(|r| r.calls).sum();
+    let shown = m.rows.len().min(MEASURED_OP_ROWS);
+    let rows = m.rows[..shown]
+        .iter()
+        .map(|r| {
+            vec![
+                Cell::trace(&r.op),
+                Cell::text(r.pass.map_or("-", |p| p.as_str())),
+                Cell::number(r.calls.to_string(), Some(r.calls as f64)),
+                Cell::number(duration(r.self_ns), Some(r.self_ns as f64)),
+                Cell::number(duration(r.total_ns), Some(r.total_ns as f64)),
+                Cell::number(
+                    r.top_level_calls.to_string(),
+                    Some(r.top_level_calls as f64),
+                ),
+                Cell::number(duration(r.top_level_ns), Some(r.top_level_ns as f64)),
+            ]
+        })
+        .collect();
+    Section {
+        id: "ops".into(),
+        title: "Operations (measured)".into(),
+        blocks: vec![
+            Block::Paragraph(Text::from(format!(
+                "{calls} op calls, each timed by the producer (PyTorch's profiler): self and total time as key_averages() computes them; top level = calls no other op encloses.{}",
+                if m.open_calls > 0 {
+                    format!(" {} calls never closed and are not counted.", m.open_calls)
+                } else {
+                    String::new()
+                }
+            ))),
+            Block::Table(Table {
+                id: "measured-ops".into(),
+                caption: Text::from(format!("{} ops by pass", m.rows.len())),
+                columns: vec![
+                    Column::text("OPERATION"),
+                    Column::text("PASS"),
+                    Column::number("CALLS"),
+                    Column::number("SELF"),
+                    Column::number("TOTAL"),
+                    Column::number("TOP-LEVEL CALLS"),
+                    Column::number("TOP-LEVEL TIME"),
+                ],
+                rows,
+                footer: (m.rows.len() > shown)
+                    .then(|| Text::from(format!("{} more rows", m.rows.len() - shown))),
+            }),
+        ],
     }
 }
 
@@ -828,6 +914,25 @@ fn opt_float(v: Option<f64>) -> Cell {
 
 fn gradients_section(analysis: &Analysis) -> Section {
     let g = &analysis.gradients;
+    if g.parameter_count() == 0 && g.non_parameter.is_empty() {
+        // Nothing to tabulate: say so instead of "0 of 0 parameters" over an empty table.
+        let level = analysis
+            .capabilities
+            .level(trace_graph::CapabilityKind::Gradients);
+        return Section {
+            id: "gradients".into(),
+            title: "Gradients".into(),
+            blocks: vec![Block::Paragraph(Text::from(format!(
+                "Gradients: not in this trace (coverage: {}){}",
+                level.as_str(),
+                if level == trace_graph::CapabilityLevel::Unavailable {
+                    ": the producer recorded no gradient facts (a PyTorch profiler trace has none; a Candle capture needs a ProbedOptimizer or `.varmap()`)"
+                } else {
+                    ""
+                }
+            )))],
+        };
+    }
     let mut blocks = vec![Block::Paragraph(Text::from(format!(
         "{} of {} parameters present · {} missing · {} zero · {} non-finite{} (coverage: {})",
         g.counts.present,
