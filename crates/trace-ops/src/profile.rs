@@ -632,8 +632,8 @@ impl OpProfile {
     /// site row without a sampled row becomes a row of 0 samples (its share an estimate with
     /// its interval, as every row's). Rows are sorted again (most samples first).
     pub fn attach_sites(&mut self, sites: &crate::SiteProfile) {
-        let mut index: HashMap<(u64, &str, OpKind, Option<Pass>, Option<&str>), usize> =
-            HashMap::default();
+        type RowKey<'a> = (u64, &'a str, OpKind, Option<Pass>, Option<&'a str>);
+        let mut index: HashMap<RowKey<'_>, usize> = HashMap::default();
         for (i, r) in self.rows.iter().enumerate() {
             if let (Some(op), Some(kind)) = (r.op.as_deref(), r.kind) {
                 index.insert((r.thread, op, kind, r.pass, r.module.as_deref()), i);
