@@ -183,6 +183,7 @@ fn run(cli: Cli) -> Result<Output> {
                 args.device.as_deref(),
                 args.top,
                 args.group_by,
+                args.ungrouped,
             )?;
             Ok(Output::ok(if args.input.json {
                 to_json("memory", Some(InputRecord::of(trace)), &report)?
@@ -194,6 +195,7 @@ fn run(cli: Cli) -> Result<Output> {
             let (trace, analysis) = load(&args.input.trace, Detail::Summary)?;
             let report = commands::ops::build(
                 &analysis.operations,
+                analysis.sites.as_ref(),
                 commands::ops::OpsQuery {
                     by: args.by,
                     pass: args.pass,

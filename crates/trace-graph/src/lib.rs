@@ -99,6 +99,11 @@ pub struct Analysis {
     /// serialized: `candle-graph ops` shows it).
     #[serde(skip)]
     pub operations: Result<trace_ops::OpProfile, trace_ops::Unavailable>,
+    /// The allocation sites read as operations ([`trace_ops::SiteProfile`]: each storage's
+    /// op, module and pass, exact call counts, alloc-clocked time), when the trace has sites
+    /// (trace/13); not serialized. Their calls and times are attached to `operations`' rows.
+    #[serde(skip)]
+    pub sites: Option<trace_ops::SiteProfile>,
 }
 
 /// The time origin of displays: the measured region's start, else the first span's or memory
@@ -173,9 +178,13 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
         || timing::HostTiming::compute(doc, &index, measured),
     );
     let mut capabilities = assess_capabilities(doc, &health);
-    let operations = trace_ops::OpProfile::from_document_with(doc, &index.spans);
+    let mut operations = trace_ops::OpProfile::from_document_with(doc, &index.spans);
     if let Ok(p) = &operations {
         capability::describe_sampled_operations(&mut capabilities, p);
+    }
+    let sites = trace_ops::SiteProfile::from_document_with(doc, &index.spans);
+    if let (Ok(p), Some(s)) = (&mut operations, &sites) {
+        p.attach_sites(s);
     }
 
     let reasons = graph::refusal_reasons(doc, &health);
@@ -230,5 +239,6 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
         time_origin_ns,
         detail,
         operations,
+        sites,
     }
 }
