@@ -38,6 +38,7 @@ pub mod graph;
 pub mod health;
 mod index;
 pub mod operations;
+pub mod optimizer;
 mod retention;
 mod timing;
 
@@ -223,6 +224,14 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
         &health,
         &capabilities,
         time_origin_ns,
+        &mut findings,
+    );
+    optimizer::finding(
+        doc,
+        &index.spans,
+        sites.as_ref(),
+        &capabilities,
+        health.memory_lower_bound,
         &mut findings,
     );
     findings::gradient_findings(&gradients, &capabilities, &mut findings);
