@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::ring::{self, DataBuffer, RawEvent};
 use super::state::{
     self, ARMED, ARMED_ALLOC_CALLS, ARMED_NET_BYTES, BLOCK_SIZE, DATA_PTR_OFFSET, HEAP_SHARDS,
-    HOLD, IGNORE_DEPTH, INSTALLED, LAST_FREE, RELEASING, SHARDS, STATE, TENSOR_BLOCK_SIZE,
-    TENSOR_STORAGE_OFFSET,
+    HOLD, IGNORE_DEPTH, INSTALLED, LAST_FREE, RELEASING, SHARDS, SITE_CALIB, STATE,
+    TENSOR_BLOCK_SIZE, TENSOR_STORAGE_OFFSET,
 };
-use super::{hold, watch};
+use super::{hold, sites, watch};
 
 /// Set by the first call of a counting-mode allocator.
 pub(crate) static COUNTING_SEEN: AtomicBool = AtomicBool::new(false);
@@ -108,12 +108,25 @@ fn log_alloc(ptr: *mut u8, size: usize) {
     if ptr.is_null() || IGNORE_DEPTH.with(|d| d.get()) != 0 {
         return;
     }
+    let site = sites::on_alloc(size);
     ring::push(RawEvent::Alloc {
         ts_ns: state::now_ns(),
         thread: state::thread_id(),
         addr: ptr as usize,
         size,
+        site,
     });
+}
+
+/// The allocation path while armed or while a thread calibrates the site walkers.
+#[inline]
+fn on_alloc(s: u8, ptr: *mut u8, size: usize) {
+    if s & SITE_CALIB != 0 && size >= 1024 && sites::calibrating_here() {
+        sites::calibration_walk();
+    }
+    if s & ARMED != 0 {
+        log_alloc(ptr, size);
+    }
 }
 
 /// Whether the dying block at `block` holds the word `data` at the calibrated data-pointer
@@ -183,8 +196,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
         let ptr = self.inner.alloc(layout);
         let s = self.flags();
         self.count(layout.size() as i64);
-        if s & ARMED != 0 {
-            log_alloc(ptr, layout.size());
+        if s & (ARMED | SITE_CALIB) != 0 {
+            on_alloc(s, ptr, layout.size());
         }
         ptr
     }
@@ -194,8 +207,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
         let ptr = self.inner.alloc_zeroed(layout);
         let s = self.flags();
         self.count(layout.size() as i64);
-        if s & ARMED != 0 {
-            log_alloc(ptr, layout.size());
+        if s & (ARMED | SITE_CALIB) != 0 {
+            on_alloc(s, ptr, layout.size());
         }
         ptr
     }
@@ -241,6 +254,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
                     thread: state::thread_id(),
                     addr: ptr as usize,
                     size: 0,
+                    site: ring::SiteTag(0),
                 });
             }
             log_alloc(new, new_size);

@@ -16,6 +16,7 @@ mod calibrate;
 pub(crate) mod hold;
 pub(crate) mod hook;
 pub(crate) mod ring;
+pub mod sites;
 mod state;
 pub(crate) mod watch;
 

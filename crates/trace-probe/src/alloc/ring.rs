@@ -9,6 +9,8 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+pub(crate) use super::sites::SiteTag;
+
 /// Physical capacity in events.
 pub const RING_CAPACITY: usize = 1 << 17;
 
@@ -24,6 +26,8 @@ pub(crate) enum RawEvent {
         addr: usize,
         /// Size in bytes.
         size: usize,
+        /// The allocation's stack in the site pool (`alloc::sites`), if captured.
+        site: SiteTag,
     },
     /// A free of the calibrated storage-block size.
     BlockFree {
@@ -77,7 +81,7 @@ struct Slot {
     seq: AtomicU64,
     ts: AtomicU64,
     /// kind (bits 62..64: 0 alloc, 1 tensor free, 2 block free) | thread (bits 32..62) | tag
-    /// (bits 0..32).
+    /// (bits 0..32: the watch tag of a block free, the site tag of an alloc).
     meta: AtomicU64,
     /// Alloc: address; block free: block address; tensor free: storage block word.
     a: AtomicUsize,
@@ -143,7 +147,8 @@ pub(crate) fn push(ev: RawEvent) -> bool {
             thread,
             addr,
             size,
-        } => (KIND_ALLOC, ts_ns, thread, 0, addr, size, 0),
+            site,
+        } => (KIND_ALLOC, ts_ns, thread, site.0, addr, size, 0),
         RawEvent::TensorFree {
             ts_ns,
             thread,
@@ -208,6 +213,7 @@ pub(crate) fn drain_into(out: &mut Vec<RawEvent>) {
                 thread,
                 addr: a,
                 size: b,
+                site: SiteTag(meta as u32),
             },
         });
         tail += 1;
@@ -268,6 +274,7 @@ mod tests {
                                 thread: t,
                                 addr: 0x1000,
                                 size: 8,
+                                site: SiteTag(0),
                             });
                         }
                         // at most 6 × (4,096 + 64) events in the ring at once, far below its

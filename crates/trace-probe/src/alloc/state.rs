@@ -17,6 +17,9 @@ pub(crate) const INSTALLED: u8 = 1;
 pub(crate) const ARMED: u8 = 2;
 /// Bit of [`STATE`]: storage-sized frees are parked, not freed (see `alloc::hold`).
 pub(crate) const HOLD: u8 = 4;
+/// Bit of [`STATE`]: a thread calibrates the allocation-site walkers (see `alloc::sites`): the
+/// hook walks that thread's next large allocation both ways, without logging anything.
+pub(crate) const SITE_CALIB: u8 = 8;
 
 /// Installation and arming flags; the disarmed hook does exactly one relaxed load of it.
 pub(crate) static STATE: AtomicU8 = AtomicU8::new(0);

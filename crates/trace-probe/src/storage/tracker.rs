@@ -320,6 +320,7 @@ mod tests {
             thread: 1,
             addr,
             size,
+            site: crate::alloc::ring::SiteTag(0),
         };
         t.feed(&[
             alloc(1, 0x100, 4096),
