@@ -70,6 +70,8 @@ unsafe impl Sync for Pool {}
 static POOL: Pool = Pool(UnsafeCell::new([[0; POOL_FRAMES]; POOL_STACKS]));
 /// Next pool index to claim.
 static NEXT: AtomicUsize = AtomicUsize::new(0);
+/// Effective pool capacity in stacks (≤ [`POOL_STACKS`]); lowered by tests.
+static LIMIT: AtomicUsize = AtomicUsize::new(POOL_STACKS);
 /// Stacks are captured for allocations of at least this many bytes; 0: off.
 static THRESHOLD: AtomicUsize = AtomicUsize::new(0);
 /// 0: libgcc, 1: frame pointers.
@@ -148,7 +150,7 @@ fn capture() -> SiteTag {
         return SiteTag(0);
     }
     let index = NEXT.fetch_add(1, Ordering::Relaxed);
-    if index >= POOL_STACKS {
+    if index >= LIMIT.load(Ordering::Relaxed) {
         LOST_FULL.fetch_add(1, Ordering::Relaxed);
         IN_WALK.with(|w| w.set(false));
         return SiteTag(0);
@@ -440,10 +442,10 @@ pub fn counts() -> SiteCounts {
     }
 }
 
-/// A test knob: claims pool slots so that only `left` remain free until the next capture start
-/// (makes a full pool reachable with a few allocations).
-pub fn fill_pool_for_test(left: usize) {
-    NEXT.store(POOL_STACKS.saturating_sub(left), Ordering::Relaxed);
+/// Lowers (or restores) the effective pool capacity, clamped to `0..=POOL_STACKS` stacks. A test
+/// knob: it makes a full pool reachable with a few allocations. Takes effect for the next walk.
+pub fn set_pool_capacity(stacks: usize) {
+    LIMIT.store(stacks.min(POOL_STACKS), Ordering::Relaxed);
 }
 
 /// Times both walkers from the caller's frame: (libgcc ns, frame-pointer ns, frames each) per
