@@ -200,6 +200,21 @@ fn an_mlp_step_names_every_adamw_temporary_by_its_op() -> Res<()> {
     // scalar multiplications/additions (`affine`, read as `mul`/`add` where the operator's
     // trait method is the outermost op frame). Parameters of at least 4 KiB: fc1.weight
     // (128×64 f32, 32 KiB) and fc2.weight (16×128, 8 KiB); the biases are below the threshold.
+    // Unregistered storages carry the dtype read from their CPU storage variant (calibrated).
+    let anonymous: Vec<_> = t
+        .sites
+        .window_allocs()
+        .filter(|m| m.label.is_none() && m.bytes.unwrap_or(0) >= 4096)
+        .collect();
+    assert!(!anonymous.is_empty());
+    for m in &anonymous {
+        // f32 everywhere but relu's backward mask (`ge`: u8, 32×128 = 4 KiB).
+        let expected = match t.pass(m.span_id.as_deref()) {
+            Some(Pass::Backward) if m.bytes == Some(4096) => "u8",
+            _ => "f32",
+        };
+        assert_eq!(m.dtype.as_deref(), Some(expected), "{m:?}");
+    }
     let opt = count(&t.ops_in(Some(Pass::Optimizer), 4096));
     for bytes in [32_768u64, 8_192] {
         let of = |op: &str| opt.get(&(op.to_string(), bytes)).copied().unwrap_or(0);
@@ -341,8 +356,9 @@ fn views_allocate_nothing_and_copies_and_casts_are_named() -> Res<()> {
         // A copy, a cast, a slice assignment.
         let c = x.t()?.contiguous()?; // 16 KiB
         let h = x.to_dtype(DType::F16)?; // 8 KiB
+        let u = x.ge(0.0)?; // u8 mask, 4 KiB (a `ge`)
         let s = x.slice_assign(&[0..32, 0..64], &half)?;
-        drop((r, c, h, s));
+        drop((r, c, h, s, u));
         Ok(())
     })?;
     assert_every_large_storage_has_a_site(&t, 4096);
@@ -355,6 +371,7 @@ fn views_allocate_nothing_and_copies_and_casts_are_named() -> Res<()> {
         (("reshape", 4096), 1),
         (("contiguous", 16_384), 1),
         (("to_dtype", 8192), 1),
+        (("ge", 4096), 1),
         (("slice_assign", 4096), 1),
         (("slice_assign", 8192), 1),
         (("slice_assign", 16_384), 2),
@@ -364,6 +381,27 @@ fn views_allocate_nothing_and_copies_and_casts_are_named() -> Res<()> {
     .collect();
     // Exactly these: the views allocated nothing.
     assert_eq!(ops, expected);
+    // The dtypes of these unregistered storages, from their CPU storage variants.
+    let mut dtypes: Vec<(u64, String)> = t
+        .sites
+        .window_allocs()
+        .filter(|m| m.bytes.unwrap_or(0) >= 4096)
+        .map(|m| (m.bytes.unwrap_or(0), m.dtype.clone().unwrap_or_default()))
+        .collect();
+    dtypes.sort();
+    assert_eq!(
+        dtypes,
+        [
+            (4096, "f32".to_string()), // reshape copy
+            (4096, "u8".to_string()),  // ge
+            (4096, "u8".to_string()),  // slice_assign's padded mask
+            (8192, "f16".to_string()), // to_dtype
+            (8192, "f32".to_string()),
+            (16_384, "f32".to_string()),
+            (16_384, "f32".to_string()),
+            (16_384, "f32".to_string()),
+        ]
+    );
     Ok(())
 }
 

@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::ring::{self, DataBuffer, RawEvent};
 use super::state::{
-    self, ARMED, ARMED_ALLOC_CALLS, ARMED_NET_BYTES, BLOCK_SIZE, DATA_PTR_OFFSET, HEAP_SHARDS,
-    HOLD, IGNORE_DEPTH, INSTALLED, LAST_FREE, RELEASING, SHARDS, SITE_CALIB, STATE,
-    TENSOR_BLOCK_SIZE, TENSOR_STORAGE_OFFSET,
+    self, ARMED, ARMED_ALLOC_CALLS, ARMED_NET_BYTES, BLOCK_SIZE, DATA_PTR_OFFSET, DTYPE_BYTES,
+    DTYPE_OFFSET, HEAP_SHARDS, HOLD, IGNORE_DEPTH, INSTALLED, LAST_FREE, RELEASING, SHARDS,
+    SITE_CALIB, STATE, TENSOR_BLOCK_SIZE, TENSOR_STORAGE_OFFSET,
 };
 use super::{hold, sites, watch};
 
@@ -147,6 +147,30 @@ unsafe fn block_holds(block: *const u8, size: usize, data: usize) -> bool {
     (0..words).any(|i| base.add(i).read_volatile() == data)
 }
 
+/// The dtype code of a dying CPU storage block: 1 + the index of its variant in the calibrated
+/// table, 0 when unknown.
+///
+/// # Safety
+/// As [`block_holds`].
+#[inline]
+unsafe fn dtype_code(block: *const u8, size: usize) -> u8 {
+    let off = DTYPE_OFFSET.load(Ordering::Relaxed);
+    if off == usize::MAX || off + std::mem::size_of::<usize>() > size {
+        return 0;
+    }
+    let byte = u16::from((block.add(off) as *const usize).read_volatile() as u8);
+    for (i, b) in DTYPE_BYTES.iter().enumerate() {
+        let b = b.load(Ordering::Relaxed);
+        if b == u16::MAX {
+            break;
+        }
+        if b == byte {
+            return i as u8 + 1;
+        }
+    }
+    0
+}
+
 #[inline]
 fn on_dealloc(ptr: *mut u8, size: usize) {
     ARMED_NET_BYTES.fetch_sub(size as i64, Ordering::Relaxed);
@@ -172,6 +196,12 @@ fn on_dealloc(ptr: *mut u8, size: usize) {
     // SAFETY: `ptr` is a block of `size` bytes being freed by our caller and not yet handed to
     // the inner allocator (that happens after this function, or later for a held block).
     let signature = last_ptr != 0 && unsafe { block_holds(ptr, size, last_ptr) };
+    let dtype = if signature {
+        // SAFETY: as above.
+        unsafe { dtype_code(ptr, size) }
+    } else {
+        0
+    };
     // Every block-sized free is logged, matched or not: the drain needs it to know which
     // logged block allocations are still live at the end of the window.
     ring::push(RawEvent::BlockFree {
@@ -183,6 +213,7 @@ fn on_dealloc(ptr: *mut u8, size: usize) {
             ptr: last_ptr,
             size: last_size,
         }),
+        dtype,
     });
 }
 

@@ -42,6 +42,8 @@ pub(crate) struct AnonymousStorage {
     pub(crate) pre_window: bool,
     /// The data buffer's allocation stack (from its logged allocation), if captured.
     pub(crate) site: SiteTag,
+    /// Its dtype, read from the dying block's CPU storage variant (None: unknown).
+    pub(crate) dtype: Option<candle_core::DType>,
 }
 
 /// The join state; fed drained events in ring order.
@@ -131,6 +133,7 @@ impl Joiner {
                 tag,
                 block,
                 data,
+                dtype,
             } => {
                 self.stats.block_frees += 1;
                 let block_alloc = self.live_blocks.remove(&block);
@@ -164,6 +167,7 @@ impl Joiner {
                     free_thread: thread,
                     pre_window: block_alloc.is_none(),
                     site,
+                    dtype: crate::alloc::dtype_of_code(dtype),
                 };
                 if self.candidates.insert(block, candidate).is_some() {
                     // The block died twice without a tensor confirming the first: a look-alike.
@@ -246,6 +250,7 @@ mod tests {
             tag,
             block,
             data: data.map(|(ptr, size)| DataBuffer { ptr, size }),
+            dtype: 0,
         }
     }
 
@@ -287,6 +292,7 @@ mod tests {
                     free_thread: 2,
                     pre_window: false,
                     site: SiteTag(0),
+                    dtype: None,
                 }))
             );
         }

@@ -333,6 +333,7 @@ mod tests {
                 tag: 0,
                 block: 0x400,
                 data: None,
+                dtype: 0,
             },
             alloc(6, 0x500, 120),
             RawEvent::TensorFree {

@@ -448,6 +448,9 @@ impl CaptureState {
                 let generation = self.registry.next_generation(key);
                 let storage_id = super::registry::storage_id(key, generation);
                 let mut event = anonymous_alloc(self.device().to_string(), storage_id, a.bytes);
+                // The dtype read from the dying storage's CPU variant (calibrated); the shape is
+                // the tensor's, which the storage does not hold: absent.
+                event.dtype = a.dtype.map(|d| d.as_str().to_string());
                 if a.pre_window {
                     // Live at capture start, size known from its freed data buffer.
                     self.summary.unregistered_pre_window_frees += 1;
