@@ -135,19 +135,24 @@ impl StorageRow {
     }
 }
 
-/// Merges identical rows — same site, shape, dtype, category, pass and bytes; rows without a
-/// site are never merged — into one row each with a count, keeping the first row's other
-/// fields (rows arrive largest first, then by alloc time). Ordered by total bytes descending,
-/// then first appearance. O(n).
+/// Merges identical rows — same site, shape, dtype, category, pass, bytes, module, span path
+/// and label (rows that would read the same); rows without a site are never merged — into one
+/// row each with a count, keeping the first row's other fields (rows arrive largest first, then
+/// by alloc time). Ordered by total bytes descending, then first appearance. O(n).
 pub fn merge(rows: Vec<StorageRow>) -> Vec<StorageRow> {
-    type Key = (
-        u32,
-        Option<Vec<u64>>,
-        Option<String>,
-        MemoryCategory,
-        Option<Pass>,
-        u64,
-    );
+    /// Everything a row shows but its storage id and times.
+    #[derive(PartialEq, Eq, Hash)]
+    struct Key {
+        site: u32,
+        shape: Option<Vec<u64>>,
+        dtype: Option<String>,
+        category: MemoryCategory,
+        pass: Option<Pass>,
+        bytes: u64,
+        module: Option<String>,
+        span_path: Option<String>,
+        label: Option<String>,
+    }
     let mut index: HashMap<Key, usize> = HashMap::new();
     let mut out: Vec<StorageRow> = Vec::with_capacity(rows.len());
     for r in rows {
@@ -155,14 +160,17 @@ pub fn merge(rows: Vec<StorageRow>) -> Vec<StorageRow> {
             out.push(r);
             continue;
         };
-        let key: Key = (
+        let key = Key {
             site,
-            r.shape.clone(),
-            r.dtype.clone(),
-            r.category,
-            r.pass,
-            r.bytes,
-        );
+            shape: r.shape.clone(),
+            dtype: r.dtype.clone(),
+            category: r.category,
+            pass: r.pass,
+            bytes: r.bytes,
+            module: r.module.clone(),
+            span_path: r.span_path.clone(),
+            label: r.label.clone(),
+        };
         match index.get(&key) {
             Some(&i) => {
                 let m = &mut out[i];

@@ -176,7 +176,19 @@ fn run(cli: Cli) -> Result<Output> {
             } else {
                 Detail::Summary
             };
-            let (trace, analysis) = load(&args.input.trace, detail)?;
+            let (mut trace, mut analysis) = load(&args.input.trace, detail)?;
+            // With allocation sites, merged rows and the op coverage need every storage live
+            // at the peak: past the summary's SUMMARY_TOP, read the trace again in full.
+            let beyond_summary = analysis.memory.logical.as_ref().is_some_and(|l| {
+                l.by_device.iter().any(|d| {
+                    d.peak
+                        .as_ref()
+                        .is_some_and(|p| p.live_allocation_count > trace_memory::SUMMARY_TOP as u64)
+                })
+            });
+            if detail == Detail::Summary && analysis.sites.is_some() && beyond_summary {
+                (trace, analysis) = load(&args.input.trace, Detail::Full)?;
+            }
             let report = commands::memory::build(
                 &trace.doc,
                 analysis,
