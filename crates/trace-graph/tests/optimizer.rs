@@ -64,3 +64,31 @@ fn the_mlp_demo_adamw_temporaries_set_the_peak() {
         e.temporaries
     );
 }
+
+#[test]
+fn with_sites_the_temporaries_are_named_by_op_and_parameter() {
+    // The real MLP demo step with allocation sites: the 14 temporaries live at the peak are
+    // fc1.weight's (1.53 MiB = 512 × 784 f32, the only parameter of that size).
+    let doc = load("trace-ops/tests/data/mlp_sites.jsonl");
+    let f = finding(&doc);
+    let e = &f.evidence;
+    assert_eq!(e.count, Some(14));
+    assert_eq!(e.temporaries.len(), 14);
+    for t in &e.temporaries {
+        assert!(
+            t.starts_with("1.53 MiB ")
+                && t.ends_with(" · update of fc1.weight (by size) · optimizer"),
+            "{t}"
+        );
+    }
+    assert!(
+        e.temporaries.iter().any(|t| t.contains(" sqrt · ")),
+        "{:?}",
+        e.temporaries
+    );
+    assert!(
+        e.temporaries.iter().any(|t| t.contains(" affine · ")),
+        "{:?}",
+        e.temporaries
+    );
+}

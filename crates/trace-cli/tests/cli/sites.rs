@@ -117,3 +117,58 @@ fn hostile_frame_names_are_escaped_in_every_view() {
         assert!(out.contains("evil"), "{args:?}: {out}");
     }
 }
+
+/// The real demo steps with sites (trace-ops' test data): at least 95% of the bytes allocated
+/// in the step and live at the peak carry an op (the done-when), on the MLP and on
+/// llama.
+#[test]
+fn real_demo_steps_name_the_op_of_the_peak() {
+    for (trace, min_rows) in [
+        ("../trace-ops/tests/data/mlp_sites.jsonl", 14),
+        ("../trace-ops/tests/data/llama_sites.jsonl", 10),
+    ] {
+        let v: Value =
+            serde_json::from_str(&ok(&["memory", trace, "--json", "--top", "100"])).unwrap();
+        let cov = &v["memory_peak"]["op_coverage"];
+        let (with_op, inside) = (
+            cov["with_op_bytes"].as_u64().unwrap(),
+            cov["allocated_in_step_bytes"].as_u64().unwrap(),
+        );
+        assert!(
+            inside > 0 && with_op as f64 >= 0.95 * inside as f64,
+            "{trace}: {cov}"
+        );
+        let held = v["memory_peak"]["held"].as_array().unwrap();
+        let named = held.iter().filter(|r| r.get("op").is_some()).count();
+        assert!(named >= min_rows, "{trace}: {named} rows with an op");
+    }
+    // the MLP's AdamW temporaries at the peak: named by their ops, in the optimizer pass
+    let out = ok(&[
+        "memory",
+        "../trace-ops/tests/data/mlp_sites.jsonl",
+        "--top",
+        "30",
+    ]);
+    for op in ["affine · optimizer", "sqrt · optimizer", "div · optimizer"] {
+        assert!(out.contains(op), "{op}: {out}");
+    }
+    // ops: calls and alloc-clocked time beside the samples
+    let v: Value = serde_json::from_str(&ok(&[
+        "ops",
+        "../trace-ops/tests/data/mlp_sites.jsonl",
+        "--json",
+        "--top",
+        "100",
+    ]))
+    .unwrap();
+    let sqrt = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["op"] == "sqrt" && r["pass"] == "optimizer")
+        .unwrap();
+    // one sqrt per parameter whose update allocates at least 4 KiB: the three weights
+    // (512×784, 512×512, 10×512 f32); the biases (2 KiB, 2 KiB, 40 B) are below the threshold
+    assert_eq!(sqrt["calls"].as_u64(), Some(3), "{sqrt}");
+    assert!(sqrt["alloc_clocked_ns"].as_u64().unwrap() > 0, "{sqrt}");
+}
