@@ -174,6 +174,19 @@ fn assert_every_large_storage_has_a_site(t: &Traced, threshold: u64) {
         .filter(|m| m.bytes.unwrap_or(0) < threshold && m.site.is_some())
         .count();
     assert_eq!(small_with_site, 0);
+    // No site keeps the hook's own frames (the probe's allocator, the walk, the shims).
+    for &site in t.sites.sites.keys() {
+        for f in t.sites.frames_of(site) {
+            let name = f.function.as_deref().unwrap_or("");
+            assert!(
+                !name.starts_with("trace_probe::alloc")
+                    && !name.starts_with("trace_probe::sampler::unwind")
+                    && !name.starts_with("backtrace::")
+                    && !name.contains("__rust_alloc"),
+                "hook frame kept in site {site}: {name}"
+            );
+        }
+    }
     let account = t.sites.account.as_ref().expect("alloc_sites account");
     assert_eq!(account.threshold_bytes, threshold);
     assert_eq!(account.lost, 0);

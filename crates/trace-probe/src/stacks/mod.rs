@@ -64,7 +64,7 @@ fn resolve(_address: u64, _exact: bool) -> Vec<Resolved> {
 }
 
 /// Whether the return address `addr` lies in the allocator hook's own code (the probe's
-/// `alloc` module, the tracking allocator, the `__rust_alloc` shims): the frames an allocation
+/// `alloc` module, the tracking allocator, the stack walk, the `__rust_alloc` shims): the frames an allocation
 /// site's walk starts with, dropped before the stack enters the table (every site would
 /// otherwise read as the probe's).
 pub(crate) fn is_hook_frame(addr: u64) -> bool {
@@ -72,6 +72,9 @@ pub(crate) fn is_hook_frame(addr: u64) -> bool {
         f.function.as_deref().is_some_and(|n| {
             n.starts_with("trace_probe::alloc::")
                 || n.starts_with("<trace_probe::alloc::")
+                || n.starts_with("trace_probe::sampler::unwind::")
+                || n.starts_with("backtrace::")
+                || n.starts_with("<backtrace::")
                 || n.starts_with("__rust_alloc")
                 || n.starts_with("__rustc::__rust_")
                 || n.starts_with("__rust_realloc")
