@@ -210,6 +210,10 @@ pub(crate) fn finding(
     if !caps.allows(&requires) {
         return;
     }
+    // no optimizer pass: nothing to replay
+    if !spans.pass.contains(&Some(Pass::Optimizer)) {
+        return;
+    }
     let pass_of = |s: Sym| doc.span_index(s).and_then(|i| spans.pass[i]);
     let Some(t) = OptimizerTemporaries::find(doc, pass_of) else {
         return;
