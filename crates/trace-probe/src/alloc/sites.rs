@@ -474,3 +474,50 @@ pub fn time_walkers(rounds: u32) -> (f64, Option<f64>, usize, usize) {
     let fp_ns = t.elapsed().as_nanos() as f64 / f64::from(rounds);
     (gcc_ns, Some(fp_ns), gcc, fp)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tag_names_its_slot_length_and_cut() {
+        assert!(!SiteTag(0).is_some());
+        assert!(SiteTag(0).frames().is_empty());
+        let t = SiteTag::new(POOL_STACKS - 1, POOL_FRAMES, true);
+        assert!(t.is_some());
+        assert_eq!((t.0 & 0x00ff_ffff) as usize, POOL_STACKS);
+        assert_eq!(((t.0 >> 24) & 0x7f) as usize, POOL_FRAMES);
+        assert_eq!(t.0 >> 31, 1);
+        assert_eq!(t.frames().len(), POOL_FRAMES);
+    }
+
+    #[inline(never)]
+    fn walk_here(lo: usize, hi: usize) -> (usize, bool) {
+        let mut buf = [0usize; POOL_FRAMES];
+        std::hint::black_box(fp_walk(&mut buf, lo, hi))
+    }
+
+    #[test]
+    fn the_frame_pointer_walk_stays_inside_the_stack_bounds() {
+        // Empty bounds: not one frame pointer is read.
+        assert_eq!(walk_here(0, 1), (0, false));
+        let marker = 0u8;
+        let sp = &marker as *const u8 as usize;
+        assert_eq!(walk_here(sp, sp), (0, false));
+        // This thread's real bounds: at most the buffer, and no panic (the chain ends where a
+        // frame without a frame pointer breaks it).
+        note_thread_bounds();
+        let (lo, hi) = BOUNDS.with(|b| b.get());
+        assert!(hi > lo && lo < sp && sp < hi, "{lo:#x} {sp:#x} {hi:#x}");
+        let (n, _) = walk_here(lo, hi);
+        assert!(n <= POOL_FRAMES);
+    }
+
+    #[cfg(stack_sampler)]
+    #[test]
+    fn both_walkers_can_be_timed_outside_the_hook() {
+        let (gcc_ns, fp_ns, gcc_frames, _) = time_walkers(3);
+        assert!(gcc_ns > 0.0 && gcc_frames > 0);
+        assert!(fp_ns.is_some());
+    }
+}

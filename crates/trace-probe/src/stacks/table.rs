@@ -148,6 +148,7 @@ impl<R: FnMut(u64, bool) -> Vec<Resolved>> SymbolTable<R> {
     }
 
     /// Unique addresses resolved so far.
+    #[cfg_attr(not(stack_sampler), allow(dead_code))] // the sampler's figure
     pub(crate) fn unique_addresses(&self) -> u64 {
         self.built.unique_addresses
     }
