@@ -176,13 +176,26 @@ fn run(cli: Cli) -> Result<Output> {
             } else {
                 Detail::Summary
             };
-            let (trace, analysis) = load(&args.input.trace, detail)?;
+            let (mut trace, mut analysis) = load(&args.input.trace, detail)?;
+            // With allocation sites, merged rows and the op coverage need every storage live
+            // at the peak: past the summary's SUMMARY_TOP, read the trace again in full.
+            let beyond_summary = analysis.memory.logical.as_ref().is_some_and(|l| {
+                l.by_device.iter().any(|d| {
+                    d.peak
+                        .as_ref()
+                        .is_some_and(|p| p.live_allocation_count > trace_memory::SUMMARY_TOP as u64)
+                })
+            });
+            if detail == Detail::Summary && analysis.sites.is_some() && beyond_summary {
+                (trace, analysis) = load(&args.input.trace, Detail::Full)?;
+            }
             let report = commands::memory::build(
                 &trace.doc,
                 analysis,
                 args.device.as_deref(),
                 args.top,
                 args.group_by,
+                args.ungrouped,
             )?;
             Ok(Output::ok(if args.input.json {
                 to_json("memory", Some(InputRecord::of(trace)), &report)?
@@ -210,6 +223,7 @@ fn run(cli: Cli) -> Result<Output> {
             }
             let report = commands::ops::build(
                 &analysis.operations,
+                analysis.sites.as_ref(),
                 commands::ops::OpsQuery {
                     by: args.by,
                     pass: args.pass,

@@ -231,7 +231,7 @@ fn memory_section(doc: &TraceDocument, analysis: &Analysis, r: &SummaryReport) -
     blocks.push(Block::Paragraph(
         "Logical live bytes (tensor storages) stacked by category, each device on the measured region's time axis; every point is the highest value of its time slice, so the peak is always drawn. Physical device samples are dots (joined by dashed lines) on the same axis.".into(),
     ));
-    let memory_report = memory::build(doc, analysis, None, 1, None).ok();
+    let memory_report = memory::build(doc, analysis, None, 1, None, false).ok();
     for (d, name) in l.timeline.devices.iter().enumerate() {
         blocks.push(Block::Heading(Text::trace(name)));
         if let Some(p) = l.device(name).ok().and_then(|s| s.peak.as_ref()) {
@@ -383,6 +383,10 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
     };
     let origin = analysis.time_origin_ns;
     for (d, name) in l.timeline.devices.iter().enumerate() {
+        let view = peak::HeldView {
+            sites: analysis.sites.as_ref(),
+            ..Default::default()
+        };
         let peaks = Peaks::of(
             doc,
             &analysis.spans,
@@ -390,10 +394,12 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
             Some(name),
             HELD_ROWS,
             lower_bound,
-            None,
+            view,
         );
         let Some(p) = peaks.memory_peak else { continue };
-        let total = p.held.len() + p.held_more_count;
+        let total =
+            p.held.iter().map(live::StorageRow::storages).sum::<u64>() as usize + p.held_more_count;
+        let ops = p.held.iter().any(|r| r.op.is_some());
         blocks.push(Block::Heading(Text::from(format!(
             "{} · {}",
             trace_format::escape(name),
@@ -413,20 +419,29 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
                 "held at the peak (top {} of {total}; * category inferred from the pass it was allocated in)",
                 p.held.len()
             )),
-            columns: vec![
-                Column::number("BYTES"),
-                Column::text("CATEGORY"),
-                Column::text("PASS"),
-                Column::text("SPAN"),
-                Column::text("SHAPE/DTYPE"),
-                Column::text("LABEL"),
-            ],
+            columns: {
+                let mut c = vec![
+                    Column::number("BYTES"),
+                    Column::text("CATEGORY"),
+                    Column::text("PASS"),
+                    Column::text("SPAN"),
+                ];
+                if ops {
+                    c.push(Column::text("OPERATION"));
+                }
+                c.extend([Column::text("SHAPE/DTYPE"), Column::text("LABEL")]);
+                c
+            },
             rows: p
                 .held
                 .iter()
                 .map(|r| {
-                    vec![
-                        num_bytes(r.bytes),
+                    let mut cells = vec![
+                        if r.count.is_some() {
+                            Cell::text(r.bytes_cell())
+                        } else {
+                            num_bytes(r.bytes)
+                        },
                         Cell::text(format!(
                             "{}{}",
                             r.category.as_str(),
@@ -438,13 +453,19 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
                             (None, false) => "-",
                         }),
                         Cell::trace(r.span_path.as_deref().unwrap_or("-")),
+                    ];
+                    if ops {
+                        cells.push(Cell::trace(r.operation().as_deref().unwrap_or("-")));
+                    }
+                    cells.extend([
                         Cell::trace(&live::shape_dtype_of(r.shape.as_deref(), r.dtype.as_deref())),
                         Cell::trace(&match (&r.label, &r.op_name) {
                             (Some(x), _) => x.clone(),
                             (None, Some(op)) => format!("op {op}"),
                             (None, None) => "-".to_string(),
                         }),
-                    ]
+                    ]);
+                    cells
                 })
                 .collect(),
             footer,
@@ -460,8 +481,19 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
                 .map_or(usize::MAX, |p| p.event_index),
             Some(name),
         );
-        for by in [GroupBy::Span, GroupBy::Shape, GroupBy::Category] {
-            let g = peak::held_groups(&live, doc, &analysis.spans, by, GROUP_ROWS);
+        let mut groupings = vec![GroupBy::Span, GroupBy::Shape, GroupBy::Category];
+        if analysis.sites.is_some() {
+            groupings.push(GroupBy::Op);
+        }
+        for by in groupings {
+            let g = peak::held_groups(
+                &live,
+                doc,
+                &analysis.spans,
+                analysis.sites.as_ref(),
+                by,
+                GROUP_ROWS,
+            );
             let category = by == GroupBy::Category;
             let mut columns = vec![
                 Column::number("BYTES"),

@@ -59,7 +59,7 @@ fn import_writes_a_trace_and_reports() {
     assert_eq!(piped.code, 0);
     assert!(piped
         .stdout
-        .starts_with(r#"{"kind":"meta","schema":"candle-graph/trace/12""#));
+        .starts_with(r#"{"kind":"meta","schema":"candle-graph/trace/13""#));
     assert_eq!(piped.stdout, std::fs::read_to_string(&out).unwrap());
     assert!(piped.stderr.contains("imported "), "{}", piped.stderr);
 

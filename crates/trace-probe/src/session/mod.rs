@@ -86,6 +86,8 @@ pub(crate) struct Inner {
     /// The forward pass the step guard opened, until backward (or the step's end) closes it.
     auto_forward: Mutex<Option<(OpenSpan, u64)>>,
     first_error: Mutex<Option<ProbeError>>,
+    /// The trace's symbol table (samples and allocation sites), written at finish.
+    pub(crate) stacks: crate::stacks::SessionStacks,
 }
 
 impl std::fmt::Debug for Inner {
@@ -186,6 +188,7 @@ impl TraceSession {
             spans: attribution::SpanLog::default(),
             auto_forward: Mutex::new(None),
             first_error: Mutex::new(None),
+            stacks: Default::default(),
         };
         Ok(Self {
             inner: Arc::new(inner),
