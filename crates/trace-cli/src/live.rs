@@ -64,10 +64,15 @@ pub struct StorageRow {
     /// The allocation site's index (storages of one site were allocated at one call stack).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub site: Option<u32>,
-    /// For a merged row: the number of identical storages it stands for (same site, shape,
-    /// dtype, category and bytes); `bytes` is per storage. Absent for a single storage.
+    /// For a merged row: the number of identical storages it stands for (same shape, dtype,
+    /// category, pass, bytes, module, span path and label); `bytes` is per storage. Absent for
+    /// a single storage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,
+    /// For a merged row of storages allocated by several ops: each op with its count, most
+    /// first (`op` is then absent). Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ops: Option<Vec<OpCount>>,
 }
 
 impl StorageRow {
@@ -100,6 +105,7 @@ impl StorageRow {
             module: site.and_then(|x| x.module.map(str::to_string)),
             site: site.map(|x| x.site),
             count: None,
+            ops: None,
         }
     }
 
@@ -115,7 +121,29 @@ impl StorageRow {
 
     /// `op · module · pass` of the allocation, absent parts left out; `None` without an op.
     pub fn operation(&self) -> Option<String> {
-        let op = self.op.as_deref()?;
+        let tally;
+        let op = match (&self.op, &self.ops) {
+            (Some(op), _) => op.as_str(),
+            (None, Some(ops)) => {
+                let mut shown: Vec<String> = ops
+                    .iter()
+                    .take(2)
+                    .map(|o| {
+                        if o.count > 1 {
+                            format!("{} ×{}", o.op, o.count)
+                        } else {
+                            o.op.clone()
+                        }
+                    })
+                    .collect();
+                if ops.len() > 2 {
+                    shown.push(format!("+{} ops", ops.len() - 2));
+                }
+                tally = shown.join(", ");
+                tally.as_str()
+            }
+            (None, None) => return None,
+        };
         let mut parts = vec![op];
         parts.extend(self.module.as_deref());
         parts.extend(self.pass.map(Pass::as_str));
@@ -135,15 +163,18 @@ impl StorageRow {
     }
 }
 
-/// Merges identical rows — same site, shape, dtype, category, pass, bytes, module, span path
-/// and label (rows that would read the same); rows without a site are never merged — into one
-/// row each with a count, keeping the first row's other fields (rows arrive largest first, then
-/// by alloc time). Ordered by total bytes descending, then first appearance. O(n).
-pub fn merge(rows: Vec<StorageRow>) -> Vec<StorageRow> {
-    /// Everything a row shows but its storage id and times.
+/// Merges rows that read the same but for their op — same shape, dtype, category, pass,
+/// bytes, module, span path and label; rows without a site are never merged — into one row each
+/// with a count and the tally of its ops (`affine ×6, add ×3, …`), keeping the first row's
+/// other fields (rows arrive largest first, then by alloc time). An optimizer-pass temporary
+/// whose bytes equal exactly one parameter's among the rows is first tied to it (`update of
+/// fc1.weight (by size)` as its module: the stack names the op, not the parameter). Ordered by
+/// total bytes descending, then first appearance. O(n).
+pub fn merge(mut rows: Vec<StorageRow>) -> Vec<StorageRow> {
+    tie_to_parameters(&mut rows);
+    /// Everything a row shows but its storage id, times and op.
     #[derive(PartialEq, Eq, Hash)]
     struct Key {
-        site: u32,
         shape: Option<Vec<u64>>,
         dtype: Option<String>,
         category: MemoryCategory,
@@ -156,12 +187,11 @@ pub fn merge(rows: Vec<StorageRow>) -> Vec<StorageRow> {
     let mut index: HashMap<Key, usize> = HashMap::new();
     let mut out: Vec<StorageRow> = Vec::with_capacity(rows.len());
     for r in rows {
-        let Some(site) = r.site else {
+        if r.site.is_none() {
             out.push(r);
             continue;
-        };
+        }
         let key = Key {
-            site,
             shape: r.shape.clone(),
             dtype: r.dtype.clone(),
             category: r.category,
@@ -175,6 +205,20 @@ pub fn merge(rows: Vec<StorageRow>) -> Vec<StorageRow> {
             Some(&i) => {
                 let m = &mut out[i];
                 m.count = Some(m.storages() + 1);
+                if m.site != r.site {
+                    m.site = None;
+                }
+                let op = r.op.clone().unwrap_or_else(|| "-".to_string());
+                let tally = m.ops.get_or_insert_with(|| {
+                    vec![OpCount {
+                        op: m.op.clone().unwrap_or_else(|| "-".to_string()),
+                        count: 1,
+                    }]
+                });
+                match tally.iter_mut().find(|t| t.op == op) {
+                    Some(t) => t.count += 1,
+                    None => tally.push(OpCount { op, count: 1 }),
+                }
             }
             None => {
                 index.insert(key, out.len());
@@ -182,9 +226,58 @@ pub fn merge(rows: Vec<StorageRow>) -> Vec<StorageRow> {
             }
         }
     }
+    for r in &mut out {
+        if let Some(tally) = &mut r.ops {
+            if tally.len() == 1 {
+                r.ops = None;
+            } else {
+                // most frequent first, then by name
+                tally.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.op.cmp(&b.op)));
+                r.op = None;
+            }
+        }
+    }
     // stable: equal totals keep their first-appearance order
     out.sort_by_key(|r| std::cmp::Reverse(r.total_bytes()));
     out
+}
+
+/// Ties optimizer-pass temporaries to the parameter of their size (see [`merge`]).
+fn tie_to_parameters(rows: &mut [StorageRow]) {
+    let mut by_bytes: HashMap<u64, Option<String>> = HashMap::new();
+    for r in rows
+        .iter()
+        .filter(|r| r.category == MemoryCategory::Parameter)
+    {
+        if let Some(label) = &r.label {
+            by_bytes
+                .entry(r.bytes)
+                .and_modify(|e| *e = None)
+                .or_insert_with(|| Some(label.clone()));
+        }
+    }
+    for r in rows.iter_mut() {
+        let temporary = r.pass == Some(Pass::Optimizer)
+            && !r.pre_existing
+            && r.site.is_some()
+            && r.module.is_none()
+            && r.label.is_none()
+            && r.category != MemoryCategory::Parameter;
+        if temporary {
+            if let Some(Some(p)) = by_bytes.get(&r.bytes) {
+                r.module = Some(format!("update of {p} (by size)"));
+            }
+        }
+    }
+}
+
+/// One op of a merged row and how many of its storages it allocated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OpCount {
+    /// The op (trace text: escape before display).
+    pub op: String,
+    /// Storages.
+    pub count: u64,
 }
 
 /// The share of bytes allocated inside the capture (not pre-existing) among `lives` that
@@ -406,8 +499,10 @@ pub fn table(rows: &[StorageRow]) -> Table {
             Table::path(&span),
         ];
         if ops {
-            cells.push(Table::text(
+            // elided in the middle: the op and the module/pass at the end both stay readable
+            cells.push(trace_format::path_cell(
                 &r.operation().unwrap_or_else(|| "-".to_string()),
+                OPERATION_WIDTH,
             ));
         }
         cells.extend([Table::text(&shape_dtype(r)), Table::text(&label)]);
@@ -415,6 +510,10 @@ pub fn table(rows: &[StorageRow]) -> Table {
     }
     t
 }
+
+/// Widest OPERATION cell (`op · module · pass`, or a merged row's op tally): wider than other
+/// cells, since it joins three names.
+pub const OPERATION_WIDTH: usize = 72;
 
 /// Legend line printed under storage tables.
 pub const LEGEND: &str = "* category inferred from the pass it was allocated in";

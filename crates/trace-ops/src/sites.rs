@@ -186,8 +186,13 @@ impl SiteProfile {
                     .clone();
                 roles_buf.push(role);
             }
-            let class = classify_roles(&frames_buf, &roles_buf);
-            let outer = class.op_frame.unwrap_or(0).min(stack.frames.len());
+            // The allocator hook's own frames (the probe's walk, the hook, the global
+            // allocator and `RawVec`) are innermost: the site is what called the allocator, so
+            // the innermost run of probe and system frames goes when it holds a probe frame.
+            let start = hook_frames(&roles_buf);
+            let mut class = classify_roles(&frames_buf[start..], &roles_buf[start..]);
+            class.op_frame = class.op_frame.map(|i| i + start);
+            let outer = class.op_frame.unwrap_or(start).min(stack.frames.len());
             let key = stack.frames[outer..].to_vec();
             let next = context_ids.len() as u32;
             contexts.push(*context_ids.entry(key).or_insert(next));
@@ -464,5 +469,19 @@ impl SiteProfile {
         let mut rows: Vec<SiteOpRow> = out.into_values().collect();
         rows.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.op.cmp(&b.op)));
         rows
+    }
+}
+
+/// Frames of the allocator hook at the inner end of a site's stack: the innermost run of probe
+/// and system frames, when it holds at least one probe frame (else 0: nothing is dropped).
+fn hook_frames(roles: &[FrameRole]) -> usize {
+    let run = roles
+        .iter()
+        .take_while(|r| matches!(r, FrameRole::Probe | FrameRole::System))
+        .count();
+    if roles[..run].iter().any(|r| matches!(r, FrameRole::Probe)) {
+        run
+    } else {
+        0
     }
 }

@@ -139,18 +139,70 @@ fn real_demo_steps_name_the_op_of_the_peak() {
             "{trace}: {cov}"
         );
         let held = v["memory_peak"]["held"].as_array().unwrap();
-        let named = held.iter().filter(|r| r.get("op").is_some()).count();
-        assert!(named >= min_rows, "{trace}: {named} rows with an op");
+        let named: u64 = held
+            .iter()
+            .filter(|r| r.get("op").is_some() || r.get("ops").is_some())
+            .map(|r| r["count"].as_u64().unwrap_or(1))
+            .sum();
+        assert!(named >= min_rows, "{trace}: {named} storages with an op");
     }
-    // the MLP's AdamW temporaries at the peak: named by their ops, in the optimizer pass
+    // the MLP's AdamW temporaries at the peak: fourteen of fc1.weight's size, merged into one
+    // row with the tally of their ops (AdamW's update of one 512×784 f32 parameter: six
+    // scalar affines, three adds, two muls, one div, sqrt and sub), tied to the parameter by size
     let out = ok(&[
         "memory",
         "../trace-ops/tests/data/mlp_sites.jsonl",
         "--top",
         "30",
     ]);
+    assert!(out.contains("14 × 1.53 MiB = 21.44 MiB"), "{out}");
+    assert!(
+        out.contains("update of fc1.weight (by size) · optimizer"),
+        "{out}"
+    );
+    let v: Value = serde_json::from_str(&ok(&[
+        "memory",
+        "../trace-ops/tests/data/mlp_sites.jsonl",
+        "--json",
+    ]))
+    .unwrap();
+    let top = &v["memory_peak"]["held"][0];
+    assert_eq!(top["count"], 14, "{top}");
+    assert_eq!(top["bytes"], 512 * 784 * 4, "{top}");
+    assert_eq!(top["module"], "update of fc1.weight (by size)", "{top}");
+    let tally: Vec<(String, u64)> = top["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["op"].as_str().unwrap().to_string(),
+                o["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expect = [
+        ("affine", 6),
+        ("add", 3),
+        ("mul", 2),
+        ("div", 1),
+        ("sqrt", 1),
+        ("sub", 1),
+    ];
+    assert_eq!(
+        tally,
+        expect.map(|(o, n)| (o.to_string(), n)).to_vec(),
+        "{top}"
+    );
+    let unmerged = ok(&[
+        "memory",
+        "../trace-ops/tests/data/mlp_sites.jsonl",
+        "--ungrouped",
+        "--top",
+        "30",
+    ]);
     for op in ["affine · optimizer", "sqrt · optimizer", "div · optimizer"] {
-        assert!(out.contains(op), "{op}: {out}");
+        assert!(unmerged.contains(op), "{op}: {unmerged}");
     }
     // ops: calls and alloc-clocked time beside the samples
     let v: Value = serde_json::from_str(&ok(&[
