@@ -347,11 +347,27 @@ pub fn calibrate() -> WalkerCalibration {
     // SAFETY: see `CalibBuf`; the walk is done.
     let c = unsafe { &*CALIB.0.get() };
     let (gcc, fp) = (&c.0[..c.2], &c.1[..c.3]);
-    let agreeing = gcc.iter().zip(fp).take_while(|(a, b)| a == b).count();
-    // Both walks start at the hook; the libgcc one reaches the thread's entry. Frame pointers
-    // pass when they found every frame libgcc found, except at most the outermost two (the
-    // thread's entry frames, built without frame pointers by the C runtime).
-    let unwinder = if !fp.is_empty() && gcc.len() >= 8 && agreeing + 2 >= gcc.len() {
+    // The walks start at different calls inside `calibration_walk` (and libgcc's keeps its own
+    // entry frames): align them on the frame-pointer walk's second frame (the hook's caller of
+    // `calibration_walk`), then compare outward.
+    let start = fp
+        .get(1)
+        .and_then(|second| gcc.iter().position(|g| g == second));
+    let (gcc, agreeing) = match start {
+        Some(k) => (
+            &gcc[k..],
+            gcc[k..]
+                .iter()
+                .zip(&fp[1..])
+                .take_while(|(a, b)| a == b)
+                .count(),
+        ),
+        None => (gcc, 0),
+    };
+    // The libgcc walk reaches the thread's entry. Frame pointers pass when they found every
+    // frame libgcc found, except at most the outermost two (the thread's entry frames, built
+    // without frame pointers by the C runtime).
+    let unwinder = if start.is_some() && gcc.len() >= 8 && agreeing + 2 >= gcc.len() {
         Unwinder::FramePointers
     } else {
         Unwinder::Libgcc
