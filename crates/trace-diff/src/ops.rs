@@ -49,6 +49,8 @@ pub struct RoleSide {
     pub calls: Option<u64>,
     /// Samples (sampled side).
     pub samples: Option<u64>,
+    /// Alloc-clocked time (a Candle side with allocation sites), ns: the second time source.
+    pub alloc_clocked_ns: Option<u64>,
 }
 
 /// One role in one pass on both sides.
@@ -211,12 +213,17 @@ fn side_of(ops: &[&SideOp]) -> RoleSide {
         ns,
         low_ns: if sampled { sum(&|o| o.low_ns) } else { None },
         high_ns: if sampled { sum(&|o| o.high_ns) } else { None },
-        calls: if sampled || ops.is_empty() {
+        calls: if ops.is_empty() {
             None
         } else {
             sum(&|o| o.calls)
         },
         samples: if sampled { sum(&|o| o.samples) } else { None },
+        alloc_clocked_ns: if ops.is_empty() {
+            None
+        } else {
+            sum(&|o| o.alloc_clocked_ns)
+        },
     }
 }
 

@@ -149,10 +149,15 @@ pub struct SideOp {
     pub low_ns: Option<u64>,
     /// See [`Self::low_ns`].
     pub high_ns: Option<u64>,
-    /// Top-level calls (measured only).
+    /// Calls: top-level calls (measured), or the allocating calls the allocation sites count
+    /// (a Candle capture with sites: calls that allocate at least the sites' threshold).
     pub calls: Option<u64>,
     /// Samples (sampled only).
     pub samples: Option<u64>,
+    /// The alloc-clocked time of a Candle capture with sites, ns: a second, independent time
+    /// source (from each allocating call to the next allocation on its thread; see
+    /// [`crate::sites`]).
+    pub alloc_clocked_ns: Option<u64>,
     /// The probe's own frames (its cost), not an op of the program.
     pub probe: bool,
 }
@@ -185,6 +190,7 @@ impl SideOps {
                     high_ns: None,
                     calls: Some(r.top_level_calls),
                     samples: None,
+                    alloc_clocked_ns: None,
                     probe: false,
                 })
                 .collect();
@@ -194,7 +200,10 @@ impl SideOps {
                 ops,
             });
         }
-        let profile = OpProfile::from_document(doc).ok()?;
+        let mut profile = OpProfile::from_document(doc).ok()?;
+        if let Some(sites) = crate::SiteProfile::from_document(doc) {
+            profile.attach_sites(&sites);
+        }
         let ops = profile
             .rows_by(GroupBy::OpPass)
             .into_iter()
@@ -204,8 +213,9 @@ impl SideOps {
                 ns: r.self_ns,
                 low_ns: r.self_ns_low,
                 high_ns: r.self_ns_high,
-                calls: None,
+                calls: r.calls,
                 samples: Some(r.samples),
+                alloc_clocked_ns: r.alloc_clocked_ns,
                 probe: r.kind == Some(OpKind::Probe),
             })
             .collect();

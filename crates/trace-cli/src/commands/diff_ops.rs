@@ -24,14 +24,19 @@ fn source(s: TimeSource) -> &'static str {
     }
 }
 
-/// `1.2 ms` or `1.2 ms (0.8–1.9 ms)`; `-` when the side has no op in the role.
+/// `1.2 ms` or `1.2 ms (0.8–1.9 ms)`, with `; clocked 1.1 ms` when allocation sites clocked
+/// the role's calls too; `-` when the side has no op in the role.
 fn side_time(s: &RoleSide) -> String {
     if s.ops.is_empty() {
         return "-".to_string();
     }
-    match (s.low_ns, s.high_ns) {
+    let t = match (s.low_ns, s.high_ns) {
         (Some(l), Some(h)) => format!("{} ({}–{})", opt_duration(s.ns), duration(l), duration(h)),
         _ => opt_duration(s.ns),
+    };
+    match s.alloc_clocked_ns {
+        Some(c) if s.samples.is_some() => format!("{t}; clocked {}", duration(c)),
+        _ => t,
     }
 }
 
@@ -114,6 +119,13 @@ pub fn render(out: &mut String, diff: &TraceDiff, top: usize) {
     }
     for n in &d.notes {
         let _ = writeln!(out, "  note: {}", escape(n));
+    }
+    if d.passes
+        .iter()
+        .flat_map(|p| &p.roles)
+        .any(|r| r.candidate.alloc_clocked_ns.is_some() || r.baseline.alloc_clocked_ns.is_some())
+    {
+        out.push_str("  clocked: the allocation sites' second time source (each allocating call to the next allocation on its thread; gaps use the sampled estimate)\n");
     }
     for p in &d.passes {
         let pass = p.pass.map_or("outside every pass", |p| p.as_str());
