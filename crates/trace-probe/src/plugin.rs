@@ -47,7 +47,7 @@ use trace_schema::{ExecutionStep, MemoryCategory, RunMeta, SpanKind, TraceEvent}
 pub(crate) use crate::alloc::thread_key;
 use crate::clock::SessionClock;
 use crate::run::ProfileRun;
-use crate::session::{Inner, SpanChange};
+use crate::session::{Inner, SpanChange, SpanLog};
 
 /// A capture plug-in. Every method has a no-op default.
 pub(crate) trait CapturePlugin: Send + Sync {
@@ -151,6 +151,22 @@ impl CaptureContext<'_> {
     /// Queues an event to the writer thread.
     pub fn emit(&self, event: TraceEvent) {
         self.inner.emit(event);
+    }
+    /// Queues events built later on the writer thread, written at this place in the event
+    /// order: work taken off the training thread (memory events' attribution to spans).
+    pub fn emit_deferred(&self, build: crate::writer::Deferred) {
+        self.inner.emit_deferred(build);
+    }
+    /// A handle queueing deferred events into this session's writer from another thread (the
+    /// storage capture's drainer).
+    pub fn deferred_sender(&self) -> crate::writer::DeferredSender {
+        self.inner.deferred_sender()
+    }
+    /// The session's span log, shared (for attribution off the training thread: the host-clock
+    /// lookups of [`Self::span_at`] and [`Self::span_info`] on it give the same answers later,
+    /// since a thread's log only grows with later changes).
+    pub fn span_log(&self) -> Arc<SpanLog> {
+        Arc::clone(&self.inner.spans)
     }
     /// The session clock.
     pub fn clock(&self) -> &SessionClock {

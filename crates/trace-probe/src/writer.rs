@@ -34,11 +34,24 @@ pub(crate) const WRITE_INTERVAL: Duration = Duration::from_millis(10);
 /// Queued events that wake the thread before [`WRITE_INTERVAL`] passed (bounds the queue).
 pub(crate) const BATCH_EVENTS: usize = 4096;
 
+/// Work whose events are built on the writer thread, at its place in the queue: e.g. memory
+/// events attributed to spans there instead of on the training thread
+/// ([`WriterHandle::send_deferred`]).
+pub(crate) type Deferred = Box<dyn FnOnce() -> Vec<TraceEvent> + Send>;
+
+/// One queued item.
+enum Item {
+    /// An event, ready.
+    Event(TraceEvent),
+    /// Events the thread builds when it reaches this item.
+    Deferred(Deferred),
+}
+
 /// What the training side left for the thread.
 #[derive(Default)]
 struct Queue {
-    /// Events to write, in order.
-    events: Vec<TraceEvent>,
+    /// Events to write (or to build, then write), in order.
+    events: Vec<Item>,
     /// Flush the output after writing `events` (a span ended).
     flush: bool,
     /// Flush, then acknowledge each.
@@ -62,6 +75,43 @@ pub(crate) struct WriterShared {
     wake: Condvar,
     /// The first I/O error.
     error: Mutex<Option<io::Error>>,
+}
+
+impl WriterShared {
+    /// Queues `change` and wakes the thread when `urgent` or when it sleeps without a deadline.
+    fn request(&self, change: impl FnOnce(&mut Queue) -> bool) {
+        let mut queue = lock(&self.queue);
+        let urgent = change(&mut queue);
+        if urgent || queue.idle {
+            queue.idle = false;
+            drop(queue);
+            self.wake.notify_one();
+        }
+    }
+
+    fn push_deferred(&self, build: Deferred) {
+        self.request(|q| {
+            if q.events.capacity() == 0 {
+                q.events.reserve(256);
+            }
+            q.events.push(Item::Deferred(build));
+            q.events.len() >= BATCH_EVENTS
+        });
+    }
+}
+
+/// Queues deferred work into a session's writer from any thread (see
+/// [`WriterHandle::send_deferred`]).
+#[derive(Clone)]
+pub(crate) struct DeferredSender {
+    shared: Arc<WriterShared>,
+}
+
+impl DeferredSender {
+    /// [`WriterHandle::send_deferred`] from another thread.
+    pub(crate) fn send_deferred(&self, build: Deferred) {
+        self.shared.push_deferred(build);
+    }
 }
 
 /// The training side of the writer thread.
@@ -97,12 +147,14 @@ impl WriterHandle {
 
     /// Queues `change` and wakes the thread when `urgent` or when it sleeps without a deadline.
     fn request(&self, change: impl FnOnce(&mut Queue) -> bool) {
-        let mut queue = lock(&self.shared.queue);
-        let urgent = change(&mut queue);
-        if urgent || queue.idle {
-            queue.idle = false;
-            drop(queue);
-            self.shared.wake.notify_one();
+        self.shared.request(change);
+    }
+
+    /// A handle that queues deferred work from another thread (the storage capture's drainer);
+    /// what it queues after the writer stopped is never written.
+    pub(crate) fn sender(&self) -> DeferredSender {
+        DeferredSender {
+            shared: Arc::clone(&self.shared),
         }
     }
 
@@ -112,9 +164,17 @@ impl WriterHandle {
             if q.events.capacity() == 0 {
                 q.events.reserve(256);
             }
-            q.events.push(event);
+            q.events.push(Item::Event(event));
             q.events.len() >= BATCH_EVENTS
         });
+    }
+
+    /// Queues work that builds events on the writer thread, written where they were queued
+    /// (after everything sent before, before everything sent after). The training thread only
+    /// pays the push; `build` runs on the writer thread (never when an I/O error already
+    /// stopped the writing, nor after the terminal).
+    pub(crate) fn send_deferred(&self, build: Deferred) {
+        self.shared.push_deferred(build);
     }
 
     /// Asks for a flush after the events queued so far, within [`WRITE_INTERVAL`] (never
@@ -200,15 +260,32 @@ fn run<W: Write>(out: W, shared: &WriterShared) -> u64 {
         let work = std::mem::take(&mut *queue);
         // `take` reset `idle` too: the thread is awake.
         drop(queue);
-        for event in &work.events {
+        let worked = !work.events.is_empty() || work.flush;
+        'items: for item in work.events {
             // Nothing may follow the terminal: a late event (a guard dropped while a panic
             // unwinds, say) is dropped rather than making the trace unreadable.
             if failed || terminal_written {
                 break;
             }
-            terminal_written = matches!(event, TraceEvent::Terminal(_));
-            let result = writer.write_event(event);
-            record(result, &mut failed);
+            let (single, built): ([TraceEvent; 1], Vec<TraceEvent>);
+            let events: &[TraceEvent] = match item {
+                Item::Event(event) => {
+                    single = [event];
+                    &single
+                }
+                Item::Deferred(build) => {
+                    built = build();
+                    &built
+                }
+            };
+            for event in events {
+                if failed || terminal_written {
+                    break 'items;
+                }
+                terminal_written = matches!(event, TraceEvent::Terminal(_));
+                let result = writer.write_event(event);
+                record(result, &mut failed);
+            }
         }
         let flush = work.flush || !work.acks.is_empty() || work.finish;
         if flush && !failed {
@@ -221,7 +298,6 @@ fn run<W: Write>(out: W, shared: &WriterShared) -> u64 {
         if work.finish {
             break;
         }
-        let worked = !work.events.is_empty() || work.flush;
         queue = lock(&shared.queue);
         if queue.is_empty() {
             if worked {

@@ -99,7 +99,7 @@ fn run() {
             super::window::lock().spill();
             continue;
         }
-        if capacity == ring::RING_CAPACITY && pending > 0 {
+        if capacity == ring::RING_CAPACITY && (pending > 0 || super::window::undelivered()) {
             super::window::lock().pump_unless_backlog();
         }
         std::thread::sleep(POLL);

@@ -61,6 +61,7 @@ impl CaptureState {
             }
         };
         self.pending.push(pending);
+        self.mark_undelivered();
         reg
     }
 
