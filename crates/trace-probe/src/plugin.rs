@@ -14,7 +14,7 @@
 //! | [`CapturePlugin::around_optimizer_construction`] | `ProbedOptimizer` builds the inner optimizer (`O::new(vars, config)`) | arm the allocator briefly so AdamW's private moments become known pre-existing storages |
 //! | [`CapturePlugin::on_capture_start`] | right after the root span (`s1`, the measured region) opened | arm; write pre-existing storages as `pre_existing` allocs |
 //! | [`CapturePlugin::on_loss`] / [`CapturePlugin::on_gradients`] | `ProbedOptimizer::backward_step`, before and after `loss.backward()` | register graph nodes (`loss.sorted_nodes()`) and gradients |
-//! | [`CapturePlugin::on_span_end`] | a span is about to close (before its `span_end` is written) | device memory sample, drain the event ring |
+//! | [`CapturePlugin::on_span_end`] | a span is about to close (before its `span_end` is written) | device memory sample (the storage capture's events reach the writer from the drainer thread) |
 //! | [`CapturePlugin::on_capture_end`] | the root span is about to close, or the step panicked | disarm, final drain |
 //! | [`CapturePlugin::on_finish`] | `finish()` or a panic, before the terminal | late frees, return the dropped-event count |
 //! | [`CapturePlugin::storage_id`] | a tensor fact is recorded (with its label and category) | register it; the storage identity for `tensor.storage_id` |
@@ -22,7 +22,9 @@
 //!
 //! # What a plug-in can use ([`CaptureContext`])
 //! - [`CaptureContext::emit`]: queue any event to the writer thread, from any thread (never
-//!   blocks, never does I/O on the caller's thread).
+//!   blocks, never does I/O on the caller's thread); [`CaptureContext::emit_deferred`] and
+//!   [`CaptureContext::deferred_sender`] queue work the writer thread turns into events at that
+//!   place in the order (attribution off the training thread, over [`CaptureContext::span_log`]).
 //! - The session clock: [`CaptureContext::clock`] (`now_ns`, and conversion of a timestamp taken
 //!   by the allocator hook with [`crate::clock::process_ns`] via
 //!   [`crate::clock::SessionClock::process_ns_to_session_ns`]).

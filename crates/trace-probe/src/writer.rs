@@ -12,6 +12,11 @@
 //! their order (one queue, one lock); [`WriterHandle::flush_sync`] and
 //! [`WriterHandle::finish`] wake the thread at once.
 //!
+//! Work can be queued too ([`WriterHandle::send_deferred`], or [`DeferredSender`] from another
+//! thread): a closure the thread runs when it reaches it, writing the events it returns at that
+//! place in the order. The storage capture hands its joined memory events over this way, so their
+//! attribution to spans and their strings are built here, not on the training thread.
+//!
 //! The first I/O error is sticky: it is kept, later writes are skipped (the file stays a valid
 //! prefix), and [`WriterHandle::finish`] returns it. The queue is unbounded and the thread
 //! takes from it until `finish`, so sends from the training thread never fail or block.
@@ -402,6 +407,47 @@ mod tests {
             1
         );
         assert_eq!(handle.finish().unwrap(), 1);
+    }
+
+    fn span_end(id: &str) -> TraceEvent {
+        TraceEvent::SpanEnd(trace_schema::SpanEndEvent {
+            id: id.into(),
+            duration_ns: 1,
+            inferred: false,
+            inferred_reason: None,
+        })
+    }
+
+    #[test]
+    fn deferred_events_are_built_on_the_writer_thread_in_queue_order() {
+        let out = Shared::default();
+        let handle = WriterHandle::spawn(out.clone()).unwrap();
+        let caller = std::thread::current().id();
+        let built_on = Arc::new(Mutex::new(None));
+        let seen = Arc::clone(&built_on);
+        handle.send(span_end("s2"));
+        handle.send_deferred(Box::new(move || {
+            *lock(&seen) = Some(std::thread::current().id());
+            vec![span_end("s3"), span_end("s4")]
+        }));
+        // From another thread, as the drainer does.
+        let sender = handle.sender();
+        std::thread::spawn(move || sender.send_deferred(Box::new(|| vec![span_end("s5")])))
+            .join()
+            .unwrap();
+        handle.send(terminal());
+        handle.send_deferred(Box::new(|| vec![span_end("s6")]));
+        assert_eq!(handle.finish().unwrap(), 5);
+        let text = String::from_utf8(lock(&out.0).clone()).unwrap();
+        let ids: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split("\"id\":\"").nth(1))
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
+        assert_eq!(ids, ["s2", "s3", "s4", "s5"], "{text}");
+        assert!(text.lines().last().unwrap().contains("terminal"), "{text}");
+        let built_on = lock(&built_on).expect("the deferred work ran");
+        assert_ne!(built_on, caller, "built on the writer thread");
     }
 
     #[test]

@@ -1,6 +1,12 @@
 //! The storage plug-in: joins the storage capture and device samples to a
 //! [`crate::TraceSession`] through the plug-in interface ([`crate::plugin`]).
 //!
+//! In host-clock mode the training thread builds no memory event and attributes none: the
+//! drainer thread joins the ring and hands what waits (`PendingEvent`s: hook times, threads,
+//! storage facts) to the writer thread, which attributes each to the span open on its thread at
+//! its hook time (the session's span log, shared) and writes it; span ends only take a device
+//! sample. What the capture start, a registration or the capture end queue goes the same way.
+//!
 //! In deterministic mode the capture runs as in host-clock mode, but its events are queued
 //! until the capture ends and then written in hook-time order with storage ids `st<n>`
 //! (sequence numbers of first sight, shared with tensor facts' `storage_id`) and logical
