@@ -73,6 +73,11 @@ fn wake() {
     }
 }
 
+/// Whether the drainer thread runs (it was started and its spawn did not fail).
+pub(crate) fn running() -> bool {
+    THREAD.get().is_some_and(Option::is_some)
+}
+
 /// Called by the window after it disarmed.
 pub(crate) fn window_closed() {
     OPEN.store(false, Ordering::SeqCst);

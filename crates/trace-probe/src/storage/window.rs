@@ -167,10 +167,13 @@ static BACKLOG_WAITING: AtomicBool = AtomicBool::new(false);
 /// registration): the drainer delivers them at its next poll.
 static UNDELIVERED: AtomicBool = AtomicBool::new(false);
 
-/// Whether the background drainer delivers the window's events to its sink by itself: it runs
-/// (the ring has its full capacity, see `drainer`) and left no backlog for the session to join.
+/// Whether the background drainer delivers the window's events to its sink by itself: its
+/// thread runs, the ring has its full capacity (see `drainer`) and no backlog waits for the
+/// session to join.
 pub(crate) fn drainer_delivers() -> bool {
-    ring::ring_capacity() == ring::RING_CAPACITY && !BACKLOG_WAITING.load(Ordering::Relaxed)
+    super::drainer::running()
+        && ring::ring_capacity() == ring::RING_CAPACITY
+        && !BACKLOG_WAITING.load(Ordering::Relaxed)
 }
 
 /// Whether events wait for the drainer's delivery without ring activity.
