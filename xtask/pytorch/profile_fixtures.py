@@ -4,7 +4,11 @@ Run by `cargo xtask pytorch-fixtures` (which makes the virtual environment); by 
     python xtask/pytorch/profile_fixtures.py OUT_DIR
 
 Writes OUT_DIR/mlp.json.gz and OUT_DIR/transformer.json.gz: the Chrome-trace JSON of
-`export_chrome_trace`, gzipped with a zero mtime. Each model trains on CPU, seeded, with AdamW;
+`export_chrome_trace`, gzipped with a zero mtime; and beside each, NAME.key_averages.json:
+PyTorch's own `key_averages()` of the same recorded step (by name, and by input shape), the
+reference the `ops` table of an import is tested against. The trace's top-level
+`candle_graph` metadata (`add_metadata_json`) says what the trace itself cannot: the warm-up
+steps before the recorded one, torch's intra-op threads, the host (os, arch, CPUs, memory). Each model trains on CPU, seeded, with AdamW;
 the profiler schedule skips one step (warm-up) and records the next (`ProfilerStep#1`), with
 profile_memory=True and record_shapes=True. The forward pass is wrapped in
 record_function("forward"): PyTorch records no forward marker of its own. Backward and the
@@ -16,7 +20,9 @@ at the end of a step. Torch runs on one intra-op thread.
 """
 
 import gzip
+import json
 import os
+import platform
 import shutil
 import sys
 import tempfile
@@ -59,17 +65,66 @@ def transformer():
     return opt, batches, loss
 
 
+def averages(prof, by_shape):
+    """`key_averages()` as data: times in µs as PyTorch computes them."""
+    rows = []
+    for e in prof.key_averages(group_by_input_shape=by_shape):
+        row = {
+            "key": e.key,
+            "count": e.count,
+            "self_cpu_time_total_us": e.self_cpu_time_total,
+            "cpu_time_total_us": e.cpu_time_total,
+        }
+        if by_shape:
+            row["input_shapes"] = str(e.input_shapes)
+        rows.append(row)
+    return rows
+
+
+def host():
+    memory = None
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        pass
+    return {
+        "os": platform.system().lower(),
+        "arch": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "memory_bytes": memory,
+    }
+
+
 def profile_model(name, build, out_dir):
     opt, batches, loss_fn = build()
     with tempfile.TemporaryDirectory() as tmp:
         raw = os.path.join(tmp, f"{name}.json")
+        key_averages = {}
+
+        def ready(p):
+            key_averages["by_name"] = averages(p, False)
+            key_averages["by_input_shape"] = averages(p, True)
+            p.export_chrome_trace(raw)
+
         with profile(
             activities=[ProfilerActivity.CPU],
             profile_memory=True,
             record_shapes=True,
             schedule=schedule(wait=0, warmup=1, active=1),
-            on_trace_ready=lambda p: p.export_chrome_trace(raw),
+            on_trace_ready=ready,
         ) as prof:
+            prof.add_metadata_json(
+                "candle_graph",
+                json.dumps(
+                    {
+                        "warmup_steps": 1,
+                        "capture_step": 2,
+                        "intra_op_threads": torch.get_num_threads(),
+                        "torch_version": torch.__version__,
+                        "host": host(),
+                    }
+                ),
+            )
             for batch in batches:
                 with record_function("forward"):
                     loss = loss_fn(batch)
@@ -82,7 +137,11 @@ def profile_model(name, build, out_dir):
         with open(raw, "rb") as src, open(target, "wb") as dst_file:
             with gzip.GzipFile(filename="", mode="wb", fileobj=dst_file, mtime=0) as dst:
                 shutil.copyfileobj(src, dst)
-    print(f"wrote {target} ({os.path.getsize(target)} bytes)")
+    averages_path = os.path.join(out_dir, f"{name}.key_averages.json")
+    with open(averages_path, "w") as f:
+        json.dump(key_averages, f, indent=1)
+        f.write("\n")
+    print(f"wrote {target} ({os.path.getsize(target)} bytes) and {averages_path}")
 
 
 def main():

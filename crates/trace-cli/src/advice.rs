@@ -69,6 +69,9 @@ pub fn advice(f: &Finding) -> Option<&'static str> {
         FindingCode::GradientAccumulationShare => {
             "this is Candle's backward (backprop.rs allocates zeros for each new accumulator, then adds into it): fewer tensors reused across the graph means fewer accumulations; it is not the model's own work"
         }
+        FindingCode::OptimizerTemporaries => {
+            "the update allocates a new tensor per intermediate (m, v, their square root, the step): an in-place or fused optimizer step (updating `Var`s with fewer intermediates, or one kernel per parameter) removes them; the replayed peak is what it would leave"
+        }
         FindingCode::CoverageGap => return None,
     })
 }

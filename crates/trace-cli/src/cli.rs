@@ -171,10 +171,15 @@ pub struct MemoryArgs {
     /// Rows of the live-at-peak table.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
-    /// Group what is live at the peak by allocating span path, shape/dtype or category
-    /// (every storage counted; the top N groups shown).
+    /// Group what is live at the peak by allocating span path, shape/dtype, category, or —
+    /// with allocation sites (trace/13) — allocating op or site (every storage counted; the
+    /// top N groups shown).
     #[arg(long, value_enum, value_name = "BY")]
     pub group_by: Option<crate::live::GroupBy>,
+    /// List identical storages held at the peak one by one (by default storages of the same
+    /// allocation site, shape, dtype and category are one row with a count).
+    #[arg(long)]
+    pub ungrouped: bool,
 }
 
 /// `ops` arguments.
@@ -299,6 +304,10 @@ pub struct DiffArgs {
     /// strict Content-Security-Policy, sortable tables).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// A role map (JSON, the format of trace-ops' `rules/op-roles.json`) whose roles are tried
+    /// before the built-in Candle ↔ PyTorch ones when ops are aligned.
+    #[arg(long, value_name = "FILE")]
+    pub op_map: Option<PathBuf>,
 }
 
 impl DiffArgs {

@@ -1,12 +1,15 @@
 //! Display rows for storages (live at a peak, live at the end): bytes, category with an
 //! inferred mark, allocating span path and pass (from the analysis' span index), shape/dtype,
-//! label.
+//! label, and — when the trace has allocation sites (trace/13) — the allocating operation and
+//! module ([`trace_ops::SiteProfile`]). Identical rows (same site, shape, dtype, category and
+//! bytes) are merged into one with a count ([`merge`]).
 
 use std::collections::HashMap;
 
 use clap::ValueEnum;
 use serde::Serialize;
 use trace_memory::{SpanIndex, StorageLifetime};
+use trace_ops::SiteProfile;
 use trace_schema::{CategorySource, MemoryCategory, Pass, TraceDocument};
 
 use crate::table::{Align, Table};
@@ -50,12 +53,34 @@ pub struct StorageRow {
     /// Free time, ns; absent when live at the end of the trace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end_ns: Option<u64>,
+    /// The allocating operation read from the storage's allocation site (trace/13): `matmul`,
+    /// `matmul.backward`, or a non-op function's path; absent without a site.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    /// The module of the allocation (its module span, else the stack's model type); absent
+    /// when unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// The allocation site's index (storages of one site were allocated at one call stack).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub site: Option<u32>,
+    /// For a merged row: the number of identical storages it stands for (same site, shape,
+    /// dtype, category and bytes); `bytes` is per storage. Absent for a single storage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
 }
 
 impl StorageRow {
-    /// Resolves a lifetime with the analysis' span index.
-    pub fn of(l: &StorageLifetime, doc: &TraceDocument, spans: &SpanIndex) -> Self {
+    /// Resolves a lifetime with the analysis' span index and, when the trace has them, its
+    /// allocation site.
+    pub fn of(
+        l: &StorageLifetime,
+        doc: &TraceDocument,
+        spans: &SpanIndex,
+        sites: Option<&SiteProfile>,
+    ) -> Self {
         let span = l.span_id.as_deref();
+        let site = sites.and_then(|s| s.of_memory(l.alloc_event?));
         Self {
             bytes: l.bytes,
             category: l.category,
@@ -71,8 +96,110 @@ impl StorageRow {
             storage_id: l.storage_id.as_deref().map(str::to_string),
             start_ns: l.start_ns,
             end_ns: l.end_ns,
+            op: site.map(|x| x.op.to_string()),
+            module: site.and_then(|x| x.module.map(str::to_string)),
+            site: site.map(|x| x.site),
+            count: None,
         }
     }
+
+    /// Storages this row stands for (1, or a merged row's count).
+    pub fn storages(&self) -> u64 {
+        self.count.unwrap_or(1)
+    }
+
+    /// Bytes of every storage the row stands for (`bytes × count`, saturating).
+    pub fn total_bytes(&self) -> u64 {
+        self.bytes.saturating_mul(self.storages())
+    }
+
+    /// `op · module · pass` of the allocation, absent parts left out; `None` without an op.
+    pub fn operation(&self) -> Option<String> {
+        let op = self.op.as_deref()?;
+        let mut parts = vec![op];
+        parts.extend(self.module.as_deref());
+        parts.extend(self.pass.map(Pass::as_str));
+        Some(parts.join(" · "))
+    }
+
+    /// The BYTES cell: `1.53 MiB`, or `14 × 1.53 MiB = 21.44 MiB` for a merged row.
+    pub fn bytes_cell(&self) -> String {
+        match self.count {
+            Some(n) if n > 1 => format!(
+                "{n} × {} = {}",
+                trace_format::bytes(self.bytes),
+                trace_format::bytes(self.total_bytes())
+            ),
+            _ => trace_format::bytes(self.bytes),
+        }
+    }
+}
+
+/// Merges identical rows — same site, shape, dtype, category, pass, bytes, module, span path
+/// and label (rows that would read the same); rows without a site are never merged — into one
+/// row each with a count, keeping the first row's other fields (rows arrive largest first, then
+/// by alloc time). Ordered by total bytes descending, then first appearance. O(n).
+pub fn merge(rows: Vec<StorageRow>) -> Vec<StorageRow> {
+    /// Everything a row shows but its storage id and times.
+    #[derive(PartialEq, Eq, Hash)]
+    struct Key {
+        site: u32,
+        shape: Option<Vec<u64>>,
+        dtype: Option<String>,
+        category: MemoryCategory,
+        pass: Option<Pass>,
+        bytes: u64,
+        module: Option<String>,
+        span_path: Option<String>,
+        label: Option<String>,
+    }
+    let mut index: HashMap<Key, usize> = HashMap::new();
+    let mut out: Vec<StorageRow> = Vec::with_capacity(rows.len());
+    for r in rows {
+        let Some(site) = r.site else {
+            out.push(r);
+            continue;
+        };
+        let key = Key {
+            site,
+            shape: r.shape.clone(),
+            dtype: r.dtype.clone(),
+            category: r.category,
+            pass: r.pass,
+            bytes: r.bytes,
+            module: r.module.clone(),
+            span_path: r.span_path.clone(),
+            label: r.label.clone(),
+        };
+        match index.get(&key) {
+            Some(&i) => {
+                let m = &mut out[i];
+                m.count = Some(m.storages() + 1);
+            }
+            None => {
+                index.insert(key, out.len());
+                out.push(r);
+            }
+        }
+    }
+    // stable: equal totals keep their first-appearance order
+    out.sort_by_key(|r| std::cmp::Reverse(r.total_bytes()));
+    out
+}
+
+/// The share of bytes allocated inside the capture (not pre-existing) among `lives` that
+/// carry an op: `(with an op, allocated inside)`, bytes. Storages older than the step keep
+/// their labels (parameter names, optimizer state, the batch) and are not counted.
+pub fn op_coverage(lives: &[&StorageLifetime], sites: &SiteProfile) -> (u64, u64) {
+    let mut with_op = 0u64;
+    let mut inside = 0u64;
+    for l in lives.iter().filter(|l| !l.pre_existing) {
+        inside = inside.saturating_add(l.bytes);
+        if l.alloc_event.and_then(|e| sites.of_memory(e)).is_some() {
+            with_op = with_op.saturating_add(l.bytes);
+        }
+    }
+    (with_op, inside)
 }
 
 /// `[2, 3] f32` style shape/dtype cell.
@@ -106,6 +233,11 @@ pub enum GroupBy {
     /// Category (the `INFERRED` column counts storages whose category was inferred from the
     /// pass).
     Category,
+    /// The allocating operation and pass from the allocation site (`matmul · forward`; `-`
+    /// without a site, `(before capture)` for pre-existing storages).
+    Op,
+    /// The allocation site: one call stack (`#3 sqr · optimizer`).
+    Site,
 }
 
 impl GroupBy {
@@ -115,6 +247,8 @@ impl GroupBy {
             GroupBy::Span => "SPAN",
             GroupBy::Shape => "SHAPE/DTYPE",
             GroupBy::Category => "CATEGORY",
+            GroupBy::Op => "OPERATION",
+            GroupBy::Site => "SITE",
         }
     }
 
@@ -124,6 +258,8 @@ impl GroupBy {
             GroupBy::Span => "span",
             GroupBy::Shape => "shape",
             GroupBy::Category => "category",
+            GroupBy::Op => "op",
+            GroupBy::Site => "site",
         }
     }
 }
@@ -147,6 +283,7 @@ pub fn group(
     lives: &[&StorageLifetime],
     doc: &TraceDocument,
     spans: &SpanIndex,
+    sites: Option<&SiteProfile>,
     by: GroupBy,
 ) -> Vec<HeldGroup> {
     let mut paths: HashMap<&str, String> = HashMap::new();
@@ -163,6 +300,18 @@ pub fn group(
             },
             GroupBy::Shape => shape_dtype_of(l.shape.as_deref(), l.dtype.as_deref()),
             GroupBy::Category => l.category.as_str().to_string(),
+            GroupBy::Op | GroupBy::Site => {
+                match sites.and_then(|s| Some((s, s.of_memory(l.alloc_event?)?))) {
+                    Some((_, label)) if by == GroupBy::Op => {
+                        let mut parts = vec![label.op.to_string()];
+                        parts.extend(label.pass.map(|p| p.as_str().to_string()));
+                        parts.join(" · ")
+                    }
+                    Some((_, label)) => format!("#{} {}", label.site, label.display()),
+                    None if l.pre_existing => "(before capture)".to_string(),
+                    None => "-".to_string(),
+                }
+            }
         };
         let g = groups.entry(key).or_insert((0, 0, 0));
         g.0 += 1;
@@ -222,14 +371,19 @@ pub fn share(part: u64, total: u64) -> String {
 /// A table of storage rows; `*` marks an inferred category, `before capture` a pre-existing
 /// storage. Trace text is escaped and elided.
 pub fn table(rows: &[StorageRow]) -> Table {
-    let mut t = Table::new(&[
+    // the OPERATION column (op · module · pass) only when some row has a site
+    let ops = rows.iter().any(|r| r.op.is_some());
+    let mut columns = vec![
         ("BYTES", Align::Right),
         ("CATEGORY", Align::Left),
         ("PASS", Align::Left),
         ("SPAN", Align::Left),
-        ("SHAPE/DTYPE", Align::Left),
-        ("LABEL", Align::Left),
-    ]);
+    ];
+    if ops {
+        columns.push(("OPERATION", Align::Left));
+    }
+    columns.extend([("SHAPE/DTYPE", Align::Left), ("LABEL", Align::Left)]);
+    let mut t = Table::new(&columns);
     for r in rows {
         let mut category = r.category.as_str().to_string();
         if r.category_inferred {
@@ -241,8 +395,8 @@ pub fn table(rows: &[StorageRow]) -> Table {
             (None, Some(op)) => format!("op {op}"),
             (None, None) => "-".to_string(),
         };
-        t.row([
-            trace_format::bytes(r.bytes),
+        let mut cells = vec![
+            r.bytes_cell(),
             category,
             match (r.pass, r.pre_existing) {
                 (Some(p), _) => p.as_str().to_string(),
@@ -250,9 +404,14 @@ pub fn table(rows: &[StorageRow]) -> Table {
                 (None, false) => "-".to_string(),
             },
             Table::path(&span),
-            Table::text(&shape_dtype(r)),
-            Table::text(&label),
-        ]);
+        ];
+        if ops {
+            cells.push(Table::text(
+                &r.operation().unwrap_or_else(|| "-".to_string()),
+            ));
+        }
+        cells.extend([Table::text(&shape_dtype(r)), Table::text(&label)]);
+        t.row(cells);
     }
     t
 }

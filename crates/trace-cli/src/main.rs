@@ -21,7 +21,7 @@ mod table;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use clap::Parser;
 use trace_graph::Detail;
 
@@ -176,13 +176,26 @@ fn run(cli: Cli) -> Result<Output> {
             } else {
                 Detail::Summary
             };
-            let (trace, analysis) = load(&args.input.trace, detail)?;
+            let (mut trace, mut analysis) = load(&args.input.trace, detail)?;
+            // With allocation sites, merged rows and the op coverage need every storage live
+            // at the peak: past the summary's SUMMARY_TOP, read the trace again in full.
+            let beyond_summary = analysis.memory.logical.as_ref().is_some_and(|l| {
+                l.by_device.iter().any(|d| {
+                    d.peak
+                        .as_ref()
+                        .is_some_and(|p| p.live_allocation_count > trace_memory::SUMMARY_TOP as u64)
+                })
+            });
+            if detail == Detail::Summary && analysis.sites.is_some() && beyond_summary {
+                (trace, analysis) = load(&args.input.trace, Detail::Full)?;
+            }
             let report = commands::memory::build(
                 &trace.doc,
                 analysis,
                 args.device.as_deref(),
                 args.top,
                 args.group_by,
+                args.ungrouped,
             )?;
             Ok(Output::ok(if args.input.json {
                 to_json("memory", Some(InputRecord::of(trace)), &report)?
@@ -192,8 +205,25 @@ fn run(cli: Cli) -> Result<Output> {
         }
         Command::Ops(args) => {
             let (trace, analysis) = load(&args.input.trace, Detail::Summary)?;
+            if analysis.operations.is_err() {
+                // A producer that timed every op (a PyTorch import) gets the exact table.
+                if let Some(measured) = trace_ops::MeasuredOps::from_document(&trace.doc) {
+                    let report = commands::ops_measured::build(
+                        &measured,
+                        args.by == Some(commands::ops::ByArg::Op),
+                        args.pass.map(commands::ops::PassArg::pass),
+                        args.top,
+                    );
+                    return Ok(Output::ok(if args.input.json {
+                        to_json("ops", Some(InputRecord::of(trace)), &report)?
+                    } else {
+                        terminal_safe(commands::ops_measured::render(&report))
+                    }));
+                }
+            }
             let report = commands::ops::build(
                 &analysis.operations,
+                analysis.sites.as_ref(),
                 commands::ops::OpsQuery {
                     by: args.by,
                     pass: args.pass,
@@ -336,10 +366,26 @@ fn diff(args: &cli::DiffArgs) -> Result<Output> {
             .collect()
     };
     let (lb, lc) = (labels(&b), labels(&c));
-    let options = trace_diff::DiffOptions {
+    let mut options = trace_diff::DiffOptions {
         norm_ratio_threshold: args.norm_ratio,
         ..trace_diff::DiffOptions::default()
     };
+    if let Some(path) = &args.op_map {
+        // A role map is small; a file of more than 16 MiB is not one.
+        let meta = std::fs::metadata(path)
+            .with_context(|| format!("cannot read the op map {}", path.display()))?;
+        anyhow::ensure!(
+            meta.len() <= 16 << 20,
+            "the op map {} is {} bytes: not a role map (at most 16 MiB)",
+            path.display(),
+            meta.len()
+        );
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the op map {}", path.display()))?;
+        let user = trace_ops::RoleMap::from_json(&text)
+            .with_context(|| format!("the op map {}", path.display()))?;
+        options.op_roles = trace_ops::RoleMap::builtin().extended_by(user);
+    }
     let diff = trace_diff::compare(&runs(&b, &lb), &runs(&c, &lc), &options)?;
     if let Some(path) = &args.html {
         let written = commands::diff_html::write(&diff, args.top, path)?;

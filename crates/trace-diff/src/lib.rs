@@ -52,6 +52,7 @@ pub mod align;
 pub mod gradients;
 pub mod identity;
 pub mod memory;
+pub mod ops;
 pub mod passes;
 pub mod spans;
 pub mod stats;
@@ -65,6 +66,7 @@ use crate::align::KeyTable;
 pub use gradients::{GradientDiff, GradientVerdict, NormChange, VerdictChange};
 pub use identity::{IdentityDiff, RefusalCode, RunIdentity, TimingRefusal};
 pub use memory::{CategoryDelta, DeviceDelta, LiveSetDiff, MemoryDiff, PeakPlace, StorageGroup};
+pub use ops::{compare_ops, framework_of, OpsDiff, PassOps, RoleRow, RoleSide};
 pub use passes::PassDelta;
 pub use spans::{summarize, RestSummary, SpanDelta, SpanMetric, UnmatchedSpan};
 pub use stats::{Delta, Stat, Verdict};
@@ -89,6 +91,9 @@ pub struct DiffOptions {
     /// Span alignment counts when at least this share of each side's non-root spans align
     /// (first runs); below it the comparison is pass-level. Default 0.5.
     pub min_aligned_share: f64,
+    /// Which ops of the two sides do the same work (default: the built-in Candle ↔ PyTorch
+    /// map, [`trace_ops::RoleMap::builtin`]).
+    pub op_roles: trace_ops::RoleMap,
 }
 
 impl Default for DiffOptions {
@@ -96,6 +101,7 @@ impl Default for DiffOptions {
         Self {
             norm_ratio_threshold: 2.0,
             min_aligned_share: 0.5,
+            op_roles: trace_ops::RoleMap::builtin(),
         }
     }
 }
@@ -178,6 +184,13 @@ pub struct TraceDiff {
     /// Why gradients are not compared.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gradients_unavailable: Option<String>,
+    /// Operations aligned by role, per pass; absent when a side has no op table (see
+    /// `ops_unavailable`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ops: Option<OpsDiff>,
+    /// Why operations are not compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ops_unavailable: Option<String>,
 }
 
 /// Per-span figures of one run, index like `doc.spans`.
@@ -326,6 +339,20 @@ pub fn compare(
     } else {
         wall_time_ns.not_compared()
     };
+    let ops = ops::compare_ops(&baseline[0], &candidate[0], &identity, &options.op_roles);
+    let ops_unavailable = ops.is_none().then(|| {
+        let has = |r: &Run<'_>| {
+            trace_ops::SideOps::from_document(r.doc, ops::framework_of(r.doc)).is_some()
+        };
+        let sides = match (has(&baseline[0]), has(&candidate[0])) {
+            (false, false) => "neither side has an",
+            (false, true) => "the baseline has no",
+            _ => "the candidate has no",
+        };
+        format!(
+            "{sides} op table (stack samples of a Candle capture, or a PyTorch import's timed ops)"
+        )
+    });
     Ok(TraceDiff {
         baseline_runs: baseline.len() as u32,
         candidate_runs: candidate.len() as u32,
@@ -339,6 +366,8 @@ pub fn compare(
         memory_unavailable,
         gradients,
         gradients_unavailable,
+        ops,
+        ops_unavailable,
     })
 }
 

@@ -42,6 +42,10 @@ pub enum FindingCode {
     FileIoInOperation,
     /// The share of the backward pass spent in gradient accumulation (`grad_accumulate`).
     GradientAccumulationShare,
+    /// Storages allocated and freed inside the optimizer pass (an out-of-place update's
+    /// temporaries): their bytes at the run's peak, ratio to the parameters, part of the peak,
+    /// and the peak replayed without them.
+    OptimizerTemporaries,
     /// A capability that is not complete.
     CoverageGap,
 }
@@ -129,6 +133,30 @@ pub struct Evidence {
     /// then the I/O functions).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub frames: Vec<String>,
+    /// The total `bytes` are part of (the run's peak), bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub of_bytes: Option<u64>,
+    /// Bytes of the parameters live at that moment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parameter_bytes: Option<u64>,
+    /// Bytes allocated by the storages the finding is about, all of them (not only those live
+    /// at one moment).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocated_bytes: Option<u64>,
+    /// The run's peak replayed from the lifetimes without those storages, bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replayed_peak_bytes: Option<u64>,
+    /// When the replayed peak is first reached, ns since session start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replayed_peak_ns: Option<u64>,
+    /// The pass it is reached in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replayed_peak_pass: Option<Pass>,
+    /// The optimizer temporaries live at the peak, largest first: bytes, op (from the
+    /// allocation site) and the parameter tied by size (`1.53 MiB sqr · update of
+    /// fc1.weight (by size) · optimizer`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub temporaries: Vec<String>,
 }
 
 /// What holds storages that outlive the point where they could have been freed, read from

@@ -38,6 +38,7 @@ pub mod graph;
 pub mod health;
 mod index;
 pub mod operations;
+pub mod optimizer;
 mod retention;
 mod timing;
 
@@ -99,6 +100,11 @@ pub struct Analysis {
     /// serialized: `candle-graph ops` shows it).
     #[serde(skip)]
     pub operations: Result<trace_ops::OpProfile, trace_ops::Unavailable>,
+    /// The allocation sites read as operations ([`trace_ops::SiteProfile`]: each storage's
+    /// op, module and pass, exact call counts, alloc-clocked time), when the trace has sites
+    /// (trace/13); not serialized. Their calls and times are attached to `operations`' rows.
+    #[serde(skip)]
+    pub sites: Option<trace_ops::SiteProfile>,
 }
 
 /// The time origin of displays: the measured region's start, else the first span's or memory
@@ -173,9 +179,13 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
         || timing::HostTiming::compute(doc, &index, measured),
     );
     let mut capabilities = assess_capabilities(doc, &health);
-    let operations = trace_ops::OpProfile::from_document_with(doc, &index.spans);
+    let mut operations = trace_ops::OpProfile::from_document_with(doc, &index.spans);
     if let Ok(p) = &operations {
         capability::describe_sampled_operations(&mut capabilities, p);
+    }
+    let sites = trace_ops::SiteProfile::from_document_with(doc, &index.spans);
+    if let (Ok(p), Some(s)) = (&mut operations, &sites) {
+        p.attach_sites(s);
     }
 
     let reasons = graph::refusal_reasons(doc, &health);
@@ -216,6 +226,14 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
         time_origin_ns,
         &mut findings,
     );
+    optimizer::finding(
+        doc,
+        &index.spans,
+        sites.as_ref(),
+        &capabilities,
+        health.memory_lower_bound,
+        &mut findings,
+    );
     findings::gradient_findings(&gradients, &capabilities, &mut findings);
     findings::coverage_gaps(&capabilities, &mut findings);
     Analysis {
@@ -230,5 +248,6 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
         time_origin_ns,
         detail,
         operations,
+        sites,
     }
 }

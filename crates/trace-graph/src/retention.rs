@@ -103,6 +103,7 @@ impl Member {
             pre_existing: self.pre_existing,
             start_ns: self.start_ns,
             end_ns: None,
+            alloc_event: None,
         }
     }
 }

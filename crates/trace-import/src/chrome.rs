@@ -36,6 +36,53 @@ pub(crate) struct Header {
     pub with_stack: Option<bool>,
     /// Entries of `deviceProperties`.
     pub device_properties: Option<usize>,
+    /// The `candle_graph` metadata the profiling script added (`prof.add_metadata_json`):
+    /// what a Kineto trace cannot say about its own run. Absent or malformed: nothing known.
+    pub candle_graph: Option<ScriptMeta>,
+}
+
+/// What a profiling script declares about its run under the top-level key `candle_graph`
+/// (`prof.add_metadata_json("candle_graph", json.dumps({...}))`; see
+/// `xtask/pytorch/profile_fixtures.py`). Every field optional; wrong types are ignored.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Deserialize)]
+pub(crate) struct ScriptMeta {
+    /// Steps run before the recorded one (the profiler schedule's wait + warm-up, and any
+    /// steps before the profiler).
+    #[serde(default, deserialize_with = "lenient")]
+    pub warmup_steps: Option<u64>,
+    /// The recorded step's 1-based number.
+    #[serde(default, deserialize_with = "lenient")]
+    pub capture_step: Option<u64>,
+    /// `torch.get_num_threads()`.
+    #[serde(default, deserialize_with = "lenient")]
+    pub intra_op_threads: Option<u64>,
+    /// `torch.__version__`.
+    #[serde(default, deserialize_with = "lenient")]
+    pub torch_version: Option<String>,
+    /// The host.
+    #[serde(default, deserialize_with = "lenient")]
+    pub host: Option<ScriptHost>,
+}
+
+/// The host a script ran on.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Deserialize)]
+pub(crate) struct ScriptHost {
+    #[serde(default, deserialize_with = "lenient")]
+    pub os: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub arch: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub cpu_count: Option<u64>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub memory_bytes: Option<u64>,
+}
+
+/// A field of the wrong type reads as absent, not as an error (the metadata is a courtesy).
+fn lenient<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(v).ok())
 }
 
 /// The document split into raw events.
@@ -202,6 +249,17 @@ impl<'de> Visitor<'de> for TopSeed<'_, 'de> {
                         _ => None,
                     };
                 }
+                "candle_graph" => {
+                    // `add_metadata_json` stores an object; some writers store it as a string.
+                    let v: serde_json::Value = map.next_value()?;
+                    let v = match v {
+                        serde_json::Value::String(text) => {
+                            serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+                        }
+                        other => other,
+                    };
+                    h.candle_graph = serde_json::from_value(v).ok();
+                }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -225,6 +283,7 @@ const READ_KEYS: &[&str] = &[
     "record_shapes",
     "with_stack",
     "deviceProperties",
+    "candle_graph",
 ];
 
 struct EventsSeed<'s, 'a> {

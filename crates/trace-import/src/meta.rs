@@ -111,6 +111,13 @@ pub(crate) fn run_meta(header: &Header, seen: Observed) -> RunMeta {
     };
     let mut tags = seen.tags.clone();
     tags.insert(SOURCE_TAG.to_string(), SOURCE_KINETO.to_string());
+    let script = header.candle_graph.clone().unwrap_or_default();
+    if let Some(n) = script.intra_op_threads {
+        tags.insert("torch.intra_op_threads".to_string(), n.to_string());
+    }
+    if let Some(v) = &script.torch_version {
+        tags.insert("torch.version".to_string(), v.clone());
+    }
     if let Some(v) = &header.schema_version {
         tags.insert("kineto.schema_version".to_string(), v.clone());
     }
@@ -129,8 +136,8 @@ pub(crate) fn run_meta(header: &Header, seen: Observed) -> RunMeta {
         entrypoint: trace_name.unwrap_or_else(|| "pytorch-profiler".to_string()),
         phase: seen.train.then_some(ExecutionPhase::Train),
         timestamp: timestamp(header, seen.origin_ns).unwrap_or_else(|| "unknown".to_string()),
-        capture_step: None,
-        warmup_steps: None,
+        capture_step: script.capture_step,
+        warmup_steps: script.warmup_steps,
         device: match seen.devices.as_slice() {
             [one] => Some(one.clone()),
             _ => None,
@@ -143,7 +150,12 @@ pub(crate) fn run_meta(header: &Header, seen: Observed) -> RunMeta {
         candle_version: None,
         probe_version: None,
         tracking_allocator_installed: None,
-        host: None,
+        host: script.host.map(|h| trace_schema::HostInfo {
+            os: h.os,
+            arch: h.arch,
+            cpu_count: h.cpu_count,
+            memory_bytes: h.memory_bytes,
+        }),
     }
 }
 

@@ -49,6 +49,11 @@ pub struct StorageLifetime {
     pub start_ns: u64,
     /// Free time, ns; `None` when still live at the end of the trace.
     pub end_ns: Option<u64>,
+    /// Index of the alloc event among the document's memory events
+    /// ([`trace_schema::MemoryItem::index`]): the key of its allocation site
+    /// ([`trace_schema::SiteTable::of_memory`]); `None` when not known (not serialized).
+    #[serde(skip)]
+    pub alloc_event: Option<u32>,
 }
 
 impl StorageLifetime {
@@ -80,6 +85,7 @@ pub(crate) fn to_lifetime(
         pre_existing: d.desc.pre_existing,
         start_ns: d.start_ns,
         end_ns: (d.end_ns != OPEN).then_some(d.end_ns),
+        alloc_event: Some(d.event),
     }
 }
 

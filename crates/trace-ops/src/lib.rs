@@ -12,7 +12,10 @@
 //! - [`profile`]: [`OpProfile::from_document`] — rows of op × pass × module with samples, the
 //!   share of the measured region with its 95% Wilson interval ([`interval`]) and the estimated
 //!   self time, grouping, filters, sorting, file I/O found inside ops;
-//! - [`flame`]: bounded flame trees per thread and pass for views.
+//! - [`flame`]: bounded flame trees per thread and pass for views;
+//! - [`sites`]: [`SiteProfile::from_document`] — the allocation sites (trace/13) read as ops:
+//!   each storage's op, module and pass, exact allocating-call counts and the alloc-clocked
+//!   time per op (a second, measured time source beside the samples).
 //!
 //! Every figure is an estimate from samples and says so: rows carry their sample count and
 //! interval, and a profile of fewer than [`FEW_SAMPLES`] samples is flagged. A trace without
@@ -47,14 +50,20 @@
 pub mod classify;
 pub mod flame;
 pub mod interval;
+pub mod measured;
 pub mod names;
 pub mod profile;
+pub mod roles;
 pub mod rules;
+pub mod sites;
 
 pub use classify::{classify_stack, OpKind, StackClass};
 pub use flame::{flame_trees, FlameNode, FlameOptions, FlameTree};
 pub use interval::{wilson, Share, Z_95};
+pub use measured::{MeasuredOps, MeasuredRow};
 pub use profile::{
     cmp_rows, filter_pass, sort_rows, FileIoRow, GroupBy, ModuleSource, OpProfile, OpRow,
     SampleTotals, SortBy, ThreadTotals, Unavailable, FEW_SAMPLES,
 };
+pub use roles::{Framework, Role, RoleMap, RoleMapError, SideOp, SideOps, TimeSource};
+pub use sites::{SiteOpRow, SiteProfile, SiteTotals, StorageLabel, StorageOp};

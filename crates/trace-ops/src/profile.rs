@@ -128,6 +128,16 @@ pub struct OpRow {
     pub inner_op: Option<String>,
     /// The thread's profile rests on fewer than [`FEW_SAMPLES`] samples.
     pub few_samples: bool,
+    /// Allocating calls, exact (from the allocation sites, trace/13: calls that allocate at
+    /// least the capture's threshold, see [`crate::sites`]); `None` without sites, or when no
+    /// call of the row allocated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calls: Option<u64>,
+    /// Alloc-clocked time, ns: a second time source, measured from the allocation sites (each
+    /// allocating call's start to the thread's next one, see [`crate::sites`]), beside the
+    /// sampled `self_ns`; `None` without sites.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alloc_clocked_ns: Option<u64>,
 }
 
 /// One sampled thread's totals.
@@ -561,7 +571,8 @@ impl OpProfile {
             Option<ModuleSource>,
         );
         let mut index: HashMap<Key, usize> = HashMap::default();
-        let mut out: Vec<(Key, u64, HashMap<String, u64>)> = Vec::new();
+        type Sums = (u64, HashMap<String, u64>, Option<u64>, Option<u64>);
+        let mut out: Vec<(Key, Sums)> = Vec::new();
         for r in self.rows.iter().filter(|r| keep(r)) {
             let key: Key = match by {
                 GroupBy::Op => (r.thread, r.op.clone(), r.kind, None, None, None),
@@ -578,20 +589,23 @@ impl OpProfile {
                 GroupBy::OpPassModule => unreachable!("returned above"),
             };
             let i = *index.entry(key.clone()).or_insert_with(|| {
-                out.push((key, 0, HashMap::default()));
+                out.push((key, (0, HashMap::default(), None, None)));
                 out.len() - 1
             });
-            out[i].1 += r.samples;
+            let sums = &mut out[i].1;
+            sums.0 += r.samples;
+            sums.2 = add_opt(sums.2, r.calls);
+            sums.3 = add_opt(sums.3, r.alloc_clocked_ns);
             if matches!(by, GroupBy::Op | GroupBy::OpPass) {
                 if let Some(inner) = &r.inner_op {
-                    *out[i].2.entry(inner.clone()).or_insert(0) += r.samples;
+                    *sums.1.entry(inner.clone()).or_insert(0) += r.samples;
                 }
             }
         }
         let mut rows: Vec<OpRow> = out
             .into_iter()
             .map(
-                |((thread, op, kind, pass, module, source), samples, inner)| {
+                |((thread, op, kind, pass, module, source), (samples, inner, calls, clocked))| {
                     let t = self.totals.threads.iter().find(|t| t.thread == thread);
                     let mut row = make_row(samples, t);
                     row.op = op;
@@ -603,12 +617,81 @@ impl OpProfile {
                         .into_iter()
                         .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
                         .map(|(n, _)| n);
+                    row.calls = calls;
+                    row.alloc_clocked_ns = clocked;
                     row
                 },
             )
             .collect();
         sort_rows(&mut rows, SortBy::Samples);
         rows
+    }
+
+    /// Adds the allocation sites' exact call counts and alloc-clocked times
+    /// ([`crate::SiteProfile`]) to the rows of the same thread, op, kind, pass and module; a
+    /// site row without a sampled row becomes a row of 0 samples (its share an estimate with
+    /// its interval, as every row's). Rows are sorted again (most samples first).
+    pub fn attach_sites(&mut self, sites: &crate::SiteProfile) {
+        type RowKey<'a> = (u64, &'a str, OpKind, Option<Pass>, Option<&'a str>);
+        let mut index: HashMap<RowKey<'_>, usize> = HashMap::default();
+        for (i, r) in self.rows.iter().enumerate() {
+            if let (Some(op), Some(kind)) = (r.op.as_deref(), r.kind) {
+                index.insert((r.thread, op, kind, r.pass, r.module.as_deref()), i);
+            }
+        }
+        let mut found: Vec<(usize, u64, Option<u64>)> = Vec::new();
+        let mut extra: Vec<OpRow> = Vec::new();
+        for s in &sites.rows {
+            let key = (s.thread, s.op.as_str(), s.kind, s.pass, s.module.as_deref());
+            match index.get(&key) {
+                Some(&i) => found.push((i, s.calls, s.alloc_clocked_ns)),
+                None => {
+                    let t = self.totals.threads.iter().find(|t| t.thread == s.thread);
+                    let mut row = make_row(0, t);
+                    row.thread = s.thread;
+                    row.op = Some(s.op.clone());
+                    row.kind = Some(s.kind);
+                    row.pass = s.pass;
+                    row.module = s.module.clone();
+                    row.module_source = s.module_source;
+                    row.calls = Some(s.calls);
+                    row.alloc_clocked_ns = s.alloc_clocked_ns;
+                    extra.push(row);
+                }
+            }
+        }
+        for (i, calls, clocked) in found {
+            let r = &mut self.rows[i];
+            r.calls = add_opt(r.calls, Some(calls));
+            r.alloc_clocked_ns = add_opt(r.alloc_clocked_ns, clocked);
+        }
+        if extra.is_empty() {
+            return;
+        }
+        // rows gain entries: the per-sample row indices are remapped after the sort
+        let old = self.rows.len();
+        self.rows.extend(extra);
+        let mut order: Vec<u32> = (0..self.rows.len() as u32).collect();
+        order.sort_by(|&a, &b| {
+            cmp_rows(
+                &self.rows[a as usize],
+                &self.rows[b as usize],
+                SortBy::Samples,
+            )
+        });
+        let mut new_index = vec![0u32; self.rows.len()];
+        for (new, &o) in order.iter().enumerate() {
+            new_index[o as usize] = new as u32;
+        }
+        let mut slots: Vec<Option<OpRow>> = self.rows.drain(..).map(Some).collect();
+        self.rows = order
+            .iter()
+            .map(|&o| slots[o as usize].take().expect("each row once"))
+            .collect();
+        for r in self.sample_rows.iter_mut().flatten() {
+            debug_assert!((*r as usize) < old);
+            *r = new_index[*r as usize];
+        }
     }
 
     /// Samples of the rows matching `keep` (all threads).
@@ -653,6 +736,16 @@ fn make_row(samples: u64, t: Option<&ThreadTotals>) -> OpRow {
         self_ns_high: est.map(|e| e.2),
         inner_op: None,
         few_samples: n < FEW_SAMPLES,
+        calls: None,
+        alloc_clocked_ns: None,
+    }
+}
+
+/// `a + b` of two optional counts: `None` only when both are.
+fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.saturating_add(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -695,7 +788,7 @@ pub fn filter_pass(rows: &mut Vec<OpRow>, pass: Option<Pass>) {
 
 /// The pass of a span and its innermost module path (the span's own or an ancestor's),
 /// bounded by the span count.
-fn span_pass_module<'d>(
+pub(crate) fn span_pass_module<'d>(
     doc: &'d TraceDocument,
     spans: &SpanIndex,
     sym: Sym,

@@ -20,7 +20,10 @@
 //!   weights, fresh `ProbedOptimizer<AdamW>`, step 1 run), not captured;
 //! - `captured`: the same, step 2 captured, writing to `std::io::sink()` — meta, root span,
 //!   passes, module spans, gradient facts, the storage capture (armed allocator, ring drains,
-//!   registration, memory events) and device samples; stack sampling off (`sample_hz(0)`).
+//!   registration, memory events), device samples and allocation sites (the default 4 KiB
+//!   threshold); stack sampling off (`sample_hz(0)`);
+//! - `no_sites`: the same captured step with allocation sites off
+//!   (`alloc_site_threshold_bytes(0)`): `captured / no_sites` is the sites' cost.
 //!   Building the run and `finish()` are outside the measured step and reported apart (once per
 //!   run for a user);
 //! - `sampled_100`, `sampled_1k`, `sampled_10k`: the same captured step with the wall-clock
@@ -44,7 +47,9 @@
 //! `RAYON_NUM_THREADS=1 cargo bench -p trace-probe --bench ab_overhead` (env: `AB_PAIRS` rounds,
 //! default 30; `AB_STEPS` per block, default 5; `AB_HIDDEN`, default 512; `AB_ONLY=captured`,
 //! `fresh` or `plain` runs only those steps, for a sampling profiler; `AB_SAMPLING=1` runs only
-//! `plain`, `captured` and the three sampled variants).
+//! `plain`, `captured` and the three sampled variants; `AB_SITES=1` only `plain`, `fresh`,
+//! `no_sites`, `captured` and `sampled_1k`, and prints the walk's ns per stack;
+//! `TRACE_PROBE_SITE_UNWINDER=libgcc` forces the DWARF walker on a frame-pointer build).
 
 use std::time::Instant;
 
@@ -237,9 +242,24 @@ impl Run {
         x: &Tensor,
         y: &Tensor,
     ) -> Res<Self> {
+        Self::with_sites(d, varmap, capture, sample_hz, 4096, x, y)
+    }
+
+    /// [`Run::new`] with allocation sites at `site_threshold` bytes (0: off).
+    fn with_sites(
+        d: &Dims,
+        varmap: &VarMap,
+        capture: bool,
+        sample_hz: u32,
+        site_threshold: usize,
+        x: &Tensor,
+        y: &Tensor,
+    ) -> Res<Self> {
         let step = if capture { 2 } else { 3 };
         let session = TraceSession::new(
-            ProfileRun::training("ab", step).sample_hz(sample_hz),
+            ProfileRun::training("ab", step)
+                .sample_hz(sample_hz)
+                .alloc_site_threshold_bytes(site_threshold),
             std::io::sink(),
         )?;
         let default = tracing::subscriber::set_default(subscriber(&session));
@@ -298,17 +318,20 @@ fn describe(label: &str, ratios: &[Cost]) {
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// The variants, in the order of the first pair (rotated every pair).
-const VARIANTS: [&str; 9] = [
+const VARIANTS: [&str; 10] = [
     "plain",
     "idle",
     "tracked",
     "untracked",
     "fresh",
+    "no_sites",
     "captured",
     "sampled_100",
     "sampled_1k",
     "sampled_10k",
 ];
+/// `AB_SITES=1`: only these.
+const SITES_VARIANTS: [&str; 5] = ["plain", "fresh", "no_sites", "captured", "sampled_1k"];
 /// `AB_SAMPLING=1`: only these.
 const SAMPLING_VARIANTS: [&str; 5] = [
     "plain",
@@ -389,7 +412,9 @@ fn main() -> Res<()> {
         cold.wall * 1e3
     );
 
-    let variants: Vec<&str> = if env("AB_SAMPLING", 0) == 1 {
+    let variants: Vec<&str> = if env("AB_SITES", 0) == 1 {
+        SITES_VARIANTS.to_vec()
+    } else if env("AB_SAMPLING", 0) == 1 {
         SAMPLING_VARIANTS.to_vec()
     } else {
         VARIANTS.to_vec()
@@ -399,6 +424,9 @@ fn main() -> Res<()> {
     let mut finish = Vec::new();
     // Per sampled variant: finish() thread CPU, ms (includes the symbolisation).
     let mut finish_sampled: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    // Allocation sites of the `captured` runs: (stacks, walk ns) summed; finish() ms.
+    let mut site_walks = (0u64, 0u64);
+    let mut finish_sites = Vec::new();
     let mut block = |variant: &str| -> Res<Cost> {
         let mut total = Cost::default();
         if variant == "tracked" || variant == "untracked" {
@@ -432,11 +460,19 @@ fn main() -> Res<()> {
                 }
                 _ => {
                     let capture = variant != "fresh";
+                    let sites = if variant == "no_sites" { 0 } else { 4096 };
                     let t = Clocks::now();
-                    let run = Run::new(&d, &weights, capture, sample_hz(variant), &x, &y)?;
+                    let run =
+                        Run::with_sites(&d, &weights, capture, sample_hz(variant), sites, &x, &y)?;
                     let made = t.since();
                     let (step, fin) = run.step(&x, &y)?;
                     total += step;
+                    if variant == "captured" {
+                        let c = trace_probe::alloc::sites::counts();
+                        site_walks.0 += c.captured;
+                        site_walks.1 += c.capture_ns;
+                        finish_sites.push(fin.thread * 1e3);
+                    }
                     if variant == "captured" {
                         setup.push(made.thread * 1e3);
                         finish.push(fin.thread * 1e3);
@@ -455,6 +491,7 @@ fn main() -> Res<()> {
     // over_captured[v][pair]: variant v over captured (sampling off), same pair.
     let mut over_captured: Vec<Vec<Cost>> = vec![Vec::new(); variants.len()];
     let mut captured_over_fresh = Vec::new();
+    let mut captured_over_no_sites = Vec::new();
     let mut tracked_over_untracked = Vec::new();
     let mut plain_ms = Vec::new();
     for pair in 0..pairs {
@@ -478,6 +515,9 @@ fn main() -> Res<()> {
             if let Some(f) = index("fresh") {
                 captured_over_fresh.push(cost[c].ratio(cost[f]));
             }
+        }
+        if let (Some(c), Some(n)) = (index("captured"), index("no_sites")) {
+            captured_over_no_sites.push(cost[c].ratio(cost[n]));
         }
         if let (Some(t), Some(u)) = (index("tracked"), index("untracked")) {
             tracked_over_untracked.push(cost[t].ratio(cost[u]));
@@ -510,7 +550,11 @@ fn main() -> Res<()> {
         ),
         (
             "captured",
-            "captured / plain (step 2 of a fresh run, captured, allocator armed, sampling off)",
+            "captured / plain (step 2 of a fresh run, captured, allocator armed, sites on, sampling off)",
+        ),
+        (
+            "no_sites",
+            "no_sites / plain (the same, allocation sites off)",
         ),
         (
             "sampled_100",
@@ -534,6 +578,22 @@ fn main() -> Res<()> {
         describe(
             "tracked / untracked (tracking storages before the capture step, alone)",
             &tracked_over_untracked,
+        );
+    }
+    if !captured_over_no_sites.is_empty() {
+        describe(
+            "captured / no_sites (the allocation sites alone)",
+            &captured_over_no_sites,
+        );
+        let walker = trace_probe::storage::last_summary()
+            .sites
+            .map(|s| s.unwinder.wire_name())
+            .unwrap_or("-");
+        println!(
+            "  sites: {} stacks walked ({walker}), {:.2} µs per stack in the hook; finish() with the sites' symbolisation {:.2} ms median",
+            site_walks.0,
+            site_walks.1 as f64 / site_walks.0.max(1) as f64 * 1e-3,
+            median(&finish_sites)
         );
     }
     if !captured_over_fresh.is_empty() {

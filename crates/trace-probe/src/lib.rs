@@ -26,6 +26,7 @@ mod run;
 #[doc(hidden)]
 pub mod sampler;
 mod session;
+mod stacks;
 mod stats;
 #[doc(hidden)]
 pub mod storage;

@@ -18,6 +18,16 @@ pub fn candle_version() -> Option<&'static str> {
     (!v.is_empty()).then_some(v)
 }
 
+/// The tag holding Candle's CPU thread count (`candle_core::utils::get_num_threads()`).
+pub const CANDLE_THREADS_TAG: &str = "candle.threads";
+
+/// Candle's CPU thread count, read once per process (without `RAYON_NUM_THREADS`, Candle reads
+/// `/proc/cpuinfo` for it: ≈ 60 µs).
+pub fn candle_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(candle_core::utils::get_num_threads)
+}
+
 /// Host basics: OS, architecture, logical CPUs available to the process and total memory
 /// (Linux: `MemTotal` of `/proc/meminfo`; absent elsewhere). Never the hostname. Read once per
 /// process (the meta is written inside the captured step, and reading `/proc` and the cgroup
@@ -89,7 +99,16 @@ pub(crate) fn run_meta(
         timing_mode: Some(TimingMode::Host),
         capture_contract: Some(contract),
         comparison_identity: run.comparison_identity.clone(),
-        tags: run.tags.clone(),
+        tags: {
+            let mut tags = run.tags.clone();
+            if !deterministic {
+                // Candle's CPU thread count (`RAYON_NUM_THREADS`, else the CPUs): op times of
+                // two runs compare only at equal counts (`diff`'s operations section).
+                tags.entry(CANDLE_THREADS_TAG.to_string())
+                    .or_insert_with(|| candle_threads().to_string());
+            }
+            tags
+        },
         candle_version: candle_version().map(str::to_string),
         probe_version: Some(PROBE_VERSION.to_string()),
         tracking_allocator_installed: None,

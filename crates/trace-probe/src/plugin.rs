@@ -16,7 +16,8 @@
 //! | [`CapturePlugin::on_loss`] / [`CapturePlugin::on_gradients`] | `ProbedOptimizer::backward_step`, before and after `loss.backward()` | register graph nodes (`loss.sorted_nodes()`) and gradients |
 //! | [`CapturePlugin::on_span_end`] | a span is about to close (before its `span_end` is written) | device memory sample (the storage capture's events reach the writer from the drainer thread) |
 //! | [`CapturePlugin::on_capture_end`] | the root span is about to close, or the step panicked | disarm, final drain |
-//! | [`CapturePlugin::on_finish`] | `finish()` or a panic, before the terminal | late frees, return the dropped-event count |
+//! | [`CapturePlugin::on_finish`] | `finish()` or a panic, before the terminal | late frees, return the dropped-event count; add raw stacks to the shared symbol table |
+//! | [`CapturePlugin::after_stacks`] | after every `on_finish`, once the session wrote the symbol table's frames and stacks | events referring to stacks (sites, samples) |
 //! | [`CapturePlugin::storage_id`] | a tensor fact is recorded (with its label and category) | register it; the storage identity for `tensor.storage_id` |
 //! | [`CapturePlugin::on_thread_join`] / [`CapturePlugin::on_thread_leave`] | `TraceSession::sample_this_thread()` on some thread / its guard dropped (on that thread) | the sampler samples that thread too |
 //!
@@ -77,6 +78,9 @@ pub(crate) trait CapturePlugin: Send + Sync {
     fn on_finish(&self, _ctx: &CaptureContext<'_>) -> Option<u64> {
         None
     }
+    /// After every plug-in's [`Self::on_finish`] and after the session wrote the symbol table
+    /// they filled ([`CaptureContext::stacks`]): write the events that refer to its stacks.
+    fn after_stacks(&self, _ctx: &CaptureContext<'_>) {}
     /// After [`Self::on_finish`]: coverage this plug-in declared in the meta but lost during
     /// the capture (contract field, why), written into the terminal's `coverage_lost`.
     fn coverage_lost(&self) -> Vec<(trace_schema::ContractField, String)> {
@@ -112,6 +116,11 @@ pub(crate) fn builtin_plugins(run: &ProfileRun) -> Vec<Arc<dyn CapturePlugin>> {
             &run.device,
             run.deterministic,
             run.track_pre_existing,
+            if run.deterministic {
+                0
+            } else {
+                run.alloc_site_threshold_bytes
+            },
         )),
         Arc::new(crate::sampler::SamplerPlugin::new(
             crate::sampler::SamplerSettings {
@@ -192,6 +201,11 @@ impl CaptureContext<'_> {
     /// logical clock with it.
     pub fn span_change_at_real(&self, thread: u64, real_ns: u64) -> Option<SpanChange> {
         self.inner.spans.span_change_at_real(thread, real_ns)
+    }
+    /// The trace's symbol table: add raw stacks in [`CapturePlugin::on_finish`], write what
+    /// refers to them in [`CapturePlugin::after_stacks`].
+    pub fn stacks(&self) -> &crate::stacks::SessionStacks {
+        &self.inner.stacks
     }
     /// Facts about a span.
     pub fn span_info(&self, span: u64) -> Option<SpanInfo> {

@@ -60,6 +60,7 @@ pub struct ProfileRun {
     pub(crate) backward_spans: bool,
     pub(crate) sample_hz: u32,
     pub(crate) sample_buffer_bytes: usize,
+    pub(crate) alloc_site_threshold_bytes: usize,
 }
 
 impl ProfileRun {
@@ -96,6 +97,7 @@ impl ProfileRun {
             backward_spans: false,
             sample_hz: crate::sampler::DEFAULT_SAMPLE_HZ,
             sample_buffer_bytes: crate::sampler::DEFAULT_SAMPLE_BUFFER_BYTES,
+            alloc_site_threshold_bytes: crate::alloc::sites::DEFAULT_SITE_THRESHOLD_BYTES,
         }
     }
 
@@ -252,6 +254,23 @@ impl ProfileRun {
     pub fn sample_buffer_bytes(mut self, bytes: usize) -> Self {
         self.sample_buffer_bytes = bytes;
         self
+    }
+
+    /// Allocation sites: with the tracking allocator, every allocation of at least `bytes`
+    /// (default [`crate::alloc::sites::DEFAULT_SITE_THRESHOLD_BYTES`], 4 KiB) made inside the
+    /// captured step has its call stack recorded, and the storage it becomes names that stack
+    /// (`memory.site`, a `site` table sharing the samples' frames and stacks, one `alloc_sites`
+    /// account); smaller allocations are counted in aggregate. `0` turns sites off.
+    /// Deterministic mode captures none (stacks are not reproducible). Linux on x86_64 and
+    /// aarch64 only. The cost and the unwinder are in the crate README (*Allocation sites*).
+    pub fn alloc_site_threshold_bytes(mut self, bytes: usize) -> Self {
+        self.alloc_site_threshold_bytes = bytes;
+        self
+    }
+
+    /// The allocation-site threshold in bytes (0: off; deterministic mode captures none).
+    pub fn site_threshold_bytes(&self) -> usize {
+        self.alloc_site_threshold_bytes
     }
 
     /// The requested sample rate, samples per second per thread (0: off).

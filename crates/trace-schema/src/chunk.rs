@@ -93,6 +93,9 @@ pub(crate) struct LocalMemory {
     pub category_source: Option<CategorySource>,
     pub source: Option<MemorySource>,
     pub pre_existing: bool,
+    /// trace/13: the allocation site id (resolved at the end of the load) and thread.
+    pub site: Option<u32>,
+    pub thread: Option<u64>,
 }
 
 /// An `op` event with chunk-local strings.
@@ -228,6 +231,8 @@ impl ParsedChunk {
                 category_source: m.category_source,
                 source: m.source,
                 pre_existing: m.pre_existing,
+                site: m.site,
+                thread: m.thread,
             }),
             Fast::Op(op) => {
                 let start = self.ids.len() as u32;

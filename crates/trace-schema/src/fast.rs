@@ -103,6 +103,11 @@ pub(crate) struct FastLine<'a> {
     pre_existing: F<bool>,
     #[serde(default, borrow)]
     label: F<Str<'a>>,
+    /// trace/13: the allocation site id and the allocating thread.
+    #[serde(default)]
+    site: F<u32>,
+    #[serde(default)]
+    thread: F<u64>,
     // op
     #[serde(default, borrow)]
     inputs: F<Vec<Str<'a>>>,
@@ -165,6 +170,8 @@ pub(crate) struct FastMemory<'a> {
     pub source: Option<MemorySource>,
     pub pre_existing: bool,
     pub label: Option<Cow<'a, str>>,
+    pub site: Option<u32>,
+    pub thread: Option<u64>,
 }
 
 /// An `op` event from the fast path.
@@ -282,6 +289,8 @@ pub(crate) fn parse_fast(bytes: &[u8], version: SchemaVersion) -> Option<Fast<'_
                 source: opt(l.source)?,
                 pre_existing: dflt(l.pre_existing)?,
                 label: opt(l.label)?.map(s),
+                site: opt(l.site)?,
+                thread: opt(l.thread)?,
             };
             let present = MemoryPresence {
                 action: m.action,
@@ -388,6 +397,17 @@ mod tests {
         assert!(fast(bad).is_none(), "the typed parse must see it");
         let err = serde_json::from_str::<TraceEvent>(bad).expect_err("a string is not bytes");
         assert!(err.to_string().contains("invalid type"), "{err}");
+    }
+
+    #[test]
+    fn a_memory_site_and_thread_take_the_fast_path_and_a_huge_id_leaves_it() {
+        let ok = r#"{"kind":"memory","timestamp_ns":5,"action":"alloc","device":"cpu","storage_id":"a","bytes":8,"site":3,"thread":7}"#;
+        let Some(Fast::Memory(m)) = fast(ok) else {
+            panic!("{ok}")
+        };
+        assert_eq!((m.site, m.thread), (Some(3), Some(7)));
+        let huge = r#"{"kind":"memory","timestamp_ns":5,"action":"alloc","device":"cpu","storage_id":"a","bytes":8,"site":4294967296}"#;
+        assert!(fast(huge).is_none(), "the typed parse must name the field");
     }
 
     #[test]

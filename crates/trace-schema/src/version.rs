@@ -18,15 +18,15 @@ pub enum SchemaVersion {
     /// `candle-graph/trace/11`: storage capture, dropped-event counts.
     V11,
     /// `candle-graph/trace/12`: sampled call stacks (`frame`, `stack`, `sample`, `sampler`)
-    /// and the `sampled` coverage level; this project's write version (until the probe writes sites).
+    /// and the `sampled` coverage level.
     V12,
     /// `candle-graph/trace/13`: allocation sites (`site`, `alloc_sites`; `site` and `thread`
-    /// on memory events).
+    /// on memory events); this project's write version.
     V13,
 }
 
 /// The version this crate writes.
-pub const WRITE_VERSION: SchemaVersion = SchemaVersion::V12;
+pub const WRITE_VERSION: SchemaVersion = SchemaVersion::V13;
 
 /// Every supported schema string, newest first.
 pub const SUPPORTED_SCHEMAS: &[&str] = &[

@@ -169,6 +169,70 @@ fn trace_12_loads_sampled_stacks() {
 }
 
 #[test]
+fn trace_13_loads_allocation_sites() {
+    let doc = load("trace_13.jsonl").unwrap();
+    assert_eq!(doc.version, SchemaVersion::V13);
+    assert!(doc.semantic_issues.is_empty(), "{:?}", doc.semantic_issues);
+    let sites = &doc.sites;
+    assert_eq!(sites.sites.len(), 4);
+    let account = sites.account.as_ref().unwrap();
+    assert_eq!((account.threshold_bytes, account.captured), (4096, 6));
+    // Five allocs carry a site (the 64-byte one and the pre-existing parameter do not).
+    assert_eq!(sites.storages.len(), 5);
+    let mut with_site = Vec::new();
+    doc.for_each_memory(trace_schema::MemoryOrder::File, |m| {
+        if let Some(s) = sites.of_memory(m.index) {
+            with_site.push((m.storage.unwrap().to_string(), s.site, s.thread));
+        }
+    });
+    assert_eq!(
+        with_site,
+        [
+            ("a1", 0, Some(1)),
+            ("a2", 1, Some(1)),
+            ("g1", 2, Some(1)),
+            ("o1", 3, Some(1)),
+            ("o2", 3, Some(1)),
+        ]
+        .map(|(s, i, t)| (s.to_string(), i, t))
+    );
+    // The site's stack, innermost first: the allocator, then Candle's matmul kernel.
+    let stack = sites.stack_of(0).unwrap();
+    let first: Vec<_> = doc
+        .samples
+        .stack_frames(stack)
+        .filter_map(|f| f.function.as_deref())
+        .collect();
+    assert_eq!(first[2], "candle_core::tensor::Tensor::matmul");
+    // Written back and read again (in memory and spilled): the same sites.
+    let text: String = doc
+        .to_events()
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap() + "\n")
+        .collect();
+    for spill_memory in [false, true] {
+        let options = trace_schema::LoadOptions {
+            spill_memory,
+            ..Default::default()
+        };
+        let again = trace_schema::load_reader_with(text.as_bytes(), &options).unwrap();
+        assert!(
+            again.semantic_issues.is_empty(),
+            "{:?}",
+            again.semantic_issues
+        );
+        assert_eq!(again.version, SchemaVersion::V13);
+        assert_eq!(
+            again.sites.storages, sites.storages,
+            "spilled: {spill_memory}"
+        );
+        assert_eq!(again.sites.sites, sites.sites);
+        assert_eq!(again.sites.account, sites.account);
+    }
+    insta::assert_json_snapshot!("trace_13", view(&doc));
+}
+
+#[test]
 fn every_supported_version_has_a_fixture() {
     for schema in trace_schema::SUPPORTED_SCHEMAS {
         let n = schema.rsplit('/').next().unwrap();

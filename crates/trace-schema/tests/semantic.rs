@@ -324,3 +324,74 @@ fn an_impossible_sampler_account_is_named() {
         assert!(found, "{what}: {:?}", doc.semantic_issues);
     }
 }
+
+const META_13: &str = r#"{"kind":"meta","schema":"candle-graph/trace/13","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t"}"#;
+
+#[test]
+fn site_ids_must_be_defined_and_unique_and_belong_to_allocs() {
+    let frame = r#"{"kind":"frame","id":7,"function":"candle_core::tensor::Tensor::matmul"}"#;
+    let stack = r#"{"kind":"stack","id":1,"frames":[7]}"#;
+    let site = r#"{"kind":"site","id":0,"stack_id":1}"#;
+    let alloc = r#"{"kind":"memory","timestamp_ns":2,"action":"alloc","device":"cpu","storage_id":"a","bytes":8192,"site":0,"thread":1}"#;
+    let account = r#"{"kind":"alloc_sites","threshold_bytes":4096,"unwinder":"frame_pointers","symbols":"line_tables","captured":1,"lost":0,"small_allocs":0,"small_bytes":0,"sites":1}"#;
+    let clean = load(&[
+        META_13, SPAN, alloc, END, frame, stack, site, account, TERMINAL,
+    ]);
+    assert_eq!(issues(&clean), vec![]);
+    assert_eq!(clean.sites.storages.len(), 1);
+
+    let undefined = r#"{"kind":"memory","timestamp_ns":2,"action":"alloc","device":"cpu","storage_id":"b","bytes":8192,"site":4000000000}"#;
+    let on_free = r#"{"kind":"memory","timestamp_ns":3,"action":"free","device":"cpu","storage_id":"a","site":0}"#;
+    let bad_account = r#"{"kind":"alloc_sites","threshold_bytes":0,"unwinder":"","symbols":"none","captured":0,"lost":0,"small_allocs":0,"small_bytes":0,"sites":1}"#;
+    // (body after SPAN, lines of the issues expected)
+    let cases: [(&[&str], &[u64]); 6] = [
+        // a site id no `site` defines: named at its memory line, found at the end of the load
+        (&[alloc, undefined, END, frame, stack, site], &[4]),
+        // a site before its stack: the site is dropped, so the alloc naming it is too
+        (&[alloc, END, frame, site, stack], &[6, 3]),
+        // a repeated site id
+        (&[alloc, END, frame, stack, site, site], &[8]),
+        // a site on a free event
+        (&[alloc, on_free, END, frame, stack, site], &[4]),
+        // a second account
+        (&[alloc, END, frame, stack, site, account, account], &[9]),
+        // an account that breaks its own rules (3 problems) and miscounts nothing else
+        (&[alloc, END, frame, stack, site, bad_account], &[8, 8, 8]),
+    ];
+    for (body, expected) in cases {
+        let mut lines = vec![META_13, SPAN];
+        lines.extend_from_slice(body);
+        lines.push(TERMINAL);
+        let doc = load(&lines);
+        let expected: Vec<_> = expected
+            .iter()
+            .map(|&l| (SemanticCode::InvalidSites, l))
+            .collect();
+        assert_eq!(
+            issues(&doc),
+            expected,
+            "{body:?}: {:?}",
+            doc.semantic_issues
+        );
+        // every kept site resolves to a stack with frames
+        for s in &doc.sites.storages {
+            let stack = doc.sites.stack_of(s.site).unwrap();
+            assert!(doc.samples.stack_frames(stack).count() > 0);
+        }
+    }
+}
+
+#[test]
+fn a_site_id_beyond_u32_names_its_field_and_site_kinds_need_trace_13() {
+    let huge = r#"{"kind":"memory","timestamp_ns":2,"action":"alloc","device":"cpu","storage_id":"b","bytes":8192,"site":4294967296}"#;
+    let mut text = [META_13, SPAN, huge, END, TERMINAL].join("\n");
+    text.push('\n');
+    let err = load_str(&text).unwrap_err().to_string();
+    assert!(err.contains("line 3") && err.contains("site"), "{err}");
+
+    let site = r#"{"kind":"site","id":0,"stack_id":1}"#;
+    let mut text = [META_12, SPAN, site, END, TERMINAL].join("\n");
+    text.push('\n');
+    let err = load_str(&text).unwrap_err().to_string();
+    assert!(err.contains("line 3"), "{err}");
+}

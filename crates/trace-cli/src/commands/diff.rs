@@ -623,6 +623,8 @@ pub fn render(diff: &TraceDiff, top: usize) -> String {
     out.push('\n');
     render_passes(&mut out, diff);
     out.push('\n');
+    super::diff_ops::render(&mut out, diff, top);
+    out.push('\n');
     render_spans(&mut out, diff, top);
     out.push('\n');
     render_gradients(&mut out, diff, top);

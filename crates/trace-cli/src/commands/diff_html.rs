@@ -81,6 +81,7 @@ pub fn build(diff: &TraceDiff, top: usize) -> Page {
             headline_section(diff),
             memory_section(diff),
             passes_section(diff),
+            ops_section(diff),
             spans_section(diff),
             gradients_section(diff),
             Section {
@@ -474,6 +475,149 @@ fn passes_section(diff: &TraceDiff) -> Section {
     Section {
         id: "passes".into(),
         title: "Passes".into(),
+        blocks,
+    }
+}
+
+fn fact(label: &str, value: String) -> Fact {
+    Fact {
+        label: label.into(),
+        value: Text::from(value),
+        data: Vec::new(),
+        items: Vec::new(),
+    }
+}
+
+/// Operations aligned by role, one table per pass (ids `ops-<pass>`), ops without a role listed.
+fn ops_section(diff: &TraceDiff) -> Section {
+    let mut blocks = Vec::new();
+    match diff.ops.as_ref() {
+        None => blocks.push(Block::Paragraph(Text::from(format!(
+            "Not compared: {}",
+            escape(diff.ops_unavailable.as_deref().unwrap_or("no op table"))
+        )))),
+        Some(d) => {
+            let mut facts = vec![fact(
+                "op times",
+                if d.timing_comparable {
+                    "compared".to_string()
+                } else {
+                    "NOT compared".to_string()
+                },
+            )];
+            for r in &d.refusals {
+                facts.push(fact("refused", escape(r).into_owned()));
+            }
+            for n in &d.notes {
+                facts.push(fact("note", escape(n).into_owned()));
+            }
+            blocks.push(Block::Facts(facts));
+            for p in &d.passes {
+                let pass = p.pass.map_or("outside", |p| p.as_str());
+                let side = |s: &trace_diff::RoleSide| -> (String, String, Option<f64>) {
+                    let ops = s
+                        .ops
+                        .iter()
+                        .map(|o| escape(o).into_owned())
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let t = match (s.ns, s.low_ns, s.high_ns) {
+                        _ if s.ops.is_empty() => "-".to_string(),
+                        (Some(n), Some(l), Some(h)) => format!(
+                            "{} ({}–{})",
+                            trace_format::duration(n),
+                            trace_format::duration(l),
+                            trace_format::duration(h)
+                        ),
+                        (n, _, _) => trace_format::opt_duration(n),
+                    };
+                    (
+                        if ops.is_empty() { "-".into() } else { ops },
+                        t,
+                        s.ns.map(|n| n as f64),
+                    )
+                };
+                let rows = p
+                    .roles
+                    .iter()
+                    .map(|r| {
+                        let (bo, bt, bn) = side(&r.baseline);
+                        let (co, ct, cn) = side(&r.candidate);
+                        vec![
+                            Cell::trace(&r.role),
+                            Cell::text(bo),
+                            Cell::number(bt, bn),
+                            Cell::text(co),
+                            Cell::number(ct, cn),
+                            Cell::number(
+                                r.gap_ns
+                                    .map_or_else(|| "-".to_string(), trace_format::delta_duration),
+                                r.gap_ns.map(|g| g as f64),
+                            ),
+                            Cell::number(
+                                r.share_of_pass_gap.map_or_else(
+                                    || "-".to_string(),
+                                    |x| format!("{:.0}%", 100.0 * x),
+                                ),
+                                r.share_of_pass_gap,
+                            ),
+                            Cell::trace(r.note.as_deref().unwrap_or("")),
+                        ]
+                    })
+                    .collect();
+                blocks.push(Block::Table(Table {
+                    id: format!("ops-{pass}"),
+                    caption: Text::from(format!(
+                        "{pass}: {} → {}{}",
+                        trace_format::opt_duration(p.baseline_pass_ns),
+                        trace_format::opt_duration(p.candidate_pass_ns),
+                        p.pass_gap_ns
+                            .map(|g| format!(", gap {}", trace_format::delta_duration(g)))
+                            .unwrap_or_default()
+                    )),
+                    columns: vec![
+                        Column::text("ROLE"),
+                        Column::text("BASELINE OPS"),
+                        Column::number("BASELINE"),
+                        Column::text("CANDIDATE OPS"),
+                        Column::number("CANDIDATE"),
+                        Column::number("GAP"),
+                        Column::number("OF PASS GAP"),
+                        Column::text("NOTE"),
+                    ],
+                    rows,
+                    footer: None,
+                }));
+                for (who, list) in [
+                    ("baseline", &p.baseline_unmatched),
+                    ("candidate", &p.candidate_unmatched),
+                ] {
+                    if list.is_empty() {
+                        continue;
+                    }
+                    let items = list
+                        .iter()
+                        .take(LIST_ROWS)
+                        .map(|o| {
+                            Text::from(format!(
+                                "{}{} {}",
+                                escape(&o.op),
+                                if o.probe { " (probe)" } else { "" },
+                                trace_format::opt_duration(o.ns)
+                            ))
+                        })
+                        .collect();
+                    blocks.push(Block::Heading(Text::from(format!(
+                        "{pass}: ops without a role on the {who}"
+                    ))));
+                    blocks.push(Block::List(items));
+                }
+            }
+        }
+    }
+    Section {
+        id: "operations".into(),
+        title: "Operations by role".into(),
         blocks,
     }
 }

@@ -102,6 +102,7 @@ pub fn build(
     device: Option<&str>,
     top: usize,
     group_by: Option<GroupBy>,
+    ungrouped: bool,
 ) -> Result<MemoryReport> {
     let spans = &analysis.spans;
     let logical = analysis.memory.logical.as_ref();
@@ -112,7 +113,12 @@ pub fn build(
         anyhow::bail!("device `{d}` has no memory events: this trace has no logical memory events");
     }
     let lower_bound = analysis.health.memory_lower_bound;
-    let peaks = logical.map(|l| Peaks::of(doc, spans, l, device, top, lower_bound, group_by));
+    let view = peak::HeldView {
+        group_by,
+        sites: analysis.sites.as_ref(),
+        ungrouped,
+    };
+    let peaks = logical.map(|l| Peaks::of(doc, spans, l, device, top, lower_bound, view));
     let shown_peak = peaks.as_ref().and_then(|p| p.memory_peak.as_ref());
     let by_category = logical
         .map(|l| {
@@ -162,7 +168,7 @@ pub fn build(
             rest_bytes: all.zip(shown).and_then(|(a, s)| a.checked_sub(s)),
             largest: largest
                 .iter()
-                .map(|x| StorageRow::of(x, doc, spans))
+                .map(|x| StorageRow::of(x, doc, spans, analysis.sites.as_ref()))
                 .collect(),
         }
     });

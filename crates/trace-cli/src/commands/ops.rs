@@ -1,15 +1,20 @@
 //! `candle-graph ops TRACE [--by op|module|pass] [--pass P] [--sort S] [--top N] [--json]`:
 //! where the time of the captured step went, per Candle operation, estimated from the trace's
 //! wall-clock stack samples ([`trace_ops::OpProfile`]): op, pass, module, samples, estimated
-//! self time with its 95% interval, share of the measured region. A trace without samples
-//! says `operations: unavailable — <reason>` (exit 0).
+//! self time with its 95% interval, share of the measured region. With allocation sites
+//! (trace/13) the rows gain the exact allocating `calls` and the `alloc_clocked_ns` time
+//! ([`trace_ops::SiteProfile`]), a second, measured time source; a trace with sites and no
+//! samples shows those alone. A trace with neither says `operations: unavailable — <reason>`
+//! (exit 0).
 
 use std::fmt::Write as _;
 
 use clap::ValueEnum;
 use serde::Serialize;
 use trace_format::duration;
-use trace_ops::{GroupBy, OpProfile, OpRow, SampleTotals, SortBy, FEW_SAMPLES};
+use trace_ops::{
+    GroupBy, OpProfile, OpRow, SampleTotals, SiteProfile, SiteTotals, SortBy, FEW_SAMPLES,
+};
 use trace_schema::Pass;
 
 use crate::table::{Align, Table};
@@ -37,7 +42,8 @@ pub enum PassArg {
 }
 
 impl PassArg {
-    fn pass(self) -> Pass {
+    /// The pass.
+    pub fn pass(self) -> Pass {
         match self {
             Self::Forward => Pass::Forward,
             Self::Backward => Pass::Backward,
@@ -68,8 +74,17 @@ pub struct OpsReport {
     /// Why not, when not available.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// Always `sampled_estimate`: figures are estimates from samples, never measurements.
+    /// `sampled_estimate`: `samples`, `self_ns` and `share` are estimates from samples, never
+    /// measurements (with sites, `calls` are exact counts and `alloc_clocked_ns` a measured
+    /// bound, see `alloc_sites`); `alloc_clocked` when the trace has sites but no samples
+    /// (rows carry only `calls` and `alloc_clocked_ns`).
     pub figures: &'static str,
+    /// The allocation sites' totals, when the trace has sites (trace/13): the second time
+    /// source (`alloc_clocked_ns`: each allocating call's start to its thread's next
+    /// allocation, clipped at span boundaries and the region's end; it includes the glue and
+    /// non-allocating ops after the call; on CUDA it clocks the launch, not the kernel).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alloc_sites: Option<SiteTotals>,
     /// The grouping (`op_pass_module`, `op`, `module`, `pass`): fields that are not keys of it
     /// are `null` in the rows.
     pub by: &'static str,
@@ -99,7 +114,11 @@ pub struct OpsQuery {
 }
 
 /// Builds the report from the analysis' profile (or its absence).
-pub fn build(operations: &Result<OpProfile, trace_ops::Unavailable>, q: OpsQuery) -> OpsReport {
+pub fn build(
+    operations: &Result<OpProfile, trace_ops::Unavailable>,
+    sites: Option<&SiteProfile>,
+    q: OpsQuery,
+) -> OpsReport {
     let by = match q.by {
         None => GroupBy::OpPassModule,
         Some(ByArg::Op) => GroupBy::Op,
@@ -107,13 +126,16 @@ pub fn build(operations: &Result<OpProfile, trace_ops::Unavailable>, q: OpsQuery
         Some(ByArg::Pass) => GroupBy::Pass,
     };
     let pass_filter = q.pass.map(PassArg::pass);
-    let p = match operations {
-        Ok(p) => p,
-        Err(u) => {
+    let alloc_sites = sites.map(|s| s.totals.clone());
+    let p = match (operations, sites) {
+        (Ok(p), _) => p,
+        (Err(u), Some(s)) => return sites_only(s, u, by, pass_filter, q, alloc_sites),
+        (Err(u), None) => {
             return OpsReport {
                 available: false,
                 reason: Some(u.reason.clone()),
                 figures: "sampled_estimate",
+                alloc_sites,
                 by: by.as_str(),
                 pass_filter,
                 totals: None,
@@ -139,12 +161,112 @@ pub fn build(operations: &Result<OpProfile, trace_ops::Unavailable>, q: OpsQuery
         available: true,
         reason: None,
         figures: "sampled_estimate",
+        alloc_sites,
         by: by.as_str(),
         pass_filter,
         totals: Some(p.totals.clone()),
         row_count,
         rows,
     }
+}
+
+/// The report of a trace with allocation sites and no samples: rows of exact calls and
+/// alloc-clocked time per op, pass and module (grouped as asked), most time first.
+fn sites_only(
+    s: &SiteProfile,
+    u: &trace_ops::Unavailable,
+    by: GroupBy,
+    pass_filter: Option<Pass>,
+    q: OpsQuery,
+    alloc_sites: Option<SiteTotals>,
+) -> OpsReport {
+    let mut index: std::collections::HashMap<_, usize> = std::collections::HashMap::new();
+    let mut rows: Vec<OpRow> = Vec::new();
+    for r in s
+        .rows
+        .iter()
+        .filter(|r| pass_filter.is_none_or(|p| r.pass == Some(p)))
+    {
+        let (op, pass, module) = match by {
+            GroupBy::OpPassModule => (true, true, true),
+            GroupBy::OpPass => (true, true, false),
+            GroupBy::Op => (true, false, false),
+            GroupBy::Module => (false, false, true),
+            GroupBy::Pass => (false, true, false),
+        };
+        let key = (
+            r.thread,
+            op.then(|| (r.op.clone(), r.kind)),
+            if pass { r.pass } else { None },
+            module.then(|| (r.module.clone(), r.module_source)),
+        );
+        let i = *index.entry(key.clone()).or_insert_with(|| {
+            rows.push(OpRow {
+                op: key.1.as_ref().map(|x| x.0.clone()),
+                kind: key.1.as_ref().map(|x| x.1),
+                pass: key.2,
+                module: key.3.as_ref().and_then(|x| x.0.clone()),
+                module_source: key.3.as_ref().and_then(|x| x.1),
+                thread: r.thread,
+                samples: 0,
+                share: 0.0,
+                share_low: 0.0,
+                share_high: 0.0,
+                self_ns: None,
+                self_ns_low: None,
+                self_ns_high: None,
+                inner_op: None,
+                few_samples: false,
+                calls: Some(0),
+                alloc_clocked_ns: None,
+            });
+            rows.len() - 1
+        });
+        let row = &mut rows[i];
+        row.calls = row.calls.map(|c| c + r.calls);
+        row.alloc_clocked_ns = match (row.alloc_clocked_ns, r.alloc_clocked_ns) {
+            (Some(a), Some(b)) => Some(a.saturating_add(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    rows.sort_by(|a, b| {
+        b.alloc_clocked_ns
+            .cmp(&a.alloc_clocked_ns)
+            .then_with(|| b.calls.cmp(&a.calls))
+            .then_with(|| a.op.cmp(&b.op))
+    });
+    let row_count = rows.len();
+    rows.truncate(q.top);
+    OpsReport {
+        available: true,
+        reason: Some(format!(
+            "no samples ({}): times are alloc-clocked only",
+            u.reason
+        )),
+        figures: "alloc_clocked",
+        alloc_sites,
+        by: by.as_str(),
+        pass_filter,
+        totals: None,
+        row_count,
+        rows,
+    }
+}
+
+/// The line on the second time source, when the trace has sites.
+pub fn alloc_sites_line(t: &SiteTotals) -> String {
+    let threshold = t
+        .threshold_bytes
+        .map(|b| format!(" at least {}", trace_format::bytes(b)))
+        .unwrap_or_default();
+    let lost = match t.lost {
+        Some(n) if n > 0 => format!("; {n} allocations lost their stack and are not counted"),
+        _ => String::new(),
+    };
+    format!(
+        "CALLS: exact, calls that allocate{threshold} (from {} storages with an allocation site); ALLOC-CLOCKED: measured, each allocating call's start to its thread's next allocation (it includes non-allocating ops and glue after it; on CUDA the launch, not the kernel){lost}",
+        t.storages
+    )
 }
 
 /// `a–b` of an interval in ns, `-` when unknown.
@@ -203,6 +325,9 @@ pub fn lost_samples_line(t: &SampleTotals) -> Option<String> {
 /// Renders the report as text.
 pub fn render(r: &OpsReport) -> String {
     let mut out = String::new();
+    if r.available && r.totals.is_none() {
+        return render_sites_only(r);
+    }
     let Some(t) = r.totals.as_ref().filter(|_| r.available) else {
         let _ = writeln!(
             out,
@@ -228,6 +353,9 @@ pub fn render(r: &OpsReport) -> String {
         })
         .unwrap_or_else(|| "unknown: no time estimates, shares only".to_string());
     let _ = writeln!(out, "region       {region}");
+    if let Some(a) = &r.alloc_sites {
+        let _ = writeln!(out, "sites        {}", alloc_sites_line(a));
+    }
     for line in few_samples_line(t).into_iter().chain(lost_samples_line(t)) {
         let _ = writeln!(out, "warning      {line}");
     }
@@ -265,6 +393,10 @@ pub fn render(r: &OpsReport) -> String {
         ("95% INTERVAL", Align::Right),
         ("SHARE", Align::Right),
     ]);
+    let site_cols = r.alloc_sites.is_some();
+    if site_cols {
+        cols.extend([("CALLS", Align::Right), ("ALLOC-CLOCKED", Align::Right)]);
+    }
     let mut table = Table::new(&cols);
     for row in &r.rows {
         let mut cells: Vec<String> = Vec::new();
@@ -295,6 +427,10 @@ pub fn render(r: &OpsReport) -> String {
         cells.push(trace_format::opt_duration(row.self_ns));
         cells.push(interval(row.self_ns_low, row.self_ns_high));
         cells.push(pct(row.share));
+        if site_cols {
+            cells.push(row.calls.map_or_else(|| "-".to_string(), |c| c.to_string()));
+            cells.push(trace_format::opt_duration(row.alloc_clocked_ns));
+        }
         table.row(cells);
     }
     out.push_str(&table.render("  "));
@@ -329,6 +465,52 @@ pub fn render(r: &OpsReport) -> String {
         .any(|x| x.module_source == Some(trace_ops::ModuleSource::Stack))
     {
         out.push_str("  (stack): module from the stack's forward frames (no module span)\n");
+    }
+    out
+}
+
+/// The table of a trace with sites and no samples: calls and alloc-clocked time only.
+fn render_sites_only(r: &OpsReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "operations   from allocation sites only — {}",
+        trace_format::escape(r.reason.as_deref().unwrap_or("no samples"))
+    );
+    if let Some(a) = &r.alloc_sites {
+        let _ = writeln!(out, "sites        {}", alloc_sites_line(a));
+    }
+    out.push('\n');
+    let mut table = Table::new(&[
+        ("OPERATION", Align::Left),
+        ("PASS", Align::Left),
+        ("MODULE", Align::Left),
+        ("CALLS", Align::Right),
+        ("ALLOC-CLOCKED", Align::Right),
+    ]);
+    for row in &r.rows {
+        let m = row
+            .module
+            .as_deref()
+            .map_or_else(|| "-".to_string(), Table::path);
+        table.row([
+            Table::path(row.op.as_deref().unwrap_or("-")),
+            row.pass.map_or("-", |p| p.as_str()).to_string(),
+            match row.module_source {
+                Some(trace_ops::ModuleSource::Stack) => format!("{m} (stack)"),
+                _ => m,
+            },
+            row.calls.map_or_else(|| "-".to_string(), |c| c.to_string()),
+            trace_format::opt_duration(row.alloc_clocked_ns),
+        ]);
+    }
+    out.push_str(&table.render("  "));
+    if r.row_count > r.rows.len() {
+        let _ = writeln!(
+            out,
+            "  … {} more rows (--top to see more)",
+            r.row_count - r.rows.len()
+        );
     }
     out
 }

@@ -13,6 +13,47 @@ use trace_schema::{MemoryCategory, Pass, TraceDocument};
 
 use crate::live::{self, GroupBy, HeldGroup, StorageRow};
 
+/// How the storages held at a peak are shown.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HeldView<'a> {
+    /// Group everything live at the peak (`--group-by`).
+    pub group_by: Option<GroupBy>,
+    /// The allocation sites read as ops, when the trace has them (op, module, merged rows).
+    pub sites: Option<&'a trace_ops::SiteProfile>,
+    /// List identical storages one by one (`--ungrouped`) instead of merged with a count.
+    pub ungrouped: bool,
+}
+
+/// How much of the peak carries its allocating op (trace/13 sites).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct OpCoverage {
+    /// Bytes live at the peak allocated inside the capture (not pre-existing).
+    pub allocated_in_step_bytes: u64,
+    /// Of those, the bytes whose storage carries an allocation site (an op).
+    pub with_op_bytes: u64,
+}
+
+impl OpCoverage {
+    /// `with_op / allocated_in_step` in [0, 1]; `None` when nothing was allocated inside.
+    pub fn share(&self) -> Option<f64> {
+        (self.allocated_in_step_bytes > 0)
+            .then(|| self.with_op_bytes as f64 / self.allocated_in_step_bytes as f64)
+    }
+
+    /// The coverage line: `ops named for 97.1% of the 30.12 MiB allocated in the step and live
+    /// at the peak`.
+    pub fn line(&self) -> String {
+        match self.share() {
+            Some(share) => format!(
+                "ops named for {:.1}% of the {} allocated in the step and live at the peak (storages older than the step keep their labels)",
+                share * 100.0,
+                bytes(self.allocated_in_step_bytes)
+            ),
+            None => "nothing live at the peak was allocated in the step".to_string(),
+        }
+    }
+}
+
 /// The peak of one pass.
 #[derive(Debug, Clone, Serialize)]
 pub struct PassPeakRecord {
@@ -78,6 +119,10 @@ pub struct PeakRecord {
     /// Everything live at the peak grouped (`memory --group-by`), when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held_groups: Option<HeldGroups>,
+    /// The share of the peak's bytes allocated in the step that carry their op, when the
+    /// trace has allocation sites and the whole live set is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub op_coverage: Option<OpCoverage>,
 }
 
 /// The storages live at a peak in groups: the largest `top` groups, and the rest counted.
@@ -100,10 +145,11 @@ pub fn held_groups(
     live: &[&StorageLifetime],
     doc: &TraceDocument,
     spans: &SpanIndex,
+    sites: Option<&trace_ops::SiteProfile>,
     by: GroupBy,
     top: usize,
 ) -> HeldGroups {
-    let mut groups = live::group(live, doc, spans, by);
+    let mut groups = live::group(live, doc, spans, sites, by);
     let rest = groups.split_off(top.min(groups.len()));
     HeldGroups {
         by,
@@ -125,7 +171,7 @@ impl PeakRecord {
         device: Option<&str>,
         top: usize,
         lower_bound: bool,
-        group_by: Option<GroupBy>,
+        view: HeldView<'_>,
     ) -> Option<Self> {
         let (live_bytes, timestamp_ns, by_device, by_category, context, live, count) = match device
         {
@@ -156,7 +202,38 @@ impl PeakRecord {
         };
         // The listed storages come first in rank order (a summary analysis lists the first
         // trace_memory::SUMMARY_TOP); the rest is every other storage live at the peak.
-        let shown = top.min(live.len());
+        // With sites, identical storages are merged first: `top` merged rows are shown.
+        let sites = view.sites;
+        // merged counts are exact only over the whole live set (a summary analysis holds the
+        // largest trace_memory::SUMMARY_TOP): otherwise storages are listed one by one
+        let whole_set = live.len() as u64 == count;
+        let merge = sites.is_some() && !view.ungrouped && whole_set;
+        let (held, shown_storages, shown_bytes) = if merge {
+            let rows: Vec<StorageRow> = live
+                .iter()
+                .map(|l| StorageRow::of(l, doc, spans, sites))
+                .collect();
+            let mut merged = live::merge(rows);
+            merged.truncate(top);
+            let n: u64 = merged.iter().map(StorageRow::storages).sum();
+            let b = trace_memory::sum_bytes(merged.iter().map(StorageRow::total_bytes));
+            (merged, n, b)
+        } else {
+            let shown = top.min(live.len());
+            let rows: Vec<StorageRow> = live[..shown]
+                .iter()
+                .map(|l| StorageRow::of(l, doc, spans, sites))
+                .collect();
+            let b = trace_memory::sum_bytes(live[..shown].iter().map(|l| l.bytes));
+            (rows, shown as u64, b)
+        };
+        let op_coverage = sites.filter(|_| whole_set).map(|s| {
+            let (with_op_bytes, allocated_in_step_bytes) = live::op_coverage(&live, s);
+            OpCoverage {
+                allocated_in_step_bytes,
+                with_op_bytes,
+            }
+        });
         let span_id = context.span_id.as_deref().map(str::to_string);
         Some(Self {
             device: device.map(str::to_string),
@@ -169,16 +246,16 @@ impl PeakRecord {
             dominant_category: context.dominant_category,
             by_category,
             pass_peaks: logical.pass_peaks.iter().map(PassPeakRecord::of).collect(),
-            held: live[..shown]
-                .iter()
-                .map(|l| StorageRow::of(l, doc, spans))
-                .collect(),
-            held_more_count: usize::try_from(count.saturating_sub(shown as u64))
+            held,
+            held_more_count: usize::try_from(count.saturating_sub(shown_storages))
                 .unwrap_or(usize::MAX),
-            held_more_bytes: trace_memory::sum_bytes(live[..shown].iter().map(|l| l.bytes))
+            held_more_bytes: shown_bytes
                 .and_then(|shown_bytes| live_bytes.checked_sub(shown_bytes)),
             lower_bound,
-            held_groups: group_by.map(|by| held_groups(&live, doc, spans, by, top)),
+            held_groups: view
+                .group_by
+                .map(|by| held_groups(&live, doc, spans, sites, by, top)),
+            op_coverage,
         })
     }
 }
@@ -204,30 +281,22 @@ impl Peaks {
         device: Option<&str>,
         top: usize,
         lower_bound: bool,
-        group_by: Option<GroupBy>,
+        view: HeldView<'_>,
     ) -> Self {
         if device.is_some() || logical.by_device.len() == 1 {
             let d = device.or(logical.by_device.first().map(|d| d.device.as_str()));
             return Self {
-                memory_peak: PeakRecord::of(doc, spans, logical, d, top, lower_bound, group_by),
+                memory_peak: PeakRecord::of(doc, spans, logical, d, top, lower_bound, view),
                 device_peaks: Vec::new(),
             };
         }
         Self {
-            memory_peak: PeakRecord::of(doc, spans, logical, None, top, lower_bound, group_by),
+            memory_peak: PeakRecord::of(doc, spans, logical, None, top, lower_bound, view),
             device_peaks: logical
                 .by_device
                 .iter()
                 .filter_map(|d| {
-                    PeakRecord::of(
-                        doc,
-                        spans,
-                        logical,
-                        Some(&d.device),
-                        top,
-                        lower_bound,
-                        group_by,
-                    )
+                    PeakRecord::of(doc, spans, logical, Some(&d.device), top, lower_bound, view)
                 })
                 .collect(),
         }
@@ -267,7 +336,7 @@ pub fn headline(p: &PeakRecord, on: &str, origin_ns: u64) -> String {
 }
 
 fn render_held(out: &mut String, p: &PeakRecord, indent: &str) {
-    let total = p.held.len() + p.held_more_count;
+    let total = p.held.iter().map(StorageRow::storages).sum::<u64>() as usize + p.held_more_count;
     if total == 0 {
         return;
     }
@@ -303,10 +372,17 @@ fn render_held(out: &mut String, p: &PeakRecord, indent: &str) {
         }
         return;
     }
+    let merged = p.held.iter().any(|r| r.count.is_some());
     let _ = writeln!(
         out,
-        "{indent}held at the peak (top {} of {total}):",
-        p.held.len()
+        "{indent}held at the peak (top {}{} of {total}{}):",
+        p.held.len(),
+        if merged { " rows" } else { "" },
+        if merged {
+            " storages; identical storages merged, --ungrouped lists them"
+        } else {
+            ""
+        }
     );
     out.push_str(&live::table(&p.held).render(&format!("{indent}  ")));
     if p.held_more_count > 0 {
@@ -320,6 +396,9 @@ fn render_held(out: &mut String, p: &PeakRecord, indent: &str) {
     // the legend explains a `*`: only under a table that shows one
     if p.held.iter().any(|r| r.category_inferred) {
         let _ = writeln!(out, "{indent}  ({})", live::LEGEND);
+    }
+    if let Some(c) = &p.op_coverage {
+        let _ = writeln!(out, "{indent}  {}", c.line());
     }
 }
 

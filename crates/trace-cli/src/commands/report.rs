@@ -50,7 +50,12 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis, path: &str) -> Page {
     sections.push(memory_section(doc, analysis, &summary));
     sections.push(held_section(doc, analysis));
     sections.push(time_section(doc, analysis));
-    sections.push(ops_section(profile));
+    sections.push(
+        match (profile, trace_ops::MeasuredOps::from_document(doc)) {
+            (Err(_), Some(measured)) => measured_ops_section(&measured),
+            _ => ops_section(profile),
+        },
+    );
     sections.push(gradients_section(analysis));
     sections.push(tensor_stats_section(doc));
     sections.push(health_section(analysis));
@@ -226,7 +231,7 @@ fn memory_section(doc: &TraceDocument, analysis: &Analysis, r: &SummaryReport) -
     blocks.push(Block::Paragraph(
         "Logical live bytes (tensor storages) stacked by category, each device on the measured region's time axis; every point is the highest value of its time slice, so the peak is always drawn. Physical device samples are dots (joined by dashed lines) on the same axis.".into(),
     ));
-    let memory_report = memory::build(doc, analysis, None, 1, None).ok();
+    let memory_report = memory::build(doc, analysis, None, 1, None, false).ok();
     for (d, name) in l.timeline.devices.iter().enumerate() {
         blocks.push(Block::Heading(Text::trace(name)));
         if let Some(p) = l.device(name).ok().and_then(|s| s.peak.as_ref()) {
@@ -378,6 +383,10 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
     };
     let origin = analysis.time_origin_ns;
     for (d, name) in l.timeline.devices.iter().enumerate() {
+        let view = peak::HeldView {
+            sites: analysis.sites.as_ref(),
+            ..Default::default()
+        };
         let peaks = Peaks::of(
             doc,
             &analysis.spans,
@@ -385,10 +394,12 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
             Some(name),
             HELD_ROWS,
             lower_bound,
-            None,
+            view,
         );
         let Some(p) = peaks.memory_peak else { continue };
-        let total = p.held.len() + p.held_more_count;
+        let total =
+            p.held.iter().map(live::StorageRow::storages).sum::<u64>() as usize + p.held_more_count;
+        let ops = p.held.iter().any(|r| r.op.is_some());
         blocks.push(Block::Heading(Text::from(format!(
             "{} · {}",
             trace_format::escape(name),
@@ -408,20 +419,29 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
                 "held at the peak (top {} of {total}; * category inferred from the pass it was allocated in)",
                 p.held.len()
             )),
-            columns: vec![
-                Column::number("BYTES"),
-                Column::text("CATEGORY"),
-                Column::text("PASS"),
-                Column::text("SPAN"),
-                Column::text("SHAPE/DTYPE"),
-                Column::text("LABEL"),
-            ],
+            columns: {
+                let mut c = vec![
+                    Column::number("BYTES"),
+                    Column::text("CATEGORY"),
+                    Column::text("PASS"),
+                    Column::text("SPAN"),
+                ];
+                if ops {
+                    c.push(Column::text("OPERATION"));
+                }
+                c.extend([Column::text("SHAPE/DTYPE"), Column::text("LABEL")]);
+                c
+            },
             rows: p
                 .held
                 .iter()
                 .map(|r| {
-                    vec![
-                        num_bytes(r.bytes),
+                    let mut cells = vec![
+                        if r.count.is_some() {
+                            Cell::text(r.bytes_cell())
+                        } else {
+                            num_bytes(r.bytes)
+                        },
                         Cell::text(format!(
                             "{}{}",
                             r.category.as_str(),
@@ -433,13 +453,19 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
                             (None, false) => "-",
                         }),
                         Cell::trace(r.span_path.as_deref().unwrap_or("-")),
+                    ];
+                    if ops {
+                        cells.push(Cell::trace(r.operation().as_deref().unwrap_or("-")));
+                    }
+                    cells.extend([
                         Cell::trace(&live::shape_dtype_of(r.shape.as_deref(), r.dtype.as_deref())),
                         Cell::trace(&match (&r.label, &r.op_name) {
                             (Some(x), _) => x.clone(),
                             (None, Some(op)) => format!("op {op}"),
                             (None, None) => "-".to_string(),
                         }),
-                    ]
+                    ]);
+                    cells
                 })
                 .collect(),
             footer,
@@ -455,8 +481,19 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
                 .map_or(usize::MAX, |p| p.event_index),
             Some(name),
         );
-        for by in [GroupBy::Span, GroupBy::Shape, GroupBy::Category] {
-            let g = peak::held_groups(&live, doc, &analysis.spans, by, GROUP_ROWS);
+        let mut groupings = vec![GroupBy::Span, GroupBy::Shape, GroupBy::Category];
+        if analysis.sites.is_some() {
+            groupings.push(GroupBy::Op);
+        }
+        for by in groupings {
+            let g = peak::held_groups(
+                &live,
+                doc,
+                &analysis.spans,
+                analysis.sites.as_ref(),
+                by,
+                GROUP_ROWS,
+            );
             let category = by == GroupBy::Category;
             let mut columns = vec![
                 Column::number("BYTES"),
@@ -516,11 +553,34 @@ fn time_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
     ];
     match (&analysis.graph, &analysis.graph_refusal) {
         (Some(g), _) => {
+            // A producer that timed every op (a PyTorch import) has one span per op call: those
+            // are the measured operations table's rows, not span rows here.
+            let measured_ops = doc
+                .spans
+                .iter()
+                .any(|s| s.kind == trace_schema::SpanKind::Op)
+                && analysis.operations.is_err();
+            let is_op_span = |id: &str| {
+                doc.sym(id)
+                    .and_then(|s| doc.span_index(s))
+                    .is_some_and(|i| doc.spans[i].kind == trace_schema::SpanKind::Op)
+            };
+            let mut op_spans = 0usize;
             let mut spans: Vec<&trace_graph::GraphNode> = g
                 .nodes
                 .iter()
                 .filter(|n| !matches!(n.kind, NodeKind::Operation | NodeKind::Tensor))
+                .filter(|n| {
+                    let op = measured_ops && is_op_span(&n.id);
+                    op_spans += usize::from(op);
+                    !op
+                })
                 .collect();
+            if op_spans > 0 {
+                blocks.push(Block::Paragraph(Text::from(format!(
+                    "{op_spans} op spans (one per op call) are summarised in the Operations (measured) table below, not listed here."
+                ))));
+            }
             spans.sort_by(|a, b| {
                 b.host_self_time_ns
                     .cmp(&a.host_self_time_ns)
@@ -605,6 +665,64 @@ fn time_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
         id: "time".into(),
         title: "Time".into(),
         blocks,
+    }
+}
+
+/// Rows of the measured op table.
+pub const MEASURED_OP_ROWS: usize = 300;
+
+/// The operations a producer timed one by one (a PyTorch import's `op` spans): calls, self and
+/// total time per op and pass with PyTorch's `key_averages()` definitions, and the top-level
+/// time (calls no other op encloses).
+fn measured_ops_section(m: &trace_ops::MeasuredOps) -> Section {
+    let calls: u64 = m.rows.iter().map(|r| r.calls).sum();
+    let shown = m.rows.len().min(MEASURED_OP_ROWS);
+    let rows = m.rows[..shown]
+        .iter()
+        .map(|r| {
+            vec![
+                Cell::trace(&r.op),
+                Cell::text(r.pass.map_or("-", |p| p.as_str())),
+                Cell::number(r.calls.to_string(), Some(r.calls as f64)),
+                Cell::number(duration(r.self_ns), Some(r.self_ns as f64)),
+                Cell::number(duration(r.total_ns), Some(r.total_ns as f64)),
+                Cell::number(
+                    r.top_level_calls.to_string(),
+                    Some(r.top_level_calls as f64),
+                ),
+                Cell::number(duration(r.top_level_ns), Some(r.top_level_ns as f64)),
+            ]
+        })
+        .collect();
+    Section {
+        id: "ops".into(),
+        title: "Operations (measured)".into(),
+        blocks: vec![
+            Block::Paragraph(Text::from(format!(
+                "{calls} op calls, each timed by the producer (PyTorch's profiler): self and total time as key_averages() computes them; top level = calls no other op encloses.{}",
+                if m.open_calls > 0 {
+                    format!(" {} calls never closed and are not counted.", m.open_calls)
+                } else {
+                    String::new()
+                }
+            ))),
+            Block::Table(Table {
+                id: "measured-ops".into(),
+                caption: Text::from(format!("{} ops by pass", m.rows.len())),
+                columns: vec![
+                    Column::text("OPERATION"),
+                    Column::text("PASS"),
+                    Column::number("CALLS"),
+                    Column::number("SELF"),
+                    Column::number("TOTAL"),
+                    Column::number("TOP-LEVEL CALLS"),
+                    Column::number("TOP-LEVEL TIME"),
+                ],
+                rows,
+                footer: (m.rows.len() > shown)
+                    .then(|| Text::from(format!("{} more rows", m.rows.len() - shown))),
+            }),
+        ],
     }
 }
 
@@ -828,6 +946,25 @@ fn opt_float(v: Option<f64>) -> Cell {
 
 fn gradients_section(analysis: &Analysis) -> Section {
     let g = &analysis.gradients;
+    if g.parameter_count() == 0 && g.non_parameter.is_empty() {
+        // Nothing to tabulate: say so instead of "0 of 0 parameters" over an empty table.
+        let level = analysis
+            .capabilities
+            .level(trace_graph::CapabilityKind::Gradients);
+        return Section {
+            id: "gradients".into(),
+            title: "Gradients".into(),
+            blocks: vec![Block::Paragraph(Text::from(format!(
+                "Gradients: not in this trace (coverage: {}){}",
+                level.as_str(),
+                if level == trace_graph::CapabilityLevel::Unavailable {
+                    ": the producer recorded no gradient facts (a PyTorch profiler trace has none; a Candle capture needs a ProbedOptimizer or `.varmap()`)"
+                } else {
+                    ""
+                }
+            )))],
+        };
+    }
     let mut blocks = vec![Block::Paragraph(Text::from(format!(
         "{} of {} parameters present · {} missing · {} zero · {} non-finite{} (coverage: {})",
         g.counts.present,

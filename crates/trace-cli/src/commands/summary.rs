@@ -305,11 +305,13 @@ pub fn not_seen(doc: &TraceDocument, analysis: &Analysis) -> Vec<String> {
 pub fn build(doc: &TraceDocument, analysis: &Analysis) -> SummaryReport {
     let spans = &analysis.spans;
     let lower_bound = analysis.health.memory_lower_bound;
-    let peaks = analysis
-        .memory
-        .logical
-        .as_ref()
-        .map(|l| Peaks::of(doc, spans, l, None, HELD_ROWS, lower_bound, None));
+    let peaks = analysis.memory.logical.as_ref().map(|l| {
+        let view = crate::commands::peak::HeldView {
+            sites: analysis.sites.as_ref(),
+            ..Default::default()
+        };
+        Peaks::of(doc, spans, l, None, HELD_ROWS, lower_bound, view)
+    });
     let (outer, slowest, refused, incomplete) = match (&analysis.graph, &analysis.graph_refusal) {
         (Some(g), _) => (
             g.outer_wall_time_ns,

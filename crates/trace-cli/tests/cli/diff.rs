@@ -381,3 +381,30 @@ fn the_html_view_escapes_trace_text_and_states_refusals() {
     assert!(html.contains("device_differs: "));
     assert!(html.contains(r#"data-bytes-delta="#));
 }
+
+#[test]
+fn diff_of_pytorch_against_candle_aligns_ops_by_role_and_reads_an_op_map() {
+    const PT: &str = "../trace-import/tests/data/pytorch/mlp.json.gz";
+    const CANDLE: &str = "../trace-diff/tests/data/candle-mlp.jsonl.gz";
+    let r = crate::util::run(&["diff", PT, CANDLE]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("operations   by role"), "{}", r.stdout);
+    assert!(r.stdout.contains("gradient accumulation"), "{}", r.stdout);
+    assert!(r.stdout.contains("largest gap:"), "{}", r.stdout);
+    let j = crate::util::run(&["diff", PT, CANDLE, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
+    assert_eq!(v["ops"]["baseline_framework"], "pytorch");
+    assert!(v["ops"]["passes"].as_array().unwrap().len() >= 3);
+    // a user's map is tried first
+    let (dir, map) = crate::util::write(
+        "map.json",
+        br#"{"roles":[{"role":"my matmul","pass":"forward","candle":["matmul"],"pytorch":["aten::linear"]}]}"#,
+    );
+    let m = crate::util::run(&["diff", PT, CANDLE, "--op-map", crate::util::s(&map)]);
+    assert!(m.stdout.contains("my matmul"), "{}", m.stdout);
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, br#"{"roles":[{"role":"x","pass":"sideways"}]}"#).unwrap();
+    let e = crate::util::run(&["diff", PT, CANDLE, "--op-map", crate::util::s(&bad)]);
+    assert_eq!(e.code, 2, "{}", e.stderr);
+    assert!(e.stderr.contains("not a role map"), "{}", e.stderr);
+}

@@ -59,7 +59,7 @@ fn import_writes_a_trace_and_reports() {
     assert_eq!(piped.code, 0);
     assert!(piped
         .stdout
-        .starts_with(r#"{"kind":"meta","schema":"candle-graph/trace/12""#));
+        .starts_with(r#"{"kind":"meta","schema":"candle-graph/trace/13""#));
     assert_eq!(piped.stdout, std::fs::read_to_string(&out).unwrap());
     assert!(piped.stderr.contains("imported "), "{}", piped.stderr);
 
@@ -166,4 +166,47 @@ fn bad_kineto_input_fails_with_one_line() {
         "{}",
         r.stderr
     );
+}
+
+#[test]
+fn ops_on_a_pytorch_trace_is_the_measured_table() {
+    let r = run(&["ops", MLP, "--by", "op", "--json", "--top", "500"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["figures"], "measured");
+    assert_eq!(v["calls"], 339);
+    let rows = v["rows"].as_array().unwrap();
+    let mm = rows.iter().find(|x| x["op"] == "aten::mm").unwrap();
+    // `key_averages()` of the same step (tests/data/pytorch/mlp.key_averages.json): 5 calls,
+    // 5,757.870 µs total, 5,754.855 µs self
+    assert_eq!(mm["calls"], 5);
+    assert_eq!(mm["total_ns"], 5_757_870);
+    assert_eq!(mm["self_ns"], 5_754_855);
+    let text = run(&["ops", MLP, "--pass", "optimizer"]);
+    assert!(
+        text.stdout.contains("measured by the producer"),
+        "{}",
+        text.stdout
+    );
+    assert!(text.stdout.contains("aten::lerp_"), "{}", text.stdout);
+    assert!(
+        !text.stdout.contains("aten::addmm "),
+        "forward only: {}",
+        text.stdout
+    );
+}
+
+#[test]
+fn the_report_of_a_pytorch_trace_tabulates_ops_and_has_no_empty_gradient_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.html");
+    let r = run(&["report", MLP, "-o", s(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.contains("Operations (measured)"));
+    assert!(html.contains("id=\"measured-ops\""));
+    assert!(html.contains("Gradients: not in this trace"));
+    assert!(!html.contains("0 of 0 parameters"));
+    // one span row per op call is gone: the span table holds the annotations only
+    assert!(html.contains("op spans (one per op call) are summarised"));
 }

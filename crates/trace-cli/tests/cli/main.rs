@@ -14,5 +14,6 @@ mod import;
 mod ops;
 mod query;
 mod report;
+mod sites;
 mod snapshots;
 mod util;

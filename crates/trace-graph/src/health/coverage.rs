@@ -23,6 +23,11 @@ pub struct EvidenceCoverage {
     pub operations: u64,
     /// Stack samples (trace/12): operations observed by sampling.
     pub samples: u64,
+    /// Memory (alloc) events whose allocation site was captured (trace/13): storages the
+    /// allocating operation can be named for. 0 when the capture recorded no sites.
+    pub site_storages: u64,
+    /// Distinct allocation sites (trace/13).
+    pub alloc_sites: u64,
     /// Tensor facts.
     pub tensors: u64,
     /// Tensor statistics.
@@ -63,6 +68,8 @@ pub(super) fn check(
         spans: doc.spans.len() as u64,
         operations: doc.ops.len() as u64,
         samples: doc.samples.samples.len() as u64,
+        site_storages: doc.sites.storages.len() as u64,
+        alloc_sites: doc.sites.sites.len() as u64,
         tensors: doc.tensors.len() as u64,
         tensor_stats: doc.tensor_stats.len() as u64,
         memory_events: doc.memory_len() as u64,

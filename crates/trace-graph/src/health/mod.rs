@@ -62,6 +62,9 @@ pub enum HealthCode {
     /// A `frame`, `stack`, `sample` or `sampler` event breaks its id rules and was dropped
     /// (loader; a warning: the other samples stay usable).
     InvalidSamples,
+    /// A `site` or `alloc_sites` event, or a memory event's site, breaks its rules and was
+    /// dropped (loader; a warning: the other sites stay usable).
+    InvalidSites,
     /// A gradient norm does not fit its state (loader).
     GradientStateNormInconsistent,
     /// The meta fails validation, e.g. `capture_step` 0 (loader).
@@ -481,6 +484,11 @@ fn semantic(doc: &TraceDocument, issues: &mut Issues) {
             SemanticCode::InvalidSamples => {
                 let location = IssueLocation::line(s.line);
                 issues.warning(HealthCode::InvalidSamples, s.message.clone(), location);
+                continue;
+            }
+            SemanticCode::InvalidSites => {
+                let location = IssueLocation::line(s.line);
+                issues.warning(HealthCode::InvalidSites, s.message.clone(), location);
                 continue;
             }
             SemanticCode::GradientStateNormInconsistent => {

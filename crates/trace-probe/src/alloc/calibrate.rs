@@ -227,6 +227,7 @@ fn run_at_full_capacity() -> Result<Calibration, CalibrationError> {
             ));
         }
     }
+    calibrate_dtypes(key_offset);
     Ok(Calibration {
         block_size,
         key_offset,
@@ -234,4 +235,71 @@ fn run_at_full_capacity() -> Result<Calibration, CalibrationError> {
         tensor_block_size,
         tensor_storage_offset,
     })
+}
+
+/// The CPU dtypes whose storage variant calibration tells apart (in this order: a block free's
+/// dtype code is 1 + the index).
+pub(crate) const DTYPES: [DType; 9] = [
+    DType::U8,
+    DType::U32,
+    DType::I16,
+    DType::I32,
+    DType::I64,
+    DType::BF16,
+    DType::F16,
+    DType::F32,
+    DType::F64,
+];
+
+/// The dtype of a block free's dtype code (see [`DTYPES`]); `None` for 0 or unknown codes.
+pub(crate) fn dtype_of_code(code: u8) -> Option<DType> {
+    DTYPES.get(usize::from(code).checked_sub(1)?).copied()
+}
+
+/// Finds the word of a storage block whose low byte names the CPU storage's variant: two live
+/// tensors of every dtype in [`DTYPES`]; the word must hold the same low byte for the two of a
+/// dtype and distinct ones across dtypes. Found → the hook reads it at a storage's drop
+/// signature, so unregistered storages carry their dtype; not found → they carry none.
+fn calibrate_dtypes(key_offset: usize) {
+    let word = std::mem::size_of::<usize>();
+    let size = state::BLOCK_SIZE.load(Ordering::Relaxed);
+    let mut tensors = Vec::new();
+    for dtype in DTYPES {
+        for _ in 0..2 {
+            match Tensor::zeros(3, dtype, &Device::Cpu) {
+                Ok(t) => {
+                    crate::storage::tracker::note_probe_tensor();
+                    tensors.push(t);
+                }
+                Err(_) => return,
+            }
+        }
+    }
+    // Low bytes of every word of every block: bytes[t][w].
+    let bytes: Vec<Vec<u8>> = tensors
+        .iter()
+        .map(|t| {
+            let base = storage_key(t) - key_offset;
+            // SAFETY: the block is live (its tensor is held in `tensors`) and `size` bytes
+            // long; its words are read, never written.
+            (0..size / word)
+                .map(|i| unsafe { (base as *const usize).add(i).read_volatile() } as u8)
+                .collect()
+        })
+        .collect();
+    let found = (0..size / word).find(|&w| {
+        let per_dtype: Vec<u8> = bytes.chunks(2).map(|pair| pair[0][w]).collect();
+        let stable = bytes.chunks(2).all(|pair| pair[0][w] == pair[1][w]);
+        let mut sorted = per_dtype.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        stable && sorted.len() == per_dtype.len()
+    });
+    let Some(w) = found else {
+        return;
+    };
+    for (i, pair) in bytes.chunks(2).enumerate() {
+        state::DTYPE_BYTES[i].store(u16::from(pair[0][w]), Ordering::Relaxed);
+    }
+    state::DTYPE_OFFSET.store(w * word, Ordering::Relaxed);
 }

@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::ring::{self, DataBuffer, RawEvent};
 use super::state::{
-    self, ARMED, ARMED_ALLOC_CALLS, ARMED_NET_BYTES, BLOCK_SIZE, DATA_PTR_OFFSET, HEAP_SHARDS,
-    HOLD, IGNORE_DEPTH, INSTALLED, LAST_FREE, RELEASING, SHARDS, STATE, TENSOR_BLOCK_SIZE,
-    TENSOR_STORAGE_OFFSET,
+    self, ARMED, ARMED_ALLOC_CALLS, ARMED_NET_BYTES, BLOCK_SIZE, DATA_PTR_OFFSET, DTYPE_BYTES,
+    DTYPE_OFFSET, HEAP_SHARDS, HOLD, IGNORE_DEPTH, INSTALLED, LAST_FREE, RELEASING, SHARDS,
+    SITE_CALIB, STATE, TENSOR_BLOCK_SIZE, TENSOR_STORAGE_OFFSET,
 };
-use super::{hold, watch};
+use super::{hold, sites, watch};
 
 /// Set by the first call of a counting-mode allocator.
 pub(crate) static COUNTING_SEEN: AtomicBool = AtomicBool::new(false);
@@ -108,12 +108,25 @@ fn log_alloc(ptr: *mut u8, size: usize) {
     if ptr.is_null() || IGNORE_DEPTH.with(|d| d.get()) != 0 {
         return;
     }
+    let site = sites::on_alloc(size);
     ring::push(RawEvent::Alloc {
         ts_ns: state::now_ns(),
         thread: state::thread_id(),
         addr: ptr as usize,
         size,
+        site,
     });
+}
+
+/// The allocation path while armed or while a thread calibrates the site walkers.
+#[inline]
+fn on_alloc(s: u8, ptr: *mut u8, size: usize) {
+    if s & SITE_CALIB != 0 && size >= 1024 && sites::calibrating_here() {
+        sites::calibration_walk();
+    }
+    if s & ARMED != 0 {
+        log_alloc(ptr, size);
+    }
 }
 
 /// Whether the dying block at `block` holds the word `data` at the calibrated data-pointer
@@ -132,6 +145,30 @@ unsafe fn block_holds(block: *const u8, size: usize, data: usize) -> bool {
         return i < words && base.add(i).read_volatile() == data;
     }
     (0..words).any(|i| base.add(i).read_volatile() == data)
+}
+
+/// The dtype code of a dying CPU storage block: 1 + the index of its variant in the calibrated
+/// table, 0 when unknown.
+///
+/// # Safety
+/// As [`block_holds`].
+#[inline]
+unsafe fn dtype_code(block: *const u8, size: usize) -> u8 {
+    let off = DTYPE_OFFSET.load(Ordering::Relaxed);
+    if off == usize::MAX || off + std::mem::size_of::<usize>() > size {
+        return 0;
+    }
+    let byte = u16::from((block.add(off) as *const usize).read_volatile() as u8);
+    for (i, b) in DTYPE_BYTES.iter().enumerate() {
+        let b = b.load(Ordering::Relaxed);
+        if b == u16::MAX {
+            break;
+        }
+        if b == byte {
+            return i as u8 + 1;
+        }
+    }
+    0
 }
 
 #[inline]
@@ -159,6 +196,12 @@ fn on_dealloc(ptr: *mut u8, size: usize) {
     // SAFETY: `ptr` is a block of `size` bytes being freed by our caller and not yet handed to
     // the inner allocator (that happens after this function, or later for a held block).
     let signature = last_ptr != 0 && unsafe { block_holds(ptr, size, last_ptr) };
+    let dtype = if signature {
+        // SAFETY: as above.
+        unsafe { dtype_code(ptr, size) }
+    } else {
+        0
+    };
     // Every block-sized free is logged, matched or not: the drain needs it to know which
     // logged block allocations are still live at the end of the window.
     ring::push(RawEvent::BlockFree {
@@ -170,6 +213,7 @@ fn on_dealloc(ptr: *mut u8, size: usize) {
             ptr: last_ptr,
             size: last_size,
         }),
+        dtype,
     });
 }
 
@@ -183,8 +227,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
         let ptr = self.inner.alloc(layout);
         let s = self.flags();
         self.count(layout.size() as i64);
-        if s & ARMED != 0 {
-            log_alloc(ptr, layout.size());
+        if s & (ARMED | SITE_CALIB) != 0 {
+            on_alloc(s, ptr, layout.size());
         }
         ptr
     }
@@ -194,8 +238,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
         let ptr = self.inner.alloc_zeroed(layout);
         let s = self.flags();
         self.count(layout.size() as i64);
-        if s & ARMED != 0 {
-            log_alloc(ptr, layout.size());
+        if s & (ARMED | SITE_CALIB) != 0 {
+            on_alloc(s, ptr, layout.size());
         }
         ptr
     }
@@ -241,6 +285,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
                     thread: state::thread_id(),
                     addr: ptr as usize,
                     size: 0,
+                    site: ring::SiteTag(0),
                 });
             }
             log_alloc(new, new_size);

@@ -16,6 +16,7 @@ mod calibrate;
 pub(crate) mod hold;
 pub(crate) mod hook;
 pub(crate) mod ring;
+pub mod sites;
 mod state;
 pub(crate) mod watch;
 
@@ -28,6 +29,7 @@ pub use state::{
 };
 pub use watch::{fill_for_test as fill_watch_table_for_test, occupied_slots, WATCH_SLOTS};
 
+pub(crate) use calibrate::dtype_of_code;
 pub(crate) use state::thread_key;
 
 /// The calibrated storage block size (0 before calibration succeeded).

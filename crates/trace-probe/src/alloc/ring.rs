@@ -9,6 +9,8 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+pub(crate) use super::sites::SiteTag;
+
 /// Physical capacity in events.
 pub const RING_CAPACITY: usize = 1 << 17;
 
@@ -24,6 +26,8 @@ pub(crate) enum RawEvent {
         addr: usize,
         /// Size in bytes.
         size: usize,
+        /// The allocation's stack in the site pool (`alloc::sites`), if captured.
+        site: SiteTag,
     },
     /// A free of the calibrated storage-block size.
     BlockFree {
@@ -36,6 +40,9 @@ pub(crate) enum RawEvent {
         /// The CPU storage drop signature: the data buffer freed just before on this thread,
         /// whose pointer the dying block holds. `None` when the signature did not match.
         data: Option<DataBuffer>,
+        /// With the signature: 1 + the index of the storage's dtype in the calibrated table
+        /// (`alloc::calibrate::DTYPES`), 0 when unknown.
+        dtype: u8,
     },
     /// A free of the calibrated tensor-block size (`ArcInner<Tensor_>`): the word where a
     /// tensor holds its storage's `Arc` pointer. Confirms the drop signature: Candle's storage
@@ -76,8 +83,9 @@ struct Slot {
     /// `index + 1` once published.
     seq: AtomicU64,
     ts: AtomicU64,
-    /// kind (bits 62..64: 0 alloc, 1 tensor free, 2 block free) | thread (bits 32..62) | tag
-    /// (bits 0..32).
+    /// kind (bits 62..64: 0 alloc, 1 tensor free, 2 block free) | aux (bits 54..62: a block
+    /// free's dtype code) | thread (bits 32..54) | tag (bits 0..32: the watch tag of a block
+    /// free, the site tag of an alloc).
     meta: AtomicU64,
     /// Alloc: address; block free: block address; tensor free: storage block word.
     a: AtomicUsize,
@@ -102,8 +110,8 @@ static SLOTS: [Slot; RING_CAPACITY] = [const {
 const KIND_ALLOC: u64 = 0;
 const KIND_TENSOR_FREE: u64 = 1;
 const KIND_BLOCK_FREE: u64 = 2;
-/// Thread ids keep 30 bits in a slot.
-const THREAD_MASK: u64 = 0x3fff_ffff;
+/// Thread ids keep 22 bits in a slot (thread keys count up from 1).
+const THREAD_MASK: u64 = 0x3f_ffff;
 
 /// Next index to claim.
 static HEAD: AtomicU64 = AtomicU64::new(0);
@@ -137,13 +145,15 @@ pub(crate) fn push(ev: RawEvent) -> bool {
         }
     }
     let slot = &SLOTS[(head as usize) & (RING_CAPACITY - 1)];
+    let mut aux = 0u64;
     let (kind, ts, thread, tag, a, b, c) = match ev {
         RawEvent::Alloc {
             ts_ns,
             thread,
             addr,
             size,
-        } => (KIND_ALLOC, ts_ns, thread, 0, addr, size, 0),
+            site,
+        } => (KIND_ALLOC, ts_ns, thread, site.0, addr, size, 0),
         RawEvent::TensorFree {
             ts_ns,
             thread,
@@ -156,12 +166,14 @@ pub(crate) fn push(ev: RawEvent) -> bool {
             tag,
             block,
             data,
+            dtype,
         } => {
+            aux = u64::from(dtype);
             let (ptr, size) = data.map_or((0, 0), |d| (d.ptr, d.size));
             (KIND_BLOCK_FREE, ts_ns, thread, tag, block, ptr, size)
         }
     };
-    let meta = (kind << 62) | ((thread as u64 & THREAD_MASK) << 32) | tag as u64;
+    let meta = (kind << 62) | (aux << 54) | ((thread as u64 & THREAD_MASK) << 32) | tag as u64;
     slot.ts.store(ts, Ordering::Relaxed);
     slot.meta.store(meta, Ordering::Relaxed);
     slot.a.store(a, Ordering::Relaxed);
@@ -196,6 +208,7 @@ pub(crate) fn drain_into(out: &mut Vec<RawEvent>) {
                 tag: meta as u32,
                 block: a,
                 data: (b != 0).then_some(DataBuffer { ptr: b, size: c }),
+                dtype: ((meta >> 54) & 0xff) as u8,
             },
             KIND_TENSOR_FREE => RawEvent::TensorFree {
                 ts_ns,
@@ -208,6 +221,7 @@ pub(crate) fn drain_into(out: &mut Vec<RawEvent>) {
                 thread,
                 addr: a,
                 size: b,
+                site: SiteTag(meta as u32),
             },
         });
         tail += 1;
@@ -268,6 +282,7 @@ mod tests {
                                 thread: t,
                                 addr: 0x1000,
                                 size: 8,
+                                site: SiteTag(0),
                             });
                         }
                         // at most 6 × (4,096 + 64) events in the ring at once, far below its

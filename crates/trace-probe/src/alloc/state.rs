@@ -9,7 +9,7 @@
 //! of `Cell<Copy>` compile to a plain TLS slot access.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU16, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Bit of [`STATE`]: some call went through a [`crate::alloc::Tracking`] allocator.
 pub(crate) const INSTALLED: u8 = 1;
@@ -17,6 +17,9 @@ pub(crate) const INSTALLED: u8 = 1;
 pub(crate) const ARMED: u8 = 2;
 /// Bit of [`STATE`]: storage-sized frees are parked, not freed (see `alloc::hold`).
 pub(crate) const HOLD: u8 = 4;
+/// Bit of [`STATE`]: a thread calibrates the allocation-site walkers (see `alloc::sites`): the
+/// hook walks that thread's next large allocation both ways, without logging anything.
+pub(crate) const SITE_CALIB: u8 = 8;
 
 /// Installation and arming flags; the disarmed hook does exactly one relaxed load of it.
 pub(crate) static STATE: AtomicU8 = AtomicU8::new(0);
@@ -36,6 +39,17 @@ pub(crate) static TENSOR_BLOCK_SIZE: AtomicUsize = AtomicUsize::new(0);
 /// Calibrated offset in bytes, inside a tensor's block, of the word holding its storage's `Arc`
 /// pointer (the storage block's address).
 pub(crate) static TENSOR_STORAGE_OFFSET: AtomicUsize = AtomicUsize::new(0);
+
+/// Calibrated offset in bytes, inside a storage's block, of the word whose low byte is the CPU
+/// storage's variant (its dtype); `usize::MAX` when calibration found none.
+pub(crate) static DTYPE_OFFSET: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// The low byte of that word for each dtype of [`crate::alloc::calibrate::DTYPES`], in order
+/// (`u16::MAX`: not calibrated).
+pub(crate) static DTYPE_BYTES: [AtomicU16; DTYPE_SLOTS] =
+    [const { AtomicU16::new(u16::MAX) }; DTYPE_SLOTS];
+/// Entries of [`DTYPE_BYTES`].
+pub(crate) const DTYPE_SLOTS: usize = 16;
 
 /// Per-shard live heap bytes (only in counting mode); summed by [`heap_live_bytes`].
 pub(crate) static HEAP_SHARDS: [Shard; SHARDS] = [const { Shard(AtomicI64::new(0)) }; SHARDS];

@@ -11,8 +11,7 @@
 //! | `timer` | per-thread timers (`timer_create`, `SIGEV_THREAD_ID`) |
 //! | `slots` | the fixed table of per-thread `mmap`'d buffers the handler writes variable-length records into, with the loss counters |
 //! | `unwind` | the allocation-free stack capture (`capture`, reusable from the allocator hook; `capture_from` for the handler) |
-//! | `symbols` | symbolisation after the step (`backtrace::resolve`, inline frames, `dladdr`) |
-//! | `table` | dedup of frames and stacks, ids, symbol quality |
+//! | `crate::stacks` | symbolisation after the step and the trace's shared frame and stack table (with the allocation sites) |
 //! | `session_plugin` | the capture plug-in: arming and disarming, threads, span attribution, the events |
 //! | `guard` | [`SamplingGuard`], what `sample_this_thread` returns |
 //!
@@ -26,10 +25,6 @@ mod session_plugin;
 mod signal;
 #[cfg(stack_sampler)]
 mod slots;
-#[cfg(stack_sampler)]
-mod symbols;
-#[cfg(stack_sampler)]
-mod table;
 #[cfg(stack_sampler)]
 mod timer;
 #[cfg(stack_sampler)]

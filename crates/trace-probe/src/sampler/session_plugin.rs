@@ -1,20 +1,21 @@
 //! The sampler plug-in (Linux): arms a timer per sampled thread when the captured step begins,
 //! disarms them before it ends, and after the step (in `on_finish`, outside the measured
-//! region) symbolises the stacks, attributes each sample to the span open on its thread then,
-//! and writes frames, stacks, samples and the sampler event.
+//! region) symbolises the stacks into the session's symbol table (shared with the allocation
+//! sites) and attributes each sample to the span open on its thread then; once the session
+//! wrote the table's frames and stacks (`after_stacks`) it writes the samples and the sampler
+//! event.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
 use trace_schema::{
-    ContractField, CoverageLevel, RunMeta, SampledThread, SamplerEvent, SymbolQuality, TraceEvent,
+    ContractField, CoverageLevel, RunMeta, SampleEvent, SampledThread, SamplerEvent, TraceEvent,
 };
 
 use super::slots::{SlotCounts, SlotHandle};
-use super::table::Builder;
 use super::timer::{current_tid, ThreadTimer};
-use super::{signal, symbols, SamplerSettings, SamplerStats};
+use super::{signal, SamplerSettings, SamplerStats};
 use crate::plugin::{thread_key, CaptureContext, CapturePlugin};
 use crate::writer::lock;
 
@@ -68,6 +69,9 @@ struct State {
     problems: Vec<String>,
     /// `on_finish` wrote the events.
     written: bool,
+    /// Built in `on_finish`, written in `after_stacks`: the samples (by time) and the sampler
+    /// event (its symbol figures filled from the written table).
+    to_write: Option<(Vec<SampleEvent>, SamplerEvent)>,
 }
 
 /// Process-wide figures (for the bench and the README; see [`super::stats`]).
@@ -149,28 +153,29 @@ impl SamplerPlugin {
         }
     }
 
-    /// The symbol quality of this build, from the probe's own code (for a trace without samples).
-    fn build_quality() -> SymbolQuality {
-        let here = Self::build_quality as fn() -> SymbolQuality as usize as u64;
-        let frames = symbols::resolve(here, true);
-        match frames.first() {
-            Some(f) if f.function.is_some() && f.line.is_some() => SymbolQuality::LineTables,
-            Some(f) if f.function.is_some() => SymbolQuality::NamesOnly,
-            _ => SymbolQuality::None,
-        }
-    }
-
-    /// Symbolises and writes everything sampled (once).
-    fn write(&self, ctx: &CaptureContext<'_>, runs: Vec<Run>) {
+    /// Adds every sampled stack to the session's symbol table and builds the samples and the
+    /// sampler event (written in `after_stacks`, once the table is).
+    fn build(&self, ctx: &CaptureContext<'_>, runs: Vec<Run>) -> (Vec<SampleEvent>, SamplerEvent) {
         let started = Instant::now();
-        let mut builder = Builder::new(symbols::resolve);
+        let unique_before = ctx.stacks().unique_addresses();
         let mut threads = Vec::with_capacity(runs.len());
+        let mut samples = Vec::new();
+        let mut truncated_stacks = 0u64;
         let mut counted = SlotCounts::default();
         for run in &runs {
             for record in run.slot.records() {
                 let ts = ctx.clock().process_ns_to_session_ns(record.process_ns);
-                let span = ctx.span_at(run.thread.key, ts).map(|s| ctx.span_id(s));
-                builder.add(run.thread.key, ts, record.frames, record.truncated, span);
+                let span_id = ctx.span_at(run.thread.key, ts).map(|s| ctx.span_id(s));
+                let stack_id = ctx.stacks().add(record.frames, true);
+                if record.truncated {
+                    truncated_stacks += 1;
+                }
+                samples.push(SampleEvent {
+                    timestamp_ns: ts,
+                    thread: run.thread.key,
+                    stack_id,
+                    span_id,
+                });
             }
             let c = run.slot.counts();
             counted.samples = counted.samples.saturating_add(c.samples);
@@ -186,33 +191,30 @@ impl SamplerPlugin {
                 lost_buffer: c.lost_buffer,
             });
         }
-        let built = builder.finish();
-        let symbols = built.symbols.unwrap_or_else(Self::build_quality);
+        samples.sort_by_key(|s| (s.timestamp_ns, s.thread));
         let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         SAMPLES.fetch_add(counted.samples, Ordering::Relaxed);
         HANDLER_NS.fetch_add(counted.handler_ns, Ordering::Relaxed);
         SYMBOLIZE_NS.fetch_add(elapsed, Ordering::Relaxed);
-        UNIQUE_ADDRESSES.fetch_add(built.unique_addresses, Ordering::Relaxed);
+        UNIQUE_ADDRESSES.fetch_add(
+            ctx.stacks()
+                .unique_addresses()
+                .saturating_sub(unique_before),
+            Ordering::Relaxed,
+        );
         FINISHES.fetch_add(1, Ordering::Relaxed);
-        for f in built.frames {
-            ctx.emit(TraceEvent::Frame(f));
-        }
-        for s in built.stacks {
-            ctx.emit(TraceEvent::Stack(s));
-        }
-        for s in built.samples {
-            ctx.emit(TraceEvent::Sample(s));
-        }
-        ctx.emit(TraceEvent::Sampler(SamplerEvent {
+        let event = SamplerEvent {
             hz: u64::from(self.settings.hz),
             period_ns: self.period_ns(),
             clock: "wall".to_string(),
             unwinder: UNWINDER.to_string(),
-            symbols,
-            unresolved_frames: built.unresolved_frames,
-            truncated_stacks: built.truncated_stacks,
+            // Filled from the written table in `after_stacks`.
+            symbols: trace_schema::SymbolQuality::None,
+            unresolved_frames: 0,
+            truncated_stacks,
             threads,
-        }));
+        };
+        (samples, event)
         // `runs` drop here: slots freed, buffers unmapped.
     }
 }
@@ -279,8 +281,24 @@ impl CapturePlugin for SamplerPlugin {
         state.written = true;
         let runs = std::mem::take(&mut state.done);
         drop(state);
-        self.write(ctx, runs);
+        let built = self.build(ctx, runs);
+        lock(&self.state).to_write = Some(built);
         None
+    }
+
+    fn after_stacks(&self, ctx: &CaptureContext<'_>) {
+        let Some((samples, mut event)) = lock(&self.state).to_write.take() else {
+            return;
+        };
+        let figures = ctx.stacks().figures();
+        event.symbols = figures
+            .and_then(|f| f.symbols)
+            .unwrap_or_else(crate::stacks::build_quality);
+        event.unresolved_frames = figures.map_or(0, |f| f.unresolved_frames);
+        for s in samples {
+            ctx.emit(TraceEvent::Sample(s));
+        }
+        ctx.emit(TraceEvent::Sampler(event));
     }
 
     fn coverage_lost(&self) -> Vec<(ContractField, String)> {

@@ -42,6 +42,17 @@ pub(crate) fn capture(buf: &mut [usize]) -> usize {
     walk(buf, Start::Caller { below })
 }
 
+/// [`capture`] that also says whether the stack was cut at the buffer's length (the allocation
+/// sites' walk: `crate::alloc::sites`). Allocation-free and lock-free.
+#[inline(never)]
+pub(crate) fn capture_cut(buf: &mut [usize]) -> Captured {
+    let marker = 0u8;
+    let below = std::hint::black_box(&marker) as *const u8 as usize;
+    let mut truncated = false;
+    let len = walk_with(buf, Start::Caller { below }, &mut truncated);
+    Captured { len, truncated }
+}
+
 /// The signal handler's capture: the stack from `pc` (the interrupted program counter, read
 /// from the signal's `ucontext`) outward; the frames inside the handler and the signal
 /// trampoline are skipped.

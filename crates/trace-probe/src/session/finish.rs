@@ -52,6 +52,11 @@ impl Inner {
                 lost.insert(field.into(), why);
             }
         }
+        // The one symbol table the plug-ins filled, then what refers to it.
+        self.stacks.write(|e| self.emit(e));
+        for plugin in &self.plugins {
+            plugin.after_stacks(&self.plugin_context());
+        }
         Finished { dropped, lost }
     }
 

@@ -87,6 +87,8 @@ pub(crate) struct Inner {
     /// The forward pass the step guard opened, until backward (or the step's end) closes it.
     auto_forward: Mutex<Option<(OpenSpan, u64)>>,
     first_error: Mutex<Option<ProbeError>>,
+    /// The trace's symbol table (samples and allocation sites), written at finish.
+    pub(crate) stacks: crate::stacks::SessionStacks,
 }
 
 impl std::fmt::Debug for Inner {
@@ -187,6 +189,7 @@ impl TraceSession {
             spans: Arc::default(),
             auto_forward: Mutex::new(None),
             first_error: Mutex::new(None),
+            stacks: Default::default(),
         };
         Ok(Self {
             inner: Arc::new(inner),

@@ -3,7 +3,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::alloc::ring::{DataBuffer, RawEvent};
+use crate::alloc::ring::{DataBuffer, RawEvent, SiteTag};
 
 /// A storage free the join recognised, in hook time (ns since the process clock base).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +40,10 @@ pub(crate) struct AnonymousStorage {
     /// The block was allocated before the window (not logged): the storage was live at capture
     /// start; `alloc_ns` is meaningless.
     pub(crate) pre_window: bool,
+    /// The data buffer's allocation stack (from its logged allocation), if captured.
+    pub(crate) site: SiteTag,
+    /// Its dtype, read from the dying block's CPU storage variant (None: unknown).
+    pub(crate) dtype: Option<candle_core::DType>,
 }
 
 /// The join state; fed drained events in ring order.
@@ -65,6 +69,8 @@ pub(crate) struct LoggedAlloc {
     pub(crate) size: usize,
     /// Thread.
     pub(crate) thread: u32,
+    /// Its stack in the site pool, if captured.
+    pub(crate) site: SiteTag,
 }
 
 /// Counts of what the join saw.
@@ -104,6 +110,7 @@ impl Joiner {
                 thread,
                 addr,
                 size,
+                site,
             } => {
                 self.stats.allocs += 1;
                 self.allocs.insert(
@@ -112,6 +119,7 @@ impl Joiner {
                         ts_ns,
                         size,
                         thread,
+                        site,
                     },
                 );
                 if size == block_size {
@@ -125,6 +133,7 @@ impl Joiner {
                 tag,
                 block,
                 data,
+                dtype,
             } => {
                 self.stats.block_frees += 1;
                 let block_alloc = self.live_blocks.remove(&block);
@@ -144,10 +153,10 @@ impl Joiner {
                 let data_alloc = self.allocs.remove(&ptr);
                 // A storage whose block was allocated before arming has no logged alloc: it
                 // was live at capture start (its data alloc, if any logged, would be stale).
-                let (alloc_ns, alloc_thread) = match (block_alloc, data_alloc) {
-                    (Some(b), Some(d)) if d.ts_ns <= b => (d.ts_ns, Some(d.thread)),
-                    (Some(b), _) => (b, None),
-                    (None, _) => (0, None),
+                let (alloc_ns, alloc_thread, site) = match (block_alloc, data_alloc) {
+                    (Some(b), Some(d)) if d.ts_ns <= b => (d.ts_ns, Some(d.thread), d.site),
+                    (Some(b), _) => (b, None, SiteTag(0)),
+                    (None, _) => (0, None, SiteTag(0)),
                 };
                 let candidate = AnonymousStorage {
                     block,
@@ -157,6 +166,8 @@ impl Joiner {
                     alloc_thread,
                     free_thread: thread,
                     pre_window: block_alloc.is_none(),
+                    site,
+                    dtype: crate::alloc::dtype_of_code(dtype),
                 };
                 if self.candidates.insert(block, candidate).is_some() {
                     // The block died twice without a tensor confirming the first: a look-alike.
@@ -228,6 +239,7 @@ mod tests {
             thread: 1,
             addr,
             size,
+            site: SiteTag(0),
         }
     }
 
@@ -238,6 +250,7 @@ mod tests {
             tag,
             block,
             data: data.map(|(ptr, size)| DataBuffer { ptr, size }),
+            dtype: 0,
         }
     }
 
@@ -278,6 +291,8 @@ mod tests {
                     alloc_thread: Some(1),
                     free_thread: 2,
                     pre_window: false,
+                    site: SiteTag(0),
+                    dtype: None,
                 }))
             );
         }

@@ -11,6 +11,7 @@
 //! | `drainer` | the background thread that drains the ring past a high-water mark while a window is open |
 //! | `registration` | registering graph nodes, gradients and labelled tensors into the window |
 //! | `construction` | optimizer state allocated while the inner optimizer is built |
+//! | `sites` | allocation sites: raw stacks of storages' data buffers deduplicated into site ids; the walker calibration |
 //! | `tracker` | every storage allocated since the session was created, adopted at capture start |
 //! | `events` | memory events waiting for time and span; host and deterministic attribution |
 //! | `session_plugin` | the plug-in joining all of this (and device samples) to a session |
@@ -26,12 +27,14 @@ pub(crate) mod join;
 mod registration;
 pub mod registry;
 mod session_plugin;
+pub mod sites;
 pub(crate) mod tracker;
 pub mod window;
 
 pub use join::JoinStats;
 pub use registry::{RegisterAs, Registration, Registry, StorageEntry};
 pub(crate) use session_plugin::StoragePlugin;
+pub use sites::SiteCapture;
 pub use tracker::PreSessionStorages;
 pub use window::{
     availability, declare_unknown_pre_existing, last_summary, lock, Availability, CaptureState,

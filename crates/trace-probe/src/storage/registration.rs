@@ -36,16 +36,22 @@ impl CaptureState {
         }
         let pending = match block_ns {
             Some(b) => {
-                let (ns, thread) = match data {
-                    Some(d) if d.ts_ns <= b => (d.ts_ns, d.thread as u64),
-                    _ => (b, crate::alloc::thread_key()),
+                let (ns, thread, site) = match data {
+                    Some(d) if d.ts_ns <= b => (d.ts_ns, d.thread as u64, d.site),
+                    _ => (
+                        b,
+                        crate::alloc::thread_key(),
+                        crate::alloc::ring::SiteTag(0),
+                    ),
                 };
                 self.summary.registered_in_window += 1;
+                let mut event = alloc_event(&entry, false, MemorySource::Allocator);
+                self.set_site(&mut event, site, thread);
                 PendingEvent {
                     hook_ns: ns,
                     thread,
                     session_ns: None,
-                    event: alloc_event(&entry, false, MemorySource::Allocator),
+                    event,
                     infer_category: false,
                 }
             }

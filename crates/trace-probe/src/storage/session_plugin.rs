@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use candle_core::backprop::GradStore;
 use candle_core::{Device, Tensor, TensorId, Var};
 use trace_schema::{
-    CategorySource, CoverageLevel, DroppedEventsEvent, ExecutionStep as Pass, MemoryCategory,
-    RunMeta, TraceEvent,
+    AllocSitesEvent, CategorySource, CoverageLevel, DroppedEventsEvent, ExecutionStep as Pass,
+    MemoryCategory, RunMeta, SiteEvent, TraceEvent,
 };
 
 use super::events::{Attribution, Located, PendingEvent};
@@ -73,12 +73,34 @@ pub(crate) struct StoragePlugin {
     /// forgotten when the session finishes or is dropped, so they never reach another session
     /// of the process as stale `pre_existing` storages or as aliases of a reused address.
     own_tags: Mutex<Vec<u32>>,
+    /// Allocation sites: the threshold in bytes (0: off).
+    site_threshold: usize,
+    /// The last window's sites: their raw stacks (by site id) and account, taken at capture
+    /// end; then their `site` events (stack ids from the session's table), written after it.
+    sites: Mutex<SitesToWrite>,
+}
+
+/// The sites of a session on their way to the trace.
+#[derive(Debug, Default)]
+enum SitesToWrite {
+    /// Nothing captured (yet).
+    #[default]
+    None,
+    /// Taken at capture end.
+    Raw(super::sites::SiteTable, super::sites::SiteCapture),
+    /// Stacks added to the session's table at finish.
+    Built(Vec<SiteEvent>, super::sites::SiteCapture),
 }
 
 impl StoragePlugin {
     /// The plug-in of a session being created; with `track` on a CPU device it starts the
     /// session tracker (every storage allocated from now on is known at capture start).
-    pub(crate) fn new(device: &Device, deterministic: bool, track: bool) -> Self {
+    pub(crate) fn new(
+        device: &Device,
+        deterministic: bool,
+        track: bool,
+        site_threshold: usize,
+    ) -> Self {
         let owner = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
         let tracking = match device {
             Device::Cpu if track => capture::lock().start_tracking(owner),
@@ -100,7 +122,27 @@ impl StoragePlugin {
             summary: Mutex::new(None),
             sequences: Mutex::new(Sequences::default()),
             own_tags: Mutex::new(Vec::new()),
+            site_threshold: if matches!(device, Device::Cpu) {
+                site_threshold
+            } else {
+                0
+            },
+            sites: Mutex::new(SitesToWrite::None),
         }
+    }
+
+    /// At capture start (the meta, before the measured region): the walker calibration (once per
+    /// process), this thread's stack bounds, and the settings of the window.
+    fn configure_sites(&self) {
+        let settings = (self.site_threshold > 0
+            && crate::alloc::sites::SUPPORTED
+            && crate::alloc::is_installed()
+            && crate::alloc::calibrate().is_ok())
+        .then(|| {
+            crate::alloc::sites::note_thread_bounds();
+            (self.site_threshold, super::sites::walker().unwinder)
+        });
+        capture::lock().configure_sites(settings);
     }
 
     fn remember_tags(&self, tags: impl IntoIterator<Item = u32>) {
@@ -326,6 +368,7 @@ impl CapturePlugin for StoragePlugin {
         meta.tracking_allocator_installed = Some(crate::alloc::is_installed());
         let contract = meta.capture_contract.get_or_insert_with(Default::default);
         let pre_session = self.adopt_live_storages();
+        self.configure_sites();
         let (level, reason) =
             capture::logical_memory_contract_with(self.device_label, pre_session.as_ref());
         contract.logical_memory = level;
@@ -453,17 +496,25 @@ impl CapturePlugin for StoragePlugin {
         if !self.active.swap(false, Ordering::Relaxed) {
             return;
         }
-        let summary = if self.deterministic {
-            let (events, summary) = capture::lock().end(&self.attribution(ctx));
-            for e in events {
-                ctx.emit(TraceEvent::Memory(e));
-            }
-            summary
-        } else {
-            let (pending, summary) = capture::lock().end_pending();
-            emit_attributed_later(ctx, pending);
-            summary
+        let (summary, sites) = {
+            let mut st = capture::lock();
+            let summary = if self.deterministic {
+                let (events, summary) = st.end(&self.attribution(ctx));
+                for e in events {
+                    ctx.emit(TraceEvent::Memory(e));
+                }
+                summary
+            } else {
+                let (pending, summary) = st.end_pending();
+                emit_attributed_later(ctx, pending);
+                summary
+            };
+            (summary, st.take_sites())
         };
+        if let Some(capture) = summary.sites.clone() {
+            *self.sites.lock().unwrap_or_else(|e| e.into_inner()) =
+                SitesToWrite::Raw(sites, capture);
+        }
         let dropped = summary
             .dropped_events
             .saturating_sub(self.dropped_at_start.load(Ordering::Relaxed));
@@ -476,14 +527,81 @@ impl CapturePlugin for StoragePlugin {
         *self.summary.lock().unwrap_or_else(|e| e.into_inner()) = Some(summary);
     }
 
-    fn on_finish(&self, _ctx: &CaptureContext<'_>) -> Option<u64> {
+    fn on_finish(&self, ctx: &CaptureContext<'_>) -> Option<u64> {
         capture::lock().stop_tracking(self.owner);
+        {
+            let mut sites = self.sites.lock().unwrap_or_else(|e| e.into_inner());
+            if let SitesToWrite::Raw(table, capture) = std::mem::take(&mut *sites) {
+                // Outside the measured region: the stacks are symbolised into the session's
+                // table (shared with the samples), without the hook's own leading frames.
+                let mut hook_frame = HashMap::new();
+                let events = table
+                    .stacks()
+                    .iter()
+                    .enumerate()
+                    .map(|(id, raw)| {
+                        let addresses: Vec<u64> = raw
+                            .iter()
+                            .map(|&a| a as u64)
+                            .skip_while(|&a| {
+                                *hook_frame
+                                    .entry(a)
+                                    .or_insert_with(|| crate::stacks::is_hook_frame(a))
+                            })
+                            .collect();
+                        SiteEvent {
+                            id: id as u32,
+                            stack_id: ctx.stacks().add(&addresses, false),
+                        }
+                    })
+                    .collect();
+                *sites = SitesToWrite::Built(events, capture);
+            }
+        }
         self.forget_own_tags();
         let summary = self.summary.lock().unwrap_or_else(|e| e.into_inner());
         summary.as_ref().map(|s| {
             s.dropped_events
                 .saturating_sub(self.dropped_at_start.load(Ordering::Relaxed))
         })
+    }
+
+    fn after_stacks(&self, ctx: &CaptureContext<'_>) {
+        let SitesToWrite::Built(events, capture) =
+            std::mem::take(&mut *self.sites.lock().unwrap_or_else(|e| e.into_inner()))
+        else {
+            return;
+        };
+        let symbols = ctx
+            .stacks()
+            .figures()
+            .and_then(|f| f.symbols)
+            .unwrap_or_else(crate::stacks::build_quality);
+        let sites = events.len() as u64;
+        for e in events {
+            ctx.emit(TraceEvent::Site(e));
+        }
+        let c = capture.counts;
+        ctx.emit(TraceEvent::AllocSites(AllocSitesEvent {
+            threshold_bytes: capture.threshold_bytes,
+            unwinder: capture.unwinder.wire_name().to_string(),
+            symbols,
+            captured: c.captured,
+            lost: c.lost_pool_full.saturating_add(c.lost_reentry),
+            truncated: c.truncated,
+            small_allocs: c.small_allocs,
+            small_bytes: c.small_bytes,
+            sites,
+            capture_ns: Some(c.capture_ns),
+        }));
+    }
+
+    fn on_thread_join(&self, _ctx: &CaptureContext<'_>) -> Option<u64> {
+        // Outside the hook: this thread's stack bounds, for the frame-pointer walk.
+        if self.site_threshold > 0 {
+            crate::alloc::sites::note_thread_bounds();
+        }
+        None
     }
 
     fn coverage_lost(&self) -> Vec<(trace_schema::ContractField, String)> {

@@ -320,6 +320,7 @@ mod tests {
             thread: 1,
             addr,
             size,
+            site: crate::alloc::ring::SiteTag(0),
         };
         t.feed(&[
             alloc(1, 0x100, 4096),
@@ -332,6 +333,7 @@ mod tests {
                 tag: 0,
                 block: 0x400,
                 data: None,
+                dtype: 0,
             },
             alloc(6, 0x500, 120),
             RawEvent::TensorFree {

@@ -84,6 +84,8 @@ pub struct CaptureSummary {
     pub adopted_storages: u64,
     /// Their heap bytes.
     pub adopted_bytes: u64,
+    /// The allocation-site capture of the window (`None`: sites off).
+    pub sites: Option<super::sites::SiteCapture>,
 }
 
 impl CaptureSummary {
@@ -150,6 +152,10 @@ pub struct CaptureState {
     /// Host-clock windows: where the drainer hands the events it joined (the session's writer
     /// thread attributes them), so span ends need not drain.
     sink: Option<Sink>,
+    /// Allocation sites for the next window: (threshold bytes, walker); `None`: off.
+    site_settings: Option<(usize, crate::alloc::sites::Unwinder)>,
+    /// The sites of the open (or last) window.
+    pub(super) sites: super::sites::SiteTable,
 }
 
 /// Takes memory events waiting for attribution (see [`CaptureState::set_sink`]).
@@ -360,9 +366,40 @@ impl CaptureState {
         self.window_start = Some(start);
         self.start_session_ns = start_session_ns;
         self.queue_pre_existing(start_session_ns);
+        self.sites = super::sites::SiteTable::default();
+        match self.site_settings {
+            Some((threshold, unwinder)) => alloc::sites::reset(threshold, unwinder),
+            None => alloc::sites::reset(0, alloc::sites::Unwinder::Libgcc),
+        }
         super::drainer::window_opened();
         hook::arm();
         true
+    }
+
+    /// Allocation sites for the next window: allocations of at least `threshold_bytes` get
+    /// their stack walked by `unwinder` (`None` or a threshold of 0: off).
+    pub(crate) fn configure_sites(&mut self, settings: Option<(usize, alloc::sites::Unwinder)>) {
+        self.site_settings = settings.filter(|(t, _)| *t > 0 && alloc::sites::SUPPORTED);
+    }
+
+    /// The sites of the last window (moved out).
+    pub(crate) fn take_sites(&mut self) -> super::sites::SiteTable {
+        std::mem::take(&mut self.sites)
+    }
+
+    /// Names the site and the allocating thread of a storage allocated in the window, when
+    /// sites are on.
+    pub(super) fn set_site(
+        &mut self,
+        event: &mut MemoryEvent,
+        site: alloc::ring::SiteTag,
+        thread: u64,
+    ) {
+        if self.site_settings.is_none() {
+            return;
+        }
+        event.site = self.sites.site_of(site);
+        event.thread = Some(thread);
     }
 
     fn queue_pre_existing(&mut self, at: u64) {
@@ -474,6 +511,9 @@ impl CaptureState {
                 let generation = self.registry.next_generation(key);
                 let storage_id = super::registry::storage_id(key, generation);
                 let mut event = anonymous_alloc(self.device().to_string(), storage_id, a.bytes);
+                // The dtype read from the dying storage's CPU variant (calibrated); the shape is
+                // the tensor's, which the storage does not hold: absent.
+                event.dtype = a.dtype.map(|d| d.as_str().to_string());
                 if a.pre_window {
                     // Live at capture start, size known from its freed data buffer.
                     self.summary.unregistered_pre_window_frees += 1;
@@ -487,11 +527,14 @@ impl CaptureState {
                     });
                 } else {
                     self.summary.anonymous_storages += 1;
+                    let thread = a.alloc_thread.unwrap_or(a.free_thread) as u64;
+                    let mut alloc = event.clone();
+                    self.set_site(&mut alloc, a.site, thread);
                     self.pending.push(PendingEvent {
                         hook_ns: a.alloc_ns,
-                        thread: a.alloc_thread.unwrap_or(a.free_thread) as u64,
+                        thread,
                         session_ns: None,
-                        event: event.clone(),
+                        event: alloc,
                         infer_category: true,
                     });
                 }
@@ -577,6 +620,7 @@ impl CaptureState {
         let mut events = self.drain_pending();
         if self.window_start.take().is_some() {
             hook::disarm();
+            alloc::sites::stop();
             super::drainer::window_closed();
         }
         let _quiet = IgnoreAllocs::new();
@@ -592,6 +636,16 @@ impl CaptureState {
         self.summary.join = self.joiner.stats;
         self.summary.armed_alloc_calls = armed_calls;
         self.summary.dropped_events = ring::dropped_events();
+        self.summary.sites =
+            self.site_settings
+                .map(|(threshold, unwinder)| super::sites::SiteCapture {
+                    threshold_bytes: threshold as u64,
+                    unwinder,
+                    counts: alloc::sites::counts(),
+                    sites: self.sites.stacks().len() as u64,
+                    storages_with_site: self.sites.storages_with_site,
+                    storages_without_site: self.sites.storages_without_site,
+                });
         self.registry.clear_session_entries();
         (events, self.summary.clone())
     }

@@ -74,3 +74,4 @@ pub fn read(path: &std::path::Path) -> String {
 }
 
 pub mod sampling;
+pub mod sites;

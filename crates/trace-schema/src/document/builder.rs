@@ -24,6 +24,8 @@ pub struct TraceBuilder {
     terminal_line: u64,
     /// Line of the (first) `sampler` event, for the samples' cross-check at the end.
     sampler_line: u64,
+    /// Line of the (first) `alloc_sites` event, for the sites' cross-check at the end.
+    alloc_sites_line: u64,
     /// Memory events go here instead of `doc.memory` (a document with a spilled memory plane).
     memory_log: Option<MemoryLogWriter>,
     /// Ops' tensor ids go here instead of `doc.ops` (a spilled document).
@@ -69,6 +71,7 @@ impl TraceBuilder {
                 gradients: Vec::new(),
                 edges: Vec::new(),
                 samples: Default::default(),
+                sites: Default::default(),
                 dropped_events: None,
                 terminal: None,
                 truncation: None,
@@ -83,6 +86,7 @@ impl TraceBuilder {
             latest_evidence_ns: 0,
             terminal_line: 0,
             sampler_line: 0,
+            alloc_sites_line: 0,
             memory_log: None,
             op_log: None,
             log_error: None,
@@ -245,7 +249,9 @@ impl TraceBuilder {
                     pre_existing: e.pre_existing,
                 };
                 let shape = e.shape.as_deref().map(|x| doc.shapes.intern(x));
+                let (action, site, thread) = (e.action, e.site, e.thread);
                 self.add_memory(MemoryItem { shape, ..m });
+                self.note_site(line, action, site, thread);
             }
             TraceEvent::DeviceMemory(e) => {
                 let record = DeviceMemoryRecord {
@@ -336,8 +342,23 @@ impl TraceBuilder {
                     self.issue(SemanticCode::InvalidSamples, line, problem);
                 }
             }
-            // Allocation sites (trace/13): kept and resolved by the site table (in progress).
-            TraceEvent::Site(_) | TraceEvent::AllocSites(_) => {}
+            TraceEvent::Site(e) => {
+                let samples = &doc.samples;
+                if let Err(problem) = doc.sites.push_site(e, |id| samples.stack_position(id)) {
+                    self.issue(SemanticCode::InvalidSites, line, problem);
+                }
+            }
+            TraceEvent::AllocSites(e) => {
+                for problem in e.validate() {
+                    self.issue(SemanticCode::InvalidSites, line, problem);
+                }
+                if self.doc.sites.account.is_none() {
+                    self.alloc_sites_line = line;
+                }
+                if let Err(problem) = self.doc.sites.set_account(e) {
+                    self.issue(SemanticCode::InvalidSites, line, problem);
+                }
+            }
             TraceEvent::Sampler(e) => {
                 for problem in e.validate() {
                     self.issue(SemanticCode::InvalidSamples, line, problem);
@@ -416,6 +437,7 @@ impl TraceBuilder {
                     pre_existing: m.pre_existing,
                 };
                 self.add_memory(item);
+                self.note_site(line, m.action, m.site, m.thread);
             }
             Item::Op(o) => {
                 self.doc.event_count += 1;
@@ -578,6 +600,41 @@ impl TraceBuilder {
         self.evidence(e.timestamp_ns.saturating_add(e.duration_ns));
     }
 
+    /// Number of memory events added so far (the next one's index).
+    fn memory_count(&self) -> usize {
+        match &self.memory_log {
+            Some(log) => log.len(),
+            None => self.doc.memory.len(),
+        }
+    }
+
+    /// After [`Self::add_memory`]: notes the event's site (trace/13) for resolution at the
+    /// end; a site on a free event is an issue and is dropped.
+    fn note_site(
+        &mut self,
+        line: u64,
+        action: MemoryAction,
+        site: Option<u32>,
+        thread: Option<u64>,
+    ) {
+        let Some(site) = site else { return };
+        if action == MemoryAction::Free {
+            let message =
+                format!("a free event names site {site}; sites belong to allocs (dropped)");
+            self.issue(SemanticCode::InvalidSites, line, message);
+            return;
+        }
+        let Some(index) = self.memory_count().checked_sub(1) else {
+            return;
+        };
+        let Ok(index) = u32::try_from(index) else {
+            let message = "more than 2^32 memory events: the site is dropped".to_string();
+            self.issue(SemanticCode::InvalidSites, line, message);
+            return;
+        };
+        self.doc.sites.push_pending(index, site, thread, line);
+    }
+
     /// Adds a memory event (`index` is ignored: events are numbered in the order added).
     fn add_memory(&mut self, e: MemoryItem<'_>) {
         self.evidence(e.timestamp_ns);
@@ -637,6 +694,10 @@ impl TraceBuilder {
             let line = self.sampler_line;
             self.issue(SemanticCode::InvalidSamples, line, problem);
         }
+        let account_line = self.alloc_sites_line;
+        for (line, problem) in self.doc.sites.resolve(account_line) {
+            self.issue(SemanticCode::InvalidSites, line, problem);
+        }
         if let Some(terminal) = &self.doc.terminal {
             if terminal.timestamp_ns < self.latest_evidence_ns {
                 let message = format!(
@@ -660,6 +721,7 @@ impl TraceBuilder {
         doc.gradients.shrink_to_fit();
         doc.edges.shrink_to_fit();
         doc.samples.shrink_to_fit();
+        doc.sites.shrink_to_fit();
         doc.semantic_issues.shrink_to_fit();
         doc.span_index.shrink_to_fit();
         let terminal_missing = self.doc.version.has_terminal() && self.doc.terminal.is_none();

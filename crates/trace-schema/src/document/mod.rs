@@ -15,6 +15,7 @@ pub use pipeline::PIPELINE_MIN_EVENTS;
 pub mod records;
 pub mod samples;
 pub mod semantic;
+pub mod sites;
 pub mod spill;
 
 use rustc_hash::FxHashMap as HashMap;
@@ -24,6 +25,7 @@ pub use op_tensors::OpTensorLog;
 pub use records::*;
 pub use samples::{SampleRecord, SampleTable, StackRecord};
 pub use semantic::{SemanticCode, SemanticIssue, Truncation};
+pub use sites::{SiteRecord, SiteTable, StorageSite};
 pub use spill::{MemoryItem, MemoryLog, MemoryOrder};
 
 use crate::event::*;
@@ -67,6 +69,9 @@ pub struct TraceDocument {
     pub edges: Vec<EdgeRecord>,
     /// Sampled call stacks (trace/12): symbol table, stacks, samples, the sampler's account.
     pub samples: SampleTable,
+    /// Allocation sites (trace/13): the site table (stacks in [`Self::samples`]), the
+    /// capture's account and each alloc event's site.
+    pub sites: SiteTable,
     /// Highest running `dropped_events` count seen (body events or terminal); `None` when the
     /// trace never reported one.
     pub dropped_events: Option<u64>,
@@ -294,9 +299,21 @@ impl TraceDocument {
         builder.finish(None)
     }
 
-    /// Writes the document back as events: meta, spans (start then end, by start line), ops,
-    /// tensors, tensor_stats, memory, device_memory, device_intervals, gradients, edges, frames,
-    /// stacks, samples, the sampler, a
+    /// The schema [`Self::to_events`] writes: [`crate::version::WRITE_VERSION`], or trace/13
+    /// when the document holds allocation sites (their events need it).
+    pub fn write_version(&self) -> SchemaVersion {
+        let v = crate::version::WRITE_VERSION;
+        if self.sites.is_empty() {
+            v
+        } else {
+            v.max(SchemaVersion::V13)
+        }
+    }
+
+    /// Writes the document back as events (schema [`Self::write_version`]): meta, spans (start
+    /// then end, by start line), ops, tensors, tensor_stats, memory (with their sites),
+    /// device_memory, device_intervals, gradients, edges, frames, stacks, sites, the
+    /// `alloc_sites` account, samples, the sampler, a
     /// `dropped_events` report when a body event set the count and the terminal does not repeat
     /// it, terminal. O(n).
     pub fn to_events(&self) -> Vec<TraceEvent> {
@@ -304,7 +321,7 @@ impl TraceDocument {
         let o = |sym: Option<Sym>| sym.map(|x| self.str(x).to_string());
         let mut out = Vec::with_capacity(self.event_count as usize + 1);
         out.push(TraceEvent::Meta(MetaEvent {
-            schema: crate::version::WRITE_VERSION.as_str().to_string(),
+            schema: self.write_version().as_str().to_string(),
             run: self.meta.clone(),
         }));
         for span in &self.spans {
@@ -391,8 +408,11 @@ impl TraceDocument {
                 source: m.source,
                 pre_existing: m.pre_existing,
                 label: o(m.label),
-                site: None,
-                thread: None,
+                site: self
+                    .sites
+                    .of_memory(m.index)
+                    .map(|x| self.sites.sites[x.site as usize].id),
+                thread: self.sites.of_memory(m.index).and_then(|x| x.thread),
             }));
         });
         for d in &self.device_memory {
@@ -446,6 +466,15 @@ impl TraceDocument {
                     .map(|&i| t.frames[i as usize].id)
                     .collect(),
             }));
+        }
+        for site in &self.sites.sites {
+            out.push(TraceEvent::Site(SiteEvent {
+                id: site.id,
+                stack_id: t.stacks[site.stack as usize].id,
+            }));
+        }
+        if let Some(account) = &self.sites.account {
+            out.push(TraceEvent::AllocSites(account.clone()));
         }
         for sample in &t.samples {
             out.push(TraceEvent::Sample(SampleEvent {

@@ -68,6 +68,11 @@ impl SampleTable {
             .map(move |&f| &self.frames[f as usize])
     }
 
+    /// The index in [`Self::stacks`] of the stack with wire id `id`, if one was kept.
+    pub fn stack_position(&self, id: u32) -> Option<u32> {
+        self.stack_index.get(&id).copied()
+    }
+
     /// Adds a frame; `Err` with the problem when its id repeats.
     pub(crate) fn push_frame(&mut self, frame: FrameEvent) -> Result<(), String> {
         if self.frame_index.contains_key(&frame.id) {

@@ -36,6 +36,11 @@ pub enum SemanticCode {
     /// A `frame`, `stack`, `sample` or `sampler` event breaks its id rules (repeated id,
     /// reference to an id not defined before it, a second sampler): the record is dropped.
     InvalidSamples,
+    /// A `site` or `alloc_sites` event, or a memory event's `site`, breaks its rules (a site id
+    /// no `site` defines, a site naming a stack not defined before it, a repeated site id, a
+    /// second account, a site on a free event, an account that breaks its own rules or
+    /// miscounts the sites): the record (or the event's site) is dropped.
+    InvalidSites,
 }
 
 crate::wire_names!(SemanticCode);

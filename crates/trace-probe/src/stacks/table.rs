@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use trace_schema::{FrameEvent, SampleEvent, StackEvent, SymbolQuality};
+use trace_schema::{FrameEvent, StackEvent, SymbolQuality};
 
 /// One frame an address resolved to (see `symbols`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -26,41 +26,39 @@ struct FrameKey {
     address: Option<u64>,
 }
 
-/// The events of the symbol table and the samples, with the sampler's figures.
+/// The events of the symbol table, with its figures.
 #[derive(Debug, Default)]
 pub(crate) struct Built {
     /// Every frame, ids 0.. in order.
     pub(crate) frames: Vec<FrameEvent>,
     /// Every distinct stack, ids 0.. in order.
     pub(crate) stacks: Vec<StackEvent>,
-    /// Every sample, by time (then thread).
-    pub(crate) samples: Vec<SampleEvent>,
-    /// How well addresses were named.
+    /// How well addresses were named (`None` without frames).
     pub(crate) symbols: Option<SymbolQuality>,
     /// Frames without a function name.
     pub(crate) unresolved_frames: u64,
-    /// Samples whose stack was cut.
-    pub(crate) truncated_stacks: u64,
     /// Unique addresses resolved.
     pub(crate) unique_addresses: u64,
 }
 
-/// Builds [`Built`] sample by sample.
-pub(crate) struct Builder<R> {
+/// The symbol table of a trace, built stack by stack from raw address stacks (the sampler's
+/// samples and the allocation sites share it).
+pub(crate) struct SymbolTable<R> {
     resolve: R,
     built: Built,
     frame_ids: HashMap<FrameKey, u32>,
     /// (address, exact) → its frames, innermost first.
     by_address: HashMap<(u64, bool), Box<[u32]>>,
     stack_ids: HashMap<Box<[u32]>, u32>,
-    /// Raw address stack → stack id (equal raw stacks skip the expansion).
-    by_addresses: HashMap<Box<[u64]>, u32>,
+    /// Raw address stack → stack id (equal raw stacks skip the expansion), for stacks whose
+    /// first address is exact (`[0]`) or a return address (`[1]`).
+    by_addresses: [HashMap<Box<[u64]>, u32>; 2],
     named: u64,
     with_lines: u64,
 }
 
-impl<R: FnMut(u64, bool) -> Vec<Resolved>> Builder<R> {
-    /// A builder resolving addresses with `resolve(address, exact)` (`exact`: an interrupted
+impl<R: FnMut(u64, bool) -> Vec<Resolved>> SymbolTable<R> {
+    /// A table resolving addresses with `resolve(address, exact)` (`exact`: an interrupted
     /// program counter; otherwise a return address).
     pub(crate) fn new(resolve: R) -> Self {
         Self {
@@ -69,7 +67,7 @@ impl<R: FnMut(u64, bool) -> Vec<Resolved>> Builder<R> {
             frame_ids: HashMap::new(),
             by_address: HashMap::new(),
             stack_ids: HashMap::new(),
-            by_addresses: HashMap::new(),
+            by_addresses: [HashMap::new(), HashMap::new()],
             named: 0,
             with_lines: 0,
         }
@@ -120,13 +118,17 @@ impl<R: FnMut(u64, bool) -> Vec<Resolved>> Builder<R> {
         ids
     }
 
-    fn stack_id(&mut self, addresses: &[u64]) -> u32 {
-        if let Some(&id) = self.by_addresses.get(addresses) {
+    /// The stack id of a raw address stack, innermost first; `first_exact`: its first address
+    /// is an interrupted program counter (a sample), otherwise every address is a return
+    /// address (an allocation site). Equal frame sequences are one stack.
+    pub(crate) fn stack_id(&mut self, addresses: &[u64], first_exact: bool) -> u32 {
+        let which = usize::from(!first_exact);
+        if let Some(&id) = self.by_addresses[which].get(addresses) {
             return id;
         }
         let mut frames = Vec::new();
         for (i, &a) in addresses.iter().enumerate() {
-            frames.extend_from_slice(&self.address_frames(a, i == 0));
+            frames.extend_from_slice(&self.address_frames(a, first_exact && i == 0));
         }
         let frames = frames.into_boxed_slice();
         let id = match self.stack_ids.get(&frames) {
@@ -141,38 +143,23 @@ impl<R: FnMut(u64, bool) -> Vec<Resolved>> Builder<R> {
                 id
             }
         };
-        self.by_addresses.insert(addresses.into(), id);
+        self.by_addresses[which].insert(addresses.into(), id);
         id
     }
 
-    /// Adds one sample of `thread` at session time `timestamp_ns`: its raw stack (the
-    /// interrupted program counter first, then return addresses), whether it was cut, and the
-    /// wire id of the innermost span open then.
-    pub(crate) fn add(
-        &mut self,
-        thread: u64,
-        timestamp_ns: u64,
-        addresses: &[u64],
-        truncated: bool,
-        span_id: Option<String>,
-    ) {
-        let stack_id = self.stack_id(addresses);
-        if truncated {
-            self.built.truncated_stacks += 1;
-        }
-        self.built.samples.push(SampleEvent {
-            timestamp_ns,
-            thread,
-            stack_id,
-            span_id,
-        });
+    /// Unique addresses resolved so far.
+    #[cfg_attr(not(stack_sampler), allow(dead_code))] // the sampler's figure
+    pub(crate) fn unique_addresses(&self) -> u64 {
+        self.built.unique_addresses
     }
 
-    /// The events, samples in time order, and the symbol quality (`None` without frames).
+    /// Whether no stack was added.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.built.stacks.is_empty()
+    }
+
+    /// The frames and stacks, and the symbol quality (`None` without frames).
     pub(crate) fn finish(mut self) -> Built {
-        self.built
-            .samples
-            .sort_by_key(|s| (s.timestamp_ns, s.thread));
         self.built.symbols = match (self.named, self.with_lines) {
             (0, _) if self.built.frames.is_empty() => None,
             (0, _) => Some(SymbolQuality::None),
@@ -201,7 +188,7 @@ mod tests {
     #[test]
     fn addresses_resolve_once_frames_and_stacks_dedupe_and_inlines_expand() {
         let mut calls = Vec::new();
-        let mut b = Builder::new(|a: u64, exact: bool| {
+        let mut b = SymbolTable::new(|a: u64, exact: bool| {
             calls.push((a, exact));
             match a {
                 // An inlined callee inside its caller, innermost first.
@@ -210,9 +197,9 @@ mod tests {
                 _ => vec![Resolved::default()],
             }
         });
-        b.add(1, 50, &[10, 20], false, Some("s2".into()));
-        b.add(1, 40, &[10, 20], true, Some("s2".into()));
-        b.add(2, 45, &[99, 20], false, None);
+        assert_eq!(b.stack_id(&[10, 20], true), 0);
+        assert_eq!(b.stack_id(&[10, 20], true), 0);
+        assert_eq!(b.stack_id(&[99, 20], true), 1);
         let built = b.finish();
         b_calls_check(&calls);
         assert_eq!(built.unique_addresses, 3);
@@ -231,9 +218,6 @@ mod tests {
         assert_eq!(built.stacks.len(), 2);
         assert_eq!(built.stacks[0].frames, [0, 1, 2]);
         assert_eq!(built.stacks[1].frames, [3, 2]);
-        let order: Vec<_> = built.samples.iter().map(|s| s.timestamp_ns).collect();
-        assert_eq!(order, [40, 45, 50]);
-        assert_eq!(built.truncated_stacks, 1);
         assert_eq!(built.unresolved_frames, 1);
         assert_eq!(built.symbols, Some(SymbolQuality::LineTables));
     }
@@ -245,13 +229,30 @@ mod tests {
 
     #[test]
     fn quality_follows_the_named_frames() {
-        let mut b = Builder::new(|a: u64, _| vec![named(&format!("f{a}"), None)]);
-        b.add(1, 1, &[1, 2, 3], false, None);
+        let mut b = SymbolTable::new(|a: u64, _| vec![named(&format!("f{a}"), None)]);
+        b.stack_id(&[1, 2, 3], true);
         assert_eq!(b.finish().symbols, Some(SymbolQuality::NamesOnly));
-        let mut b = Builder::new(|_, _| vec![Resolved::default()]);
-        b.add(1, 1, &[1], false, None);
+        let mut b = SymbolTable::new(|_, _| vec![Resolved::default()]);
+        b.stack_id(&[1], true);
         assert_eq!(b.finish().symbols, Some(SymbolQuality::None));
-        let b = Builder::new(|_, _| vec![Resolved::default()]);
+        let b = SymbolTable::new(|_, _| vec![Resolved::default()]);
         assert_eq!(b.finish().symbols, None);
+    }
+
+    #[test]
+    fn return_address_stacks_share_frames_with_samples_but_resolve_apart() {
+        let mut calls = Vec::new();
+        let mut b = SymbolTable::new(|a: u64, exact: bool| {
+            calls.push((a, exact));
+            vec![named(&format!("f{a}"), Some(1))]
+        });
+        let sample = b.stack_id(&[10, 20], true);
+        let site = b.stack_id(&[10, 20], false);
+        // Same names here, so the same frames and stack; but 10 was looked up both ways.
+        assert_eq!(sample, site);
+        let built = b.finish();
+        assert_eq!(calls, [(10, true), (20, false), (10, false)]);
+        assert_eq!(built.stacks.len(), 1);
+        assert_eq!(built.unique_addresses, 3);
     }
 }

@@ -65,7 +65,7 @@ mod tests {
     #[inline(never)]
     fn here() -> usize {
         let mut buf = [0usize; 4];
-        let n = super::super::unwind::capture(&mut buf);
+        let n = crate::sampler::unwind::capture(&mut buf);
         assert!(n > 0);
         buf[0]
     }

@@ -1,0 +1,194 @@
+//! The `operations` section of `candle-graph diff`: per pass, the two sides' ops aligned by
+//! role ([`trace_diff::OpsDiff`]), ranked by the size of their time gap, with each gap's share
+//! of the pass's gap, and the ops of each side that have no role.
+
+use std::fmt::Write as _;
+
+use trace_diff::{OpsDiff, RoleSide, TraceDiff};
+use trace_format::{delta_duration, duration, elide, escape, opt_duration};
+use trace_ops::{Framework, SideOp, TimeSource};
+
+use crate::table::{Align, Table};
+
+fn framework(f: Framework) -> &'static str {
+    match f {
+        Framework::Candle => "Candle",
+        Framework::Pytorch => "PyTorch",
+    }
+}
+
+fn source(s: TimeSource) -> &'static str {
+    match s {
+        TimeSource::Measured => "measured per call",
+        TimeSource::Sampled => "estimated from samples (95% intervals)",
+    }
+}
+
+/// `1.2 ms` or `1.2 ms (0.8–1.9 ms)`; `-` when the side has no op in the role.
+fn side_time(s: &RoleSide) -> String {
+    if s.ops.is_empty() {
+        return "-".to_string();
+    }
+    match (s.low_ns, s.high_ns) {
+        (Some(l), Some(h)) => format!("{} ({}–{})", opt_duration(s.ns), duration(l), duration(h)),
+        _ => opt_duration(s.ns),
+    }
+}
+
+/// The side's op names, bounded.
+fn names(s: &RoleSide) -> String {
+    if s.ops.is_empty() {
+        return "-".to_string();
+    }
+    let mut shown: Vec<String> = s.ops.iter().take(3).map(|n| short(n)).collect();
+    if s.ops.len() > 3 {
+        shown.push(format!("+{}", s.ops.len() - 3));
+    }
+    elide(&shown.join(", "), 48).into_owned()
+}
+
+/// PyTorch's autograd node names without the engine prefix.
+fn short(name: &str) -> String {
+    let n = name
+        .strip_prefix("autograd::engine::evaluate_function: ")
+        .unwrap_or(name);
+    escape(n).into_owned()
+}
+
+fn unmatched(out: &mut String, side: &str, ops: &[SideOp], top: usize) {
+    if ops.is_empty() {
+        return;
+    }
+    let total: u64 = ops.iter().filter_map(|o| o.ns).fold(0, u64::saturating_add);
+    let shown: Vec<String> = ops
+        .iter()
+        .take(top)
+        .map(|o| {
+            format!(
+                "{}{} {}",
+                short(&elide(&o.op, 60)),
+                if o.probe { " (probe)" } else { "" },
+                opt_duration(o.ns)
+            )
+        })
+        .collect();
+    let more = if ops.len() > top {
+        format!(", … {} more", ops.len() - top)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "    no role on the {side} ({} ops, {}): {}{more}",
+        ops.len(),
+        duration(total),
+        shown.join(", ")
+    );
+}
+
+/// Renders the section (`top` roles per pass at most).
+pub fn render(out: &mut String, diff: &TraceDiff, top: usize) {
+    let Some(d): Option<&OpsDiff> = diff.ops.as_ref() else {
+        let _ = writeln!(
+            out,
+            "operations   not compared: {}",
+            escape(diff.ops_unavailable.as_deref().unwrap_or("no op table"))
+        );
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "operations   by role (which ops do the same work), per pass: baseline {} ops {}, candidate {} ops {}",
+        framework(d.baseline_framework),
+        source(d.baseline_source),
+        framework(d.candidate_framework),
+        source(d.candidate_source)
+    );
+    if d.timing_comparable {
+        out.push_str("  op times compared\n");
+    } else {
+        out.push_str("  op times NOT compared:\n");
+        for r in &d.refusals {
+            let _ = writeln!(out, "    - {}", escape(r));
+        }
+    }
+    for n in &d.notes {
+        let _ = writeln!(out, "  note: {}", escape(n));
+    }
+    for p in &d.passes {
+        let pass = p.pass.map_or("outside every pass", |p| p.as_str());
+        let gap = p
+            .pass_gap_ns
+            .map(|g| format!(", gap {}", delta_duration(g)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {pass}: {} → {}{gap}",
+            opt_duration(p.baseline_pass_ns),
+            opt_duration(p.candidate_pass_ns)
+        );
+        if !p.roles.is_empty() {
+            let mut t = Table::new(&[
+                ("ROLE", Align::Left),
+                ("BASELINE OPS", Align::Left),
+                ("BASELINE", Align::Right),
+                ("CANDIDATE OPS", Align::Left),
+                ("CANDIDATE", Align::Right),
+                ("GAP", Align::Right),
+                ("OF PASS GAP", Align::Right),
+            ]);
+            for r in p.roles.iter().take(top) {
+                t.row([
+                    escape(&elide(&r.role, 32)).into_owned(),
+                    names(&r.baseline),
+                    side_time(&r.baseline),
+                    names(&r.candidate),
+                    side_time(&r.candidate),
+                    r.gap_ns.map_or_else(|| "-".to_string(), delta_duration),
+                    r.share_of_pass_gap
+                        .map_or_else(|| "-".to_string(), |s| format!("{:.0}%", 100.0 * s)),
+                ]);
+            }
+            out.push_str(&t.render("    "));
+            if p.roles.len() > top {
+                let _ = writeln!(out, "    … {} more roles (--top)", p.roles.len() - top);
+            }
+        }
+        unmatched(out, "baseline", &p.baseline_unmatched, top.min(5));
+        unmatched(out, "candidate", &p.candidate_unmatched, top.min(5));
+    }
+    if let Some(top_gap) = d
+        .passes
+        .iter()
+        .flat_map(|p| p.roles.iter().map(move |r| (p, r)))
+        .filter(|(_, r)| r.gap_ns.is_some_and(|g| g > 0))
+        .max_by_key(|(_, r)| r.gap_ns)
+    {
+        let (p, r) = top_gap;
+        let share = r
+            .share_of_pass_gap
+            .map(|s| {
+                format!(
+                    ": {:.0}% of the {} gap",
+                    100.0 * s,
+                    p.pass.map_or("", |x| x.as_str())
+                )
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  largest gap: {} {} ({}) {} vs {} ({}) {}{share}{}",
+            p.pass.map_or("-", |x| x.as_str()),
+            framework(d.candidate_framework),
+            names(&r.candidate),
+            side_time(&r.candidate),
+            framework(d.baseline_framework),
+            names(&r.baseline),
+            side_time(&r.baseline),
+            r.note
+                .as_deref()
+                .map(|n| format!(" — {}", escape(n)))
+                .unwrap_or_default()
+        );
+    }
+}

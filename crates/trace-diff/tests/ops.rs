@@ -1,0 +1,169 @@
+//! A PyTorch original against its Candle port, op by op: the committed PyTorch MLP trace
+//! (`cargo xtask pytorch-fixtures`, torch 2.15.0, CPU, one thread) against a Candle capture of
+//! the same MLP with stack samples (`RAYON_NUM_THREADS=1 candle-graph demo --model mlp`, gzipped
+//! into tests/data/candle-mlp.jsonl.gz).
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use trace_diff::{compare, DiffOptions, Run};
+use trace_ops::{Framework, TimeSource};
+use trace_schema::{Pass, TraceDocument};
+
+fn pytorch() -> TraceDocument {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../trace-import/tests/data/pytorch/mlp.json.gz");
+    trace_import::import_bytes(&std::fs::read(path).unwrap())
+        .unwrap()
+        .document()
+}
+
+fn candle() -> TraceDocument {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/candle-mlp.jsonl.gz");
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    trace_schema::load_str(&text).unwrap()
+}
+
+fn diff(b: &TraceDocument, c: &TraceDocument) -> trace_diff::TraceDiff {
+    let (ab, ac) = (trace_graph::analyze(b), trace_graph::analyze(c));
+    compare(
+        &[Run {
+            doc: b,
+            analysis: &ab,
+            label: "pytorch",
+        }],
+        &[Run {
+            doc: c,
+            analysis: &ac,
+            label: "candle",
+        }],
+        &DiffOptions::default(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_pytorch_mlp_against_the_candle_mlp_ranks_roles_by_gap_per_pass() {
+    let (b, c) = (pytorch(), candle());
+    let d = diff(&b, &c);
+    let ops = d.ops.as_ref().expect("both sides have op tables");
+    assert_eq!(ops.baseline_framework, Framework::Pytorch);
+    assert_eq!(ops.candidate_framework, Framework::Candle);
+    assert_eq!(ops.baseline_source, TimeSource::Measured);
+    assert_eq!(ops.candidate_source, TimeSource::Sampled);
+    assert!(ops.timing_comparable, "{:?}", ops.refusals);
+    let pass = |p: Pass| ops.passes.iter().find(|x| x.pass == Some(p)).unwrap();
+    for p in [Pass::Forward, Pass::Backward, Pass::Optimizer] {
+        let po = pass(p);
+        // ranked by the size of the gap
+        let gaps: Vec<u128> = po
+            .roles
+            .iter()
+            .map(|r| r.gap_ns.unwrap().unsigned_abs())
+            .collect();
+        assert!(gaps.windows(2).all(|w| w[0] >= w[1]), "{p:?}: {gaps:?}");
+        // each role's gap is candidate − baseline, its share of the pass's gap
+        let pass_gap = po.pass_gap_ns.unwrap();
+        for r in &po.roles {
+            let g = r.candidate.ns.unwrap_or(0) as i128 - r.baseline.ns.unwrap_or(0) as i128;
+            assert_eq!(r.gap_ns, Some(g), "{}", r.role);
+            let share = r.share_of_pass_gap.unwrap();
+            assert!((share - g as f64 / pass_gap as f64).abs() < 1e-9);
+            assert!(
+                r.gap_low_ns.unwrap() <= g && g <= r.gap_high_ns.unwrap(),
+                "{}",
+                r.role
+            );
+        }
+    }
+    let role = |p: Pass, name: &str| pass(p).roles.iter().find(|r| r.role == name).unwrap();
+    let matmul = role(Pass::Forward, "matmul");
+    assert_eq!(matmul.baseline.ops, ["aten::linear"]);
+    assert_eq!(matmul.baseline.calls, Some(3));
+    assert!(matmul.candidate.ops.contains(&"matmul".to_string()));
+    let acc = role(Pass::Backward, "gradient accumulation");
+    assert_eq!(
+        acc.baseline.ops,
+        ["autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"]
+    );
+    assert_eq!(acc.candidate.ops, ["grad_accumulate"]);
+    assert!(acc.candidate.samples.unwrap() > 0);
+    let moments = role(Pass::Optimizer, "AdamW: moments");
+    assert!(moments.baseline.ops.contains(&"aten::lerp_".to_string()));
+    assert!(moments.candidate.ops.contains(&"affine".to_string()));
+    // ops without a role are listed, not dropped: the candidate's optimizer glue, PyTorch's
+    // `ones_like` (the loss gradient's seed, outside every pass)
+    assert!(pass(Pass::Optimizer)
+        .candidate_unmatched
+        .iter()
+        .any(|o| o.op.starts_with("candle_nn::optim")));
+    let outside = ops.passes.iter().find(|x| x.pass.is_none()).unwrap();
+    assert!(outside
+        .baseline_unmatched
+        .iter()
+        .any(|o| o.op == "aten::ones_like"));
+    // every PyTorch top-level op is in a role or listed
+    let listed: usize = ops
+        .passes
+        .iter()
+        .map(|p| {
+            p.roles.iter().map(|r| r.baseline.ops.len()).sum::<usize>() + p.baseline_unmatched.len()
+        })
+        .sum();
+    let top_level = trace_ops::MeasuredOps::from_document(&b)
+        .unwrap()
+        .rows
+        .iter()
+        .filter(|r| r.top_level_calls > 0)
+        .count();
+    assert_eq!(listed, top_level);
+}
+
+#[test]
+fn op_times_are_refused_when_the_warm_up_differs_and_roles_still_listed() {
+    let (b, mut c) = (pytorch(), candle());
+    c.meta.warmup_steps = Some(5);
+    let d = diff(&b, &c);
+    let ops = d.ops.as_ref().unwrap();
+    assert!(!ops.timing_comparable);
+    assert!(
+        ops.refusals.iter().any(|r| r.starts_with("warmup_differs")),
+        "{:?}",
+        ops.refusals
+    );
+    let forward = ops
+        .passes
+        .iter()
+        .find(|x| x.pass == Some(Pass::Forward))
+        .unwrap();
+    assert!(forward
+        .roles
+        .iter()
+        .all(|r| r.gap_ns.is_none() && r.share_of_pass_gap.is_none()));
+    assert!(forward.roles.iter().any(|r| r.role == "matmul"));
+}
+
+#[test]
+fn a_trace_without_ops_on_one_side_says_why() {
+    let b = pytorch();
+    let text = concat!(
+        r#"{"kind":"meta","schema":"candle-graph/trace/12","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t"}"#,
+        "\n",
+        r#"{"kind":"span_start","id":"s1","name":"step","start_ns":0,"span_kind":"function","measured":true}"#,
+        "\n",
+        r#"{"kind":"span_end","id":"s1","duration_ns":10}"#,
+        "\n",
+        r#"{"kind":"terminal","outcome":"complete","timestamp_ns":10}"#,
+        "\n"
+    );
+    let c = trace_schema::load_str(text).unwrap();
+    let d = diff(&b, &c);
+    assert!(d.ops.is_none());
+    assert!(d
+        .ops_unavailable
+        .unwrap()
+        .starts_with("the candidate has no op table"));
+}

@@ -1,0 +1,302 @@
+//! The `optimizer_temporaries` finding: storages allocated in the optimizer pass and freed in
+//! it — an out-of-place update's temporaries (AdamW's `m`, `v`, `sqr`, `sqrt`, `div` results
+//! before they are assigned). Their bytes at the run's peak, their ratio to the parameters'
+//! bytes, their part of the peak, and what an in-place or fused update would remove: the
+//! lifetimes are replayed with those temporaries removed (the new run peak and where it
+//! moves), not guessed.
+//!
+//! A temporary is tied to the parameter it updates where its bytes equal exactly one
+//! parameter's bytes ("by size"; the stack names the op, not the parameter). Its op comes from
+//! its allocation site ([`trace_ops::SiteProfile`]) when the trace has sites.
+//!
+//! Two passes over the memory events in replay order: O(n log n) for the sort, O(n) after.
+
+use std::collections::HashMap;
+use trace_format::bytes as human_bytes;
+use trace_schema::{MemoryAction, MemoryCategory, MemoryOrder, Pass, Sym, TraceDocument};
+
+use crate::capability::{CapabilityKind, CapabilityMatrix};
+use crate::findings::{Evidence, Finding, FindingCode};
+use crate::health::Severity;
+
+/// The optimizer temporaries found in a trace, with the replay that removes them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OptimizerTemporaries {
+    /// How many storages were allocated and freed inside the optimizer pass.
+    pub count: u64,
+    /// Their bytes, all of them (saturating).
+    pub allocated_bytes: u64,
+    /// The run's peak (live bytes, all devices), and when.
+    pub peak_bytes: u64,
+    /// When it was first reached, ns.
+    pub peak_ns: u64,
+    /// Temporaries' bytes live at that peak.
+    pub at_peak_bytes: u64,
+    /// Temporaries live at that peak.
+    pub at_peak_count: u64,
+    /// Bytes of the parameters (category `parameter`) live at the peak.
+    pub parameter_bytes: u64,
+    /// The run's peak replayed without the temporaries, and when it is reached.
+    pub replayed_peak_bytes: u64,
+    /// When, ns.
+    pub replayed_peak_ns: u64,
+    /// The pass of the span open at the replayed peak's event.
+    pub replayed_peak_pass: Option<Pass>,
+    /// The temporaries live at the peak, largest first: `(memory index, bytes, parameter tied
+    /// by size)`.
+    pub at_peak: Vec<(u32, u64, Option<String>)>,
+}
+
+impl OptimizerTemporaries {
+    /// Finds the optimizer temporaries of `doc`; `None` without any. `pass_of` gives a
+    /// span's pass (its own or inherited).
+    pub fn find(doc: &TraceDocument, pass_of: impl Fn(Sym) -> Option<Pass>) -> Option<Self> {
+        let mut pass_cache: HashMap<Sym, Option<Pass>> = HashMap::new();
+        let mut pass = |s: Option<Sym>| -> Option<Pass> {
+            let s = s?;
+            *pass_cache.entry(s).or_insert_with(|| pass_of(s))
+        };
+        // pass 1: match allocs to frees; a temporary is allocated and freed in the optimizer
+        struct Open {
+            index: u32,
+            bytes: u64,
+            optimizer: bool,
+        }
+        let mut open: HashMap<(Sym, String), Open> = HashMap::new();
+        let mut temporary: Vec<bool> = vec![false; doc.memory_len()];
+        let mut param_sizes: HashMap<u64, Vec<String>> = HashMap::new();
+        let mut any = false;
+        doc.for_each_memory(MemoryOrder::Replay, |m| {
+            let key = (m.device, m.storage.or(m.tensor).unwrap_or("").to_string());
+            match m.action {
+                MemoryAction::Alloc => {
+                    if m.category == MemoryCategory::Parameter {
+                        let name = m
+                            .label
+                            .map(|l| doc.str(l).to_string())
+                            .unwrap_or_else(|| key.1.clone());
+                        let bytes = m.bytes.unwrap_or(0);
+                        param_sizes.entry(bytes).or_default().push(name);
+                    }
+                    let optimizer = !m.pre_existing && pass(m.span) == Some(Pass::Optimizer);
+                    open.insert(
+                        key,
+                        Open {
+                            index: m.index,
+                            bytes: m.bytes.unwrap_or(0),
+                            optimizer,
+                        },
+                    );
+                }
+                MemoryAction::Free => {
+                    if let Some(o) = open.remove(&key) {
+                        if o.optimizer && pass(m.span) == Some(Pass::Optimizer) && o.bytes > 0 {
+                            temporary[o.index as usize] = true;
+                            any = true;
+                        }
+                    }
+                }
+            }
+        });
+        if !any {
+            return None;
+        }
+        // pass 2: the replay, with and without the temporaries
+        let mut live_bytes: HashMap<(Sym, String), (u32, u64, bool, bool)> = HashMap::new();
+        let (mut all, mut without) = (0u64, 0u64);
+        let (mut peak, mut peak_ns, mut peak_seq) = (0u64, 0u64, 0usize);
+        let (mut re_peak, mut re_ns) = (0u64, 0u64);
+        let mut re_span: Option<Sym> = None;
+        let mut count = 0u64;
+        let mut allocated = 0u64;
+        // the sequence of (memory index, +/-) to find the live set at the peak afterwards
+        let mut seq: Vec<(u32, bool)> = Vec::with_capacity(doc.memory_len());
+        doc.for_each_memory(MemoryOrder::Replay, |m| {
+            let key = (m.device, m.storage.or(m.tensor).unwrap_or("").to_string());
+            match m.action {
+                MemoryAction::Alloc => {
+                    let b = m.bytes.unwrap_or(0);
+                    let temp = temporary[m.index as usize];
+                    let param = m.category == MemoryCategory::Parameter;
+                    if let Some(old) = live_bytes.insert(key, (m.index, b, temp, param)) {
+                        // a re-alloc of a live key: the old one ends here
+                        all = all.saturating_sub(old.1);
+                        if !old.2 {
+                            without = without.saturating_sub(old.1);
+                        }
+                    }
+                    all = all.saturating_add(b);
+                    if temp {
+                        count += 1;
+                        allocated = allocated.saturating_add(b);
+                    } else {
+                        without = without.saturating_add(b);
+                    }
+                    seq.push((m.index, true));
+                }
+                MemoryAction::Free => {
+                    if let Some(old) = live_bytes.remove(&key) {
+                        all = all.saturating_sub(old.1);
+                        if !old.2 {
+                            without = without.saturating_sub(old.1);
+                        }
+                        seq.push((old.0, false));
+                    }
+                }
+            }
+            if all > peak {
+                (peak, peak_ns, peak_seq) = (all, m.timestamp_ns, seq.len());
+            }
+            if without > re_peak {
+                (re_peak, re_ns, re_span) = (without, m.timestamp_ns, m.span);
+            }
+        });
+        // the live set at the peak: replay the sequence up to it
+        let mut live: HashMap<u32, ()> = HashMap::new();
+        for &(index, alloc) in &seq[..peak_seq] {
+            if alloc {
+                live.insert(index, ());
+            } else {
+                live.remove(&index);
+            }
+        }
+        let mut at_peak: Vec<(u32, u64, Option<String>)> = Vec::new();
+        let mut parameter_bytes = 0u64;
+        doc.for_each_memory(MemoryOrder::File, |m| {
+            if m.action != MemoryAction::Alloc || !live.contains_key(&m.index) {
+                return;
+            }
+            let b = m.bytes.unwrap_or(0);
+            if m.category == MemoryCategory::Parameter {
+                parameter_bytes = parameter_bytes.saturating_add(b);
+            }
+            if temporary[m.index as usize] {
+                let tie = param_sizes
+                    .get(&b)
+                    .filter(|names| names.len() == 1)
+                    .map(|names| names[0].clone());
+                at_peak.push((m.index, b, tie));
+            }
+        });
+        at_peak.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let at_peak_bytes = at_peak.iter().fold(0u64, |s, x| s.saturating_add(x.1));
+        Some(Self {
+            count,
+            allocated_bytes: allocated,
+            peak_bytes: peak,
+            peak_ns,
+            at_peak_bytes,
+            at_peak_count: at_peak.len() as u64,
+            parameter_bytes,
+            replayed_peak_bytes: re_peak,
+            replayed_peak_ns: re_ns,
+            replayed_peak_pass: pass(re_span),
+            at_peak,
+        })
+    }
+}
+
+/// The finding, when the trace has optimizer temporaries (a warning when those live at the
+/// run's peak make at least 10% of it, else info).
+pub(crate) fn finding(
+    doc: &TraceDocument,
+    spans: &trace_memory::SpanIndex,
+    sites: Option<&trace_ops::SiteProfile>,
+    caps: &CapabilityMatrix,
+    lower_bound: bool,
+    out: &mut Vec<Finding>,
+) {
+    let requires = vec![CapabilityKind::LogicalMemory];
+    if !caps.allows(&requires) {
+        return;
+    }
+    // no optimizer pass: nothing to replay
+    if !spans.pass.contains(&Some(Pass::Optimizer)) {
+        return;
+    }
+    let pass_of = |s: Sym| doc.span_index(s).and_then(|i| spans.pass[i]);
+    let Some(t) = OptimizerTemporaries::find(doc, pass_of) else {
+        return;
+    };
+    let ratio = if t.parameter_bytes > 0 {
+        format!(
+            ", {:.1}× the parameters' {}",
+            t.at_peak_bytes as f64 / t.parameter_bytes as f64,
+            human_bytes(t.parameter_bytes)
+        )
+    } else {
+        String::new()
+    };
+    let share = if t.peak_bytes > 0 {
+        t.at_peak_bytes as f64 * 100.0 / t.peak_bytes as f64
+    } else {
+        0.0
+    };
+    let removed = t.peak_bytes.saturating_sub(t.replayed_peak_bytes);
+    let moved = match t.replayed_peak_pass {
+        Some(p) => format!(" in the {} pass", p.as_str()),
+        None => String::new(),
+    };
+    let summary = if t.at_peak_count > 0 {
+        format!(
+            "the optimizer's out-of-place update allocates {} temporaries ({}, freed within the pass); {} of them are live at the run's peak: {}{ratio}, {share:.1}% of the {} peak. An in-place or fused update would remove {}: replayed without them the run peaks at {}{moved}",
+            t.count,
+            human_bytes(t.allocated_bytes),
+            t.at_peak_count,
+            human_bytes(t.at_peak_bytes),
+            human_bytes(t.peak_bytes),
+            human_bytes(removed),
+            human_bytes(t.replayed_peak_bytes),
+        )
+    } else {
+        format!(
+            "the optimizer's out-of-place update allocates {} temporaries ({}, freed within the pass), none live at the run's peak: an in-place update would not lower it",
+            t.count,
+            human_bytes(t.allocated_bytes),
+        )
+    };
+    let ties: Vec<String> = t
+        .at_peak
+        .iter()
+        .map(|&(index, bytes, ref param)| {
+            let op = sites
+                .and_then(|s| s.of_memory(index))
+                .map(|l| l.op.to_string());
+            let what = match (op, param) {
+                (Some(op), Some(p)) => format!("{op} · update of {p} (by size) · optimizer"),
+                (Some(op), None) => format!("{op} · optimizer"),
+                (None, Some(p)) => format!("update of {p} (by size) · optimizer"),
+                (None, None) => "optimizer".to_string(),
+            };
+            format!("{} {what}", human_bytes(bytes))
+        })
+        .collect();
+    let evidence = Evidence {
+        bytes: Some(t.at_peak_bytes),
+        count: Some(t.at_peak_count),
+        of_count: Some(t.count),
+        pass: Some(Pass::Optimizer),
+        timestamp_ns: Some(t.peak_ns),
+        of_bytes: Some(t.peak_bytes),
+        parameter_bytes: Some(t.parameter_bytes),
+        allocated_bytes: Some(t.allocated_bytes),
+        replayed_peak_bytes: Some(t.replayed_peak_bytes),
+        replayed_peak_ns: Some(t.replayed_peak_ns),
+        replayed_peak_pass: t.replayed_peak_pass,
+        temporaries: ties,
+        lower_bound,
+        ..Evidence::default()
+    };
+    out.push(Finding {
+        code: FindingCode::OptimizerTemporaries,
+        // a warning when they make a tenth of the peak or more
+        severity: if share >= 10.0 {
+            Severity::Warning
+        } else {
+            Severity::Info
+        },
+        summary,
+        evidence,
+        requires,
+    });
+}

@@ -1,0 +1,523 @@
+//! Allocation-site capture **inside** the allocator hook: for an allocation of at least the
+//! threshold made while armed, the calling thread's return addresses are copied into a slot of a
+//! preallocated static stack pool; the ring's `Alloc` event carries the slot (see [`SiteTag`]).
+//! Symbols are resolved after the step, outside the hook (`crate::stacks`).
+//!
+//! # The pool
+//! [`POOL_STACKS`] stacks of [`POOL_FRAMES`] return addresses each (8 MiB of zero-initialised
+//! `.bss`: only the pages written cost memory). A slot is claimed with one `fetch_add` on a
+//! counter and owned by its claimer until the next capture start resets the counter (the hook
+//! is disarmed then). A full pool counts the capture as lost; nothing blocks, nothing
+//! allocates, nothing is formatted.
+//!
+//! # Walkers
+//! - `libgcc`: [`crate::sampler::unwind::capture_cut`], the DWARF unwinder (`_Unwind_Backtrace`
+//!   through the `backtrace` crate): works on any build, costs microseconds per stack.
+//! - `frame_pointers`: a bounds-checked walk of the frame-pointer chain ([`fp_walk`]): every
+//!   frame pointer must lie inside `[sp, stack top)` of the thread (bounds read outside the hook,
+//!   with `pthread_getattr_np`, at capture start or when a thread joins), be aligned and be
+//!   strictly above the previous one. Only correct when every frame on the stack keeps a frame
+//!   pointer (`-C force-frame-pointers=yes` for the whole build); [`calibrate`] decides, at each
+//!   capture start, by walking one real Candle allocation both ways and choosing frame pointers
+//!   only when the two stacks agree. A thread whose bounds are unknown uses libgcc.
+//!
+//! Re-entry (an allocation made by the unwinder itself) is guarded by a `const` thread-local:
+//! the inner allocation is logged without a stack and counted as lost.
+
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+use super::state;
+
+/// Stacks in the pool (a capture window's storage-sized allocations beyond this lose their
+/// stack, counted in [`SiteCounts::lost`]).
+pub const POOL_STACKS: usize = 1 << 14;
+/// Return addresses kept per stack (deeper stacks keep their innermost frames and count as
+/// truncated).
+pub const POOL_FRAMES: usize = 64;
+/// The default threshold: allocations of at least 4 KiB get a stack.
+pub const DEFAULT_SITE_THRESHOLD_BYTES: usize = 4096;
+
+// The ring's tag keeps the slot in 24 bits, the length in 7.
+const _: () = assert!(POOL_STACKS < (1 << 24) && POOL_FRAMES < (1 << 7));
+
+/// How stacks are walked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unwinder {
+    /// The DWARF unwinder (libgcc's `_Unwind_Backtrace`).
+    Libgcc,
+    /// The bounds-checked frame-pointer walk.
+    FramePointers,
+}
+
+impl Unwinder {
+    /// The name written in the `alloc_sites` account.
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            Unwinder::Libgcc => "libgcc",
+            Unwinder::FramePointers => "frame_pointers",
+        }
+    }
+}
+
+struct Pool(UnsafeCell<[[usize; POOL_FRAMES]; POOL_STACKS]>);
+
+// SAFETY: each row is written only by the thread that claimed its index with `NEXT.fetch_add`
+// (indices are unique until `reset`, which runs while the hook is disarmed), and read only
+// after the ring event naming it was published with `Release` and drained with `Acquire`.
+unsafe impl Sync for Pool {}
+
+static POOL: Pool = Pool(UnsafeCell::new([[0; POOL_FRAMES]; POOL_STACKS]));
+/// Next pool index to claim.
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+/// Effective pool capacity in stacks (≤ [`POOL_STACKS`]); lowered by tests.
+static LIMIT: AtomicUsize = AtomicUsize::new(POOL_STACKS);
+/// Stacks are captured for allocations of at least this many bytes; 0: off.
+static THRESHOLD: AtomicUsize = AtomicUsize::new(0);
+/// 0: libgcc, 1: frame pointers.
+static WALKER: AtomicU8 = AtomicU8::new(0);
+
+static SMALL_ALLOCS: AtomicU64 = AtomicU64::new(0);
+static SMALL_BYTES: AtomicU64 = AtomicU64::new(0);
+static CAPTURED: AtomicU64 = AtomicU64::new(0);
+static LOST_FULL: AtomicU64 = AtomicU64::new(0);
+static LOST_REENTRY: AtomicU64 = AtomicU64::new(0);
+static TRUNCATED: AtomicU64 = AtomicU64::new(0);
+static CAPTURE_NS: AtomicU64 = AtomicU64::new(0);
+static FP_FALLBACKS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// This thread is inside a stack walk (re-entry guard).
+    static IN_WALK: Cell<bool> = const { Cell::new(false) };
+    /// This thread's stack: (lowest, highest) address; (0, 0) when unknown.
+    static BOUNDS: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// Calibration: the next allocation of this thread is walked both ways.
+    static CALIBRATING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The slot reference carried in a ring `Alloc` event's tag bits: 0 = no stack; otherwise
+/// bits 0..24 the pool index + 1, bits 24..31 the frame count, bit 31 truncated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct SiteTag(pub(crate) u32);
+
+impl SiteTag {
+    fn new(index: usize, len: usize, truncated: bool) -> Self {
+        Self(((index as u32) + 1) | ((len as u32) << 24) | (u32::from(truncated) << 31))
+    }
+
+    /// Whether a stack was captured.
+    pub(crate) fn is_some(self) -> bool {
+        self.0 & 0x00ff_ffff != 0
+    }
+
+    /// The captured return addresses, innermost first (empty without a stack).
+    ///
+    /// Call only for a tag drained from the ring in the current capture (the slot is then
+    /// written and not reused before the next capture start).
+    pub(crate) fn frames(self) -> &'static [usize] {
+        let index = (self.0 & 0x00ff_ffff) as usize;
+        if index == 0 || index > POOL_STACKS {
+            return &[];
+        }
+        let len = ((self.0 >> 24) & 0x7f) as usize;
+        // SAFETY: see `Pool`: the row was written before its event was published; it is not
+        // written again until `reset`, which the capture calls only at its next start.
+        let row = unsafe { &*(POOL.0.get() as *const [usize; POOL_FRAMES]).add(index - 1) };
+        &row[..len.min(POOL_FRAMES)]
+    }
+}
+
+/// The hook's entry: counts a small allocation, or captures the stack of a large one. Returns
+/// the tag for the ring's `Alloc` event. Never allocates, never locks.
+#[inline]
+pub(crate) fn on_alloc(size: usize) -> SiteTag {
+    let threshold = THRESHOLD.load(Ordering::Relaxed);
+    if threshold == 0 {
+        return SiteTag(0);
+    }
+    if size < threshold {
+        SMALL_ALLOCS.fetch_add(1, Ordering::Relaxed);
+        SMALL_BYTES.fetch_add(size as u64, Ordering::Relaxed);
+        return SiteTag(0);
+    }
+    capture()
+}
+
+#[inline(never)]
+fn capture() -> SiteTag {
+    if IN_WALK.with(|w| w.replace(true)) {
+        LOST_REENTRY.fetch_add(1, Ordering::Relaxed);
+        return SiteTag(0);
+    }
+    let index = NEXT.fetch_add(1, Ordering::Relaxed);
+    if index >= LIMIT.load(Ordering::Relaxed) {
+        LOST_FULL.fetch_add(1, Ordering::Relaxed);
+        IN_WALK.with(|w| w.set(false));
+        return SiteTag(0);
+    }
+    let t0 = state::now_ns();
+    // SAFETY: `index` was claimed above and is unique until `reset` (see `Pool`).
+    let row = unsafe { &mut *(POOL.0.get() as *mut [usize; POOL_FRAMES]).add(index) };
+    let (len, truncated) = walk(row);
+    CAPTURE_NS.fetch_add(state::now_ns().saturating_sub(t0), Ordering::Relaxed);
+    CAPTURED.fetch_add(1, Ordering::Relaxed);
+    if truncated {
+        TRUNCATED.fetch_add(1, Ordering::Relaxed);
+    }
+    IN_WALK.with(|w| w.set(false));
+    SiteTag::new(index, len, truncated)
+}
+
+/// Walks this thread's stack into `buf` with the chosen walker: (frames, truncated).
+#[inline(always)]
+fn walk(buf: &mut [usize]) -> (usize, bool) {
+    if WALKER.load(Ordering::Relaxed) == 1 {
+        let (lo, hi) = BOUNDS.with(|b| b.get());
+        if hi != 0 {
+            return fp_walk(buf, lo, hi);
+        }
+        FP_FALLBACKS.fetch_add(1, Ordering::Relaxed);
+    }
+    gcc_walk(buf)
+}
+
+#[cfg(stack_sampler)]
+#[inline(never)]
+fn gcc_walk(buf: &mut [usize]) -> (usize, bool) {
+    let c = crate::sampler::unwind::capture_cut(buf);
+    (c.len, c.truncated)
+}
+
+/// No DWARF unwinder on this target (sites are off: [`reset`] keeps the threshold at 0).
+#[cfg(not(stack_sampler))]
+fn gcc_walk(_buf: &mut [usize]) -> (usize, bool) {
+    (0, false)
+}
+
+/// The frame-pointer walk: return addresses from the caller of this function outward, while
+/// each frame pointer lies inside `[sp, hi)` of this thread's stack, is aligned and strictly
+/// above the previous one. `lo` is the stack's lowest address (a frame pointer below the
+/// current stack pointer is rejected anyway).
+#[inline(never)]
+fn fp_walk(buf: &mut [usize], lo: usize, hi: usize) -> (usize, bool) {
+    const WORD: usize = std::mem::size_of::<usize>();
+    let marker = 0u8;
+    let sp = std::hint::black_box(&marker) as *const u8 as usize;
+    let floor = sp.max(lo);
+    let mut fp = frame_pointer();
+    let mut prev = 0usize;
+    let mut len = 0usize;
+    loop {
+        let valid = fp >= floor
+            && fp > prev
+            && fp % (2 * WORD) == 0
+            && fp.checked_add(2 * WORD).is_some_and(|end| end <= hi);
+        if !valid {
+            return (len, false);
+        }
+        // SAFETY: `[fp, fp + 16)` lies inside this thread's mapped stack, above the current
+        // stack pointer (checked just above): readable memory.
+        let (next, ret) = unsafe {
+            let p = fp as *const usize;
+            (p.read_volatile(), p.add(1).read_volatile())
+        };
+        if ret == 0 {
+            return (len, false);
+        }
+        if len == buf.len() {
+            return (len, true);
+        }
+        buf[len] = ret;
+        len += 1;
+        prev = fp;
+        fp = next;
+    }
+}
+
+#[inline(always)]
+fn frame_pointer() -> usize {
+    let fp: usize;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: reads a register.
+    unsafe {
+        std::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags));
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: reads a register.
+    unsafe {
+        std::arch::asm!("mov {}, x29", out(reg) fp, options(nomem, nostack, preserves_flags));
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        fp = 0;
+    }
+    fp
+}
+
+/// Records this thread's stack bounds (outside the hook: `pthread_getattr_np` may allocate),
+/// so its allocations can be walked by frame pointers. Idempotent.
+pub(crate) fn note_thread_bounds() {
+    if BOUNDS.with(|b| b.get()).1 != 0 {
+        return;
+    }
+    if let Some(b) = stack_bounds() {
+        BOUNDS.with(|c| c.set(b));
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn stack_bounds() -> Option<(usize, usize)> {
+    None
+}
+
+#[cfg(target_os = "linux")]
+fn stack_bounds() -> Option<(usize, usize)> {
+    // SAFETY: a zeroed pthread_attr_t is a valid out-parameter for pthread_getattr_np, which
+    // initialises it; it is destroyed after use.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return None;
+        }
+        let mut addr: *mut libc::c_void = std::ptr::null_mut();
+        let mut size: libc::size_t = 0;
+        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
+        libc::pthread_attr_destroy(&mut attr);
+        let lo = addr as usize;
+        (ok && size > 0).then(|| (lo, lo.saturating_add(size)))
+    }
+}
+
+/// What [`calibrate`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalkerCalibration {
+    /// The walker chosen.
+    pub unwinder: Unwinder,
+    /// Frames the libgcc walk found for the calibration allocation.
+    pub libgcc_frames: usize,
+    /// Frames the frame-pointer walk found (0 without stack bounds).
+    pub fp_frames: usize,
+    /// Leading frames on which both walks agree.
+    pub agreeing_frames: usize,
+}
+
+/// Calibration buffers (used by one thread at a time: `calibrate` runs under the capture lock).
+struct CalibBuf(UnsafeCell<([usize; POOL_FRAMES], [usize; POOL_FRAMES], usize, usize)>);
+// SAFETY: written by the calibrating thread inside its own allocation, read by it afterwards;
+// `calibrate` is serialised by its callers (the capture state's mutex).
+unsafe impl Sync for CalibBuf {}
+static CALIB: CalibBuf = CalibBuf(UnsafeCell::new(([0; POOL_FRAMES], [0; POOL_FRAMES], 0, 0)));
+
+/// The hook's calibration path: this thread asked for its next allocation to be walked both
+/// ways (only while not armed; see [`calibrate`]).
+#[inline]
+pub(crate) fn calibrating_here() -> bool {
+    CALIBRATING.with(|c| c.get())
+}
+
+/// Walks the current allocation both ways into the calibration buffers (the hook calls it for
+/// the calibrating thread's first allocation of at least 1 KiB).
+#[inline(never)]
+pub(crate) fn calibration_walk() {
+    CALIBRATING.with(|c| c.set(false));
+    let (lo, hi) = BOUNDS.with(|b| b.get());
+    // SAFETY: see `CalibBuf`.
+    let c = unsafe { &mut *CALIB.0.get() };
+    let (n, _) = gcc_walk(&mut c.0);
+    c.2 = n;
+    c.3 = if hi != 0 {
+        fp_walk(&mut c.1, lo, hi).0
+    } else {
+        0
+    };
+}
+
+/// Chooses the walker for the next capture: a real Candle allocation (a 2,048-element f32
+/// tensor) is walked by libgcc and by frame pointers inside the hook; frame pointers are chosen
+/// only when both found the same frames, at least down to this function's caller. Call outside
+/// the hook, disarmed, serialised (the capture state's lock).
+pub fn calibrate() -> WalkerCalibration {
+    note_thread_bounds();
+    CALIBRATING.with(|c| c.set(true));
+    state::STATE.fetch_or(state::SITE_CALIB, Ordering::SeqCst);
+    let t = calibration_tensor();
+    state::STATE.fetch_and(!state::SITE_CALIB, Ordering::SeqCst);
+    CALIBRATING.with(|c| c.set(false));
+    drop(t);
+    // SAFETY: see `CalibBuf`; the walk is done.
+    let c = unsafe { &*CALIB.0.get() };
+    let (gcc, fp) = (&c.0[..c.2], &c.1[..c.3]);
+    let agreeing = gcc.iter().zip(fp).take_while(|(a, b)| a == b).count();
+    // Both walks start at the hook; the libgcc one reaches the thread's entry. Frame pointers
+    // pass when they found every frame libgcc found, except at most the outermost two (the
+    // thread's entry frames, built without frame pointers by the C runtime).
+    let unwinder = if !fp.is_empty() && gcc.len() >= 8 && agreeing + 2 >= gcc.len() {
+        Unwinder::FramePointers
+    } else {
+        Unwinder::Libgcc
+    };
+    WalkerCalibration {
+        unwinder,
+        libgcc_frames: gcc.len(),
+        fp_frames: fp.len(),
+        agreeing_frames: agreeing,
+    }
+}
+
+#[inline(never)]
+fn calibration_tensor() -> Option<candle_core::Tensor> {
+    let t = candle_core::Tensor::zeros(2048, candle_core::DType::F32, &candle_core::Device::Cpu);
+    crate::storage::tracker::note_probe_tensor();
+    std::hint::black_box(t.ok())
+}
+
+/// Settings of the next capture window: `threshold_bytes` (0: off) and the walker. Resets the
+/// pool and the counters. Call while disarmed.
+pub(crate) fn reset(threshold_bytes: usize, unwinder: Unwinder) {
+    NEXT.store(0, Ordering::Relaxed);
+    for c in [
+        &SMALL_ALLOCS,
+        &SMALL_BYTES,
+        &CAPTURED,
+        &LOST_FULL,
+        &LOST_REENTRY,
+        &TRUNCATED,
+        &CAPTURE_NS,
+        &FP_FALLBACKS,
+    ] {
+        c.store(0, Ordering::Relaxed);
+    }
+    WALKER.store(
+        u8::from(unwinder == Unwinder::FramePointers),
+        Ordering::Relaxed,
+    );
+    THRESHOLD.store(
+        if SUPPORTED { threshold_bytes } else { 0 },
+        Ordering::Relaxed,
+    );
+}
+
+/// Whether this target can capture sites (the DWARF unwinder of the sampler's targets).
+pub const SUPPORTED: bool = cfg!(stack_sampler);
+
+/// Stops capturing stacks (the counters keep their values).
+pub(crate) fn stop() {
+    THRESHOLD.store(0, Ordering::Relaxed);
+}
+
+/// The hook's counts since the last [`reset`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SiteCounts {
+    /// Allocations below the threshold.
+    pub small_allocs: u64,
+    /// Their requested bytes.
+    pub small_bytes: u64,
+    /// Stacks captured.
+    pub captured: u64,
+    /// Captures lost because the pool was full.
+    pub lost_pool_full: u64,
+    /// Captures lost because the hook re-entered itself (an allocation inside a walk).
+    pub lost_reentry: u64,
+    /// Captured stacks cut at [`POOL_FRAMES`].
+    pub truncated: u64,
+    /// ns spent walking, all threads (the hook's clock).
+    pub capture_ns: u64,
+    /// Walks of threads without known stack bounds that fell back to libgcc while frame
+    /// pointers were chosen.
+    pub fp_fallbacks: u64,
+}
+
+/// The hook's counts since the capture start.
+pub fn counts() -> SiteCounts {
+    SiteCounts {
+        small_allocs: SMALL_ALLOCS.load(Ordering::Relaxed),
+        small_bytes: SMALL_BYTES.load(Ordering::Relaxed),
+        captured: CAPTURED.load(Ordering::Relaxed),
+        lost_pool_full: LOST_FULL.load(Ordering::Relaxed),
+        lost_reentry: LOST_REENTRY.load(Ordering::Relaxed),
+        truncated: TRUNCATED.load(Ordering::Relaxed),
+        capture_ns: CAPTURE_NS.load(Ordering::Relaxed),
+        fp_fallbacks: FP_FALLBACKS.load(Ordering::Relaxed),
+    }
+}
+
+/// Lowers (or restores) the effective pool capacity, clamped to `0..=POOL_STACKS` stacks. A test
+/// knob: it makes a full pool reachable with a few allocations. Takes effect for the next walk.
+pub fn set_pool_capacity(stacks: usize) {
+    LIMIT.store(stacks.min(POOL_STACKS), Ordering::Relaxed);
+}
+
+/// Times both walkers from the caller's frame: (libgcc ns, frame-pointer ns, frames each) per
+/// stack over `rounds` walks (the frame-pointer figure is `None` without stack bounds). For the
+/// bench and the README; outside the hook.
+#[doc(hidden)]
+pub fn time_walkers(rounds: u32) -> (f64, Option<f64>, usize, usize) {
+    note_thread_bounds();
+    let mut buf = [0usize; POOL_FRAMES];
+    let rounds = rounds.max(1);
+    let t = std::time::Instant::now();
+    let mut gcc = 0;
+    for _ in 0..rounds {
+        gcc = std::hint::black_box(gcc_walk(&mut buf)).0;
+    }
+    let gcc_ns = t.elapsed().as_nanos() as f64 / f64::from(rounds);
+    let (lo, hi) = BOUNDS.with(|b| b.get());
+    if hi == 0 {
+        return (gcc_ns, None, gcc, 0);
+    }
+    let t = std::time::Instant::now();
+    let mut fp = 0;
+    for _ in 0..rounds {
+        fp = std::hint::black_box(fp_walk(&mut buf, lo, hi)).0;
+    }
+    let fp_ns = t.elapsed().as_nanos() as f64 / f64::from(rounds);
+    (gcc_ns, Some(fp_ns), gcc, fp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tag_names_its_slot_length_and_cut() {
+        assert!(!SiteTag(0).is_some());
+        assert!(SiteTag(0).frames().is_empty());
+        let t = SiteTag::new(POOL_STACKS - 1, POOL_FRAMES, true);
+        assert!(t.is_some());
+        assert_eq!((t.0 & 0x00ff_ffff) as usize, POOL_STACKS);
+        assert_eq!(((t.0 >> 24) & 0x7f) as usize, POOL_FRAMES);
+        assert_eq!(t.0 >> 31, 1);
+        assert_eq!(t.frames().len(), POOL_FRAMES);
+    }
+
+    #[inline(never)]
+    fn walk_here(lo: usize, hi: usize) -> (usize, bool) {
+        let mut buf = [0usize; POOL_FRAMES];
+        std::hint::black_box(fp_walk(&mut buf, lo, hi))
+    }
+
+    #[test]
+    fn the_frame_pointer_walk_stays_inside_the_stack_bounds() {
+        // Empty bounds: not one frame pointer is read.
+        assert_eq!(walk_here(0, 1), (0, false));
+        let marker = 0u8;
+        let sp = &marker as *const u8 as usize;
+        assert_eq!(walk_here(sp, sp), (0, false));
+        // This thread's real bounds: at most the buffer, and no panic (the chain ends where a
+        // frame without a frame pointer breaks it).
+        note_thread_bounds();
+        let (lo, hi) = BOUNDS.with(|b| b.get());
+        assert!(hi > lo && lo < sp && sp < hi, "{lo:#x} {sp:#x} {hi:#x}");
+        let (n, _) = walk_here(lo, hi);
+        assert!(n <= POOL_FRAMES);
+    }
+
+    #[cfg(stack_sampler)]
+    #[test]
+    fn both_walkers_can_be_timed_outside_the_hook() {
+        let (gcc_ns, fp_ns, gcc_frames, _) = time_walkers(3);
+        assert!(gcc_ns > 0.0 && gcc_frames > 0);
+        assert!(fp_ns.is_some());
+    }
+}
