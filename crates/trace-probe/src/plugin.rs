@@ -14,7 +14,7 @@
 //! | [`CapturePlugin::around_optimizer_construction`] | `ProbedOptimizer` builds the inner optimizer (`O::new(vars, config)`) | arm the allocator briefly so AdamW's private moments become known pre-existing storages |
 //! | [`CapturePlugin::on_capture_start`] | right after the root span (`s1`, the measured region) opened | arm; write pre-existing storages as `pre_existing` allocs |
 //! | [`CapturePlugin::on_loss`] / [`CapturePlugin::on_gradients`] | `ProbedOptimizer::backward_step`, before and after `loss.backward()` | register graph nodes (`loss.sorted_nodes()`) and gradients |
-//! | [`CapturePlugin::on_span_end`] | a span is about to close (before its `span_end` is written) | device memory sample, drain the event ring |
+//! | [`CapturePlugin::on_span_end`] | a span is about to close (before its `span_end` is written) | device memory sample (the storage capture's events reach the writer from the drainer thread) |
 //! | [`CapturePlugin::on_capture_end`] | the root span is about to close, or the step panicked | disarm, final drain |
 //! | [`CapturePlugin::on_finish`] | `finish()` or a panic, before the terminal | late frees, return the dropped-event count; add raw stacks to the shared symbol table |
 //! | [`CapturePlugin::after_stacks`] | after every `on_finish`, once the session wrote the symbol table's frames and stacks | events referring to stacks (sites, samples) |
@@ -23,7 +23,9 @@
 //!
 //! # What a plug-in can use ([`CaptureContext`])
 //! - [`CaptureContext::emit`]: queue any event to the writer thread, from any thread (never
-//!   blocks, never does I/O on the caller's thread).
+//!   blocks, never does I/O on the caller's thread); [`CaptureContext::emit_deferred`] and
+//!   [`CaptureContext::deferred_sender`] queue work the writer thread turns into events at that
+//!   place in the order (attribution off the training thread, over [`CaptureContext::span_log`]).
 //! - The session clock: [`CaptureContext::clock`] (`now_ns`, and conversion of a timestamp taken
 //!   by the allocator hook with [`crate::clock::process_ns`] via
 //!   [`crate::clock::SessionClock::process_ns_to_session_ns`]).
@@ -48,7 +50,7 @@ use trace_schema::{ExecutionStep, MemoryCategory, RunMeta, SpanKind, TraceEvent}
 pub(crate) use crate::alloc::thread_key;
 use crate::clock::SessionClock;
 use crate::run::ProfileRun;
-use crate::session::{Inner, SpanChange};
+use crate::session::{Inner, SpanChange, SpanLog};
 
 /// A capture plug-in. Every method has a no-op default.
 pub(crate) trait CapturePlugin: Send + Sync {
@@ -160,6 +162,22 @@ impl CaptureContext<'_> {
     /// Queues an event to the writer thread.
     pub fn emit(&self, event: TraceEvent) {
         self.inner.emit(event);
+    }
+    /// Queues events built later on the writer thread, written at this place in the event
+    /// order: work taken off the training thread (memory events' attribution to spans).
+    pub fn emit_deferred(&self, build: crate::writer::Deferred) {
+        self.inner.emit_deferred(build);
+    }
+    /// A handle queueing deferred events into this session's writer from another thread (the
+    /// storage capture's drainer).
+    pub fn deferred_sender(&self) -> crate::writer::DeferredSender {
+        self.inner.deferred_sender()
+    }
+    /// The session's span log, shared (for attribution off the training thread: the host-clock
+    /// lookups of [`Self::span_at`] and [`Self::span_info`] on it give the same answers later,
+    /// since a thread's log only grows with later changes).
+    pub fn span_log(&self) -> Arc<SpanLog> {
+        Arc::clone(&self.inner.spans)
     }
     /// The session clock.
     pub fn clock(&self) -> &SessionClock {

@@ -12,6 +12,11 @@
 //! their order (one queue, one lock); [`WriterHandle::flush_sync`] and
 //! [`WriterHandle::finish`] wake the thread at once.
 //!
+//! Work can be queued too ([`WriterHandle::send_deferred`], or [`DeferredSender`] from another
+//! thread): a closure the thread runs when it reaches it, writing the events it returns at that
+//! place in the order. The storage capture hands its joined memory events over this way, so their
+//! attribution to spans and their strings are built here, not on the training thread.
+//!
 //! The first I/O error is sticky: it is kept, later writes are skipped (the file stays a valid
 //! prefix), and [`WriterHandle::finish`] returns it. The queue is unbounded and the thread
 //! takes from it until `finish`, so sends from the training thread never fail or block.
@@ -34,11 +39,27 @@ pub(crate) const WRITE_INTERVAL: Duration = Duration::from_millis(10);
 /// Queued events that wake the thread before [`WRITE_INTERVAL`] passed (bounds the queue).
 pub(crate) const BATCH_EVENTS: usize = 4096;
 
+/// Work whose events are built on the writer thread, at its place in the queue: e.g. memory
+/// events attributed to spans there instead of on the training thread
+/// ([`WriterHandle::send_deferred`]).
+pub(crate) type Deferred = Box<dyn FnOnce() -> Vec<TraceEvent> + Send>;
+
+/// One queued item.
+// Boxing the event would cost an allocation per event on the training thread; the queue held
+// unboxed `TraceEvent`s before, so an item is no larger than they were.
+#[allow(clippy::large_enum_variant)]
+enum Item {
+    /// An event, ready.
+    Event(TraceEvent),
+    /// Events the thread builds when it reaches this item.
+    Deferred(Deferred),
+}
+
 /// What the training side left for the thread.
 #[derive(Default)]
 struct Queue {
-    /// Events to write, in order.
-    events: Vec<TraceEvent>,
+    /// Events to write (or to build, then write), in order.
+    events: Vec<Item>,
     /// Flush the output after writing `events` (a span ended).
     flush: bool,
     /// Flush, then acknowledge each.
@@ -62,6 +83,43 @@ pub(crate) struct WriterShared {
     wake: Condvar,
     /// The first I/O error.
     error: Mutex<Option<io::Error>>,
+}
+
+impl WriterShared {
+    /// Queues `change` and wakes the thread when `urgent` or when it sleeps without a deadline.
+    fn request(&self, change: impl FnOnce(&mut Queue) -> bool) {
+        let mut queue = lock(&self.queue);
+        let urgent = change(&mut queue);
+        if urgent || queue.idle {
+            queue.idle = false;
+            drop(queue);
+            self.wake.notify_one();
+        }
+    }
+
+    fn push_deferred(&self, build: Deferred) {
+        self.request(|q| {
+            if q.events.capacity() == 0 {
+                q.events.reserve(256);
+            }
+            q.events.push(Item::Deferred(build));
+            q.events.len() >= BATCH_EVENTS
+        });
+    }
+}
+
+/// Queues deferred work into a session's writer from any thread (see
+/// [`WriterHandle::send_deferred`]).
+#[derive(Clone)]
+pub(crate) struct DeferredSender {
+    shared: Arc<WriterShared>,
+}
+
+impl DeferredSender {
+    /// [`WriterHandle::send_deferred`] from another thread.
+    pub(crate) fn send_deferred(&self, build: Deferred) {
+        self.shared.push_deferred(build);
+    }
 }
 
 /// The training side of the writer thread.
@@ -97,12 +155,14 @@ impl WriterHandle {
 
     /// Queues `change` and wakes the thread when `urgent` or when it sleeps without a deadline.
     fn request(&self, change: impl FnOnce(&mut Queue) -> bool) {
-        let mut queue = lock(&self.shared.queue);
-        let urgent = change(&mut queue);
-        if urgent || queue.idle {
-            queue.idle = false;
-            drop(queue);
-            self.shared.wake.notify_one();
+        self.shared.request(change);
+    }
+
+    /// A handle that queues deferred work from another thread (the storage capture's drainer);
+    /// what it queues after the writer stopped is never written.
+    pub(crate) fn sender(&self) -> DeferredSender {
+        DeferredSender {
+            shared: Arc::clone(&self.shared),
         }
     }
 
@@ -112,9 +172,17 @@ impl WriterHandle {
             if q.events.capacity() == 0 {
                 q.events.reserve(256);
             }
-            q.events.push(event);
+            q.events.push(Item::Event(event));
             q.events.len() >= BATCH_EVENTS
         });
+    }
+
+    /// Queues work that builds events on the writer thread, written where they were queued
+    /// (after everything sent before, before everything sent after). The training thread only
+    /// pays the push; `build` runs on the writer thread (never when an I/O error already
+    /// stopped the writing, nor after the terminal).
+    pub(crate) fn send_deferred(&self, build: Deferred) {
+        self.shared.push_deferred(build);
     }
 
     /// Asks for a flush after the events queued so far, within [`WRITE_INTERVAL`] (never
@@ -200,15 +268,32 @@ fn run<W: Write>(out: W, shared: &WriterShared) -> u64 {
         let work = std::mem::take(&mut *queue);
         // `take` reset `idle` too: the thread is awake.
         drop(queue);
-        for event in &work.events {
+        let worked = !work.events.is_empty() || work.flush;
+        'items: for item in work.events {
             // Nothing may follow the terminal: a late event (a guard dropped while a panic
             // unwinds, say) is dropped rather than making the trace unreadable.
             if failed || terminal_written {
                 break;
             }
-            terminal_written = matches!(event, TraceEvent::Terminal(_));
-            let result = writer.write_event(event);
-            record(result, &mut failed);
+            let (single, built): ([TraceEvent; 1], Vec<TraceEvent>);
+            let events: &[TraceEvent] = match item {
+                Item::Event(event) => {
+                    single = [event];
+                    &single
+                }
+                Item::Deferred(build) => {
+                    built = build();
+                    &built
+                }
+            };
+            for event in events {
+                if failed || terminal_written {
+                    break 'items;
+                }
+                terminal_written = matches!(event, TraceEvent::Terminal(_));
+                let result = writer.write_event(event);
+                record(result, &mut failed);
+            }
         }
         let flush = work.flush || !work.acks.is_empty() || work.finish;
         if flush && !failed {
@@ -221,7 +306,6 @@ fn run<W: Write>(out: W, shared: &WriterShared) -> u64 {
         if work.finish {
             break;
         }
-        let worked = !work.events.is_empty() || work.flush;
         queue = lock(&shared.queue);
         if queue.is_empty() {
             if worked {
@@ -326,6 +410,47 @@ mod tests {
             1
         );
         assert_eq!(handle.finish().unwrap(), 1);
+    }
+
+    fn span_end(id: &str) -> TraceEvent {
+        TraceEvent::SpanEnd(trace_schema::SpanEndEvent {
+            id: id.into(),
+            duration_ns: 1,
+            inferred: false,
+            inferred_reason: None,
+        })
+    }
+
+    #[test]
+    fn deferred_events_are_built_on_the_writer_thread_in_queue_order() {
+        let out = Shared::default();
+        let handle = WriterHandle::spawn(out.clone()).unwrap();
+        let caller = std::thread::current().id();
+        let built_on = Arc::new(Mutex::new(None));
+        let seen = Arc::clone(&built_on);
+        handle.send(span_end("s2"));
+        handle.send_deferred(Box::new(move || {
+            *lock(&seen) = Some(std::thread::current().id());
+            vec![span_end("s3"), span_end("s4")]
+        }));
+        // From another thread, as the drainer does.
+        let sender = handle.sender();
+        std::thread::spawn(move || sender.send_deferred(Box::new(|| vec![span_end("s5")])))
+            .join()
+            .unwrap();
+        handle.send(terminal());
+        handle.send_deferred(Box::new(|| vec![span_end("s6")]));
+        assert_eq!(handle.finish().unwrap(), 5);
+        let text = String::from_utf8(lock(&out.0).clone()).unwrap();
+        let ids: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split("\"id\":\"").nth(1))
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
+        assert_eq!(ids, ["s2", "s3", "s4", "s5"], "{text}");
+        assert!(text.lines().last().unwrap().contains("terminal"), "{text}");
+        let built_on = lock(&built_on).expect("the deferred work ran");
+        assert_ne!(built_on, caller, "built on the writer thread");
     }
 
     #[test]

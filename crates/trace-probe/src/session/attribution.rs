@@ -90,6 +90,12 @@ impl SpanLog {
         lock(&self.tables).info.get(idx)?.clone()
     }
 
+    /// The pass of span `span` (own or inherited), without copying its facts.
+    pub(crate) fn span_pass(&self, span: u64) -> Option<Pass> {
+        let idx = usize::try_from(span).ok()?.checked_sub(1)?;
+        lock(&self.tables).info.get(idx)?.as_ref()?.pass
+    }
+
     /// The pass and module path a child of `parent` inherits.
     pub(crate) fn parent_context(&self, parent: u64) -> ParentContext {
         let t = lock(&self.tables);

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use trace_schema::{CaptureContract, CoverageLevel, GradientContract, TerminalOutcome, TraceEvent};
 
-pub(crate) use attribution::SpanChange;
+pub(crate) use attribution::{SpanChange, SpanLog};
 pub use passes::StepGuard;
 pub use spans::SpanGuard;
 pub(crate) use spans::{OpenSpan, SpanExtras};
@@ -78,7 +78,8 @@ pub(crate) struct Inner {
     next_span: AtomicU64,
     writer: WriterHandle,
     plugins: Vec<Arc<dyn CapturePlugin>>,
-    pub(crate) spans: attribution::SpanLog,
+    /// Shared with memory-event attribution on the writer thread.
+    pub(crate) spans: Arc<attribution::SpanLog>,
     pub(crate) ids: ids::Ids,
     pub(crate) device: DeviceLabel,
     /// Per-module backward spans (opt-in).
@@ -185,7 +186,7 @@ impl TraceSession {
             next_span: AtomicU64::new(ROOT_SPAN + 1),
             writer,
             plugins,
-            spans: attribution::SpanLog::default(),
+            spans: Arc::default(),
             auto_forward: Mutex::new(None),
             first_error: Mutex::new(None),
             stacks: Default::default(),
@@ -289,6 +290,17 @@ impl Inner {
 
     pub(crate) fn emit(&self, event: TraceEvent) {
         self.writer.send(event);
+    }
+
+    /// Queues events built on the writer thread, in queue order (see
+    /// [`WriterHandle::send_deferred`]).
+    pub(crate) fn emit_deferred(&self, build: crate::writer::Deferred) {
+        self.writer.send_deferred(build);
+    }
+
+    /// A handle queueing deferred events into this session's writer from another thread.
+    pub(crate) fn deferred_sender(&self) -> crate::writer::DeferredSender {
+        self.writer.sender()
     }
 
     /// The view of this session a capture plug-in gets.

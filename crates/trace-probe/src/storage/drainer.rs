@@ -1,9 +1,11 @@
 //! The background drainer: while a capture window is open, a thread takes the ring's events
 //! every [`POLL`] and joins them (the address join of [`super::join`]: storage frees matched to
 //! their allocations, registered frees to their registry entries), so that work runs beside the
-//! training thread instead of on it: the session's drain at a span end then finds at most one
-//! poll's worth of events left, and a single long span (a large model's backward is one span)
-//! does not fill the ring between span ends. When the ring passes a high-water mark (a quarter of
+//! training thread instead of on it, and a single long span (a large model's backward is one
+//! span) does not fill the ring between span ends. In host-clock mode it then hands the memory
+//! events waiting for attribution to the session's writer thread (the window's sink), which
+//! attributes them to spans and builds them: span ends do not drain at all (deterministic mode
+//! drains at span ends and writes at the capture's end, as before). When the ring passes a high-water mark (a quarter of
 //! its capacity: code allocating faster than the join keeps up with) the thread only moves the
 //! events out into a backlog (a copy), joined by the session's next pump; it joins again once no
 //! backlog waits. Only code that allocates faster than the drainer empties the ring drops events; drops stay counted and written into the trace.
@@ -71,6 +73,11 @@ fn wake() {
     }
 }
 
+/// Whether the drainer thread runs (it was started and its spawn did not fail).
+pub(crate) fn running() -> bool {
+    THREAD.get().is_some_and(Option::is_some)
+}
+
 /// Called by the window after it disarmed.
 pub(crate) fn window_closed() {
     OPEN.store(false, Ordering::SeqCst);
@@ -99,7 +106,7 @@ fn run() {
             super::window::lock().spill();
             continue;
         }
-        if capacity == ring::RING_CAPACITY && pending > 0 {
+        if capacity == ring::RING_CAPACITY && (pending > 0 || super::window::undelivered()) {
             super::window::lock().pump_unless_backlog();
         }
         std::thread::sleep(POLL);

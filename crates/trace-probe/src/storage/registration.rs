@@ -67,6 +67,7 @@ impl CaptureState {
             }
         };
         self.pending.push(pending);
+        self.mark_undelivered();
         reg
     }
 

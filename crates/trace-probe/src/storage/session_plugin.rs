@@ -1,6 +1,12 @@
 //! The storage plug-in: joins the storage capture and device samples to a
 //! [`crate::TraceSession`] through the plug-in interface ([`crate::plugin`]).
 //!
+//! In host-clock mode the training thread builds no memory event and attributes none: the
+//! drainer thread joins the ring and hands what waits (`PendingEvent`s: hook times, threads,
+//! storage facts) to the writer thread, which attributes each to the span open on its thread at
+//! its hook time (the session's span log, shared) and writes it; span ends only take a device
+//! sample. What the capture start, a registration or the capture end queue goes the same way.
+//!
 //! In deterministic mode the capture runs as in host-clock mode, but its events are queued
 //! until the capture ends and then written in hook-time order with storage ids `st<n>`
 //! (sequence numbers of first sight, shared with tensor facts' `storage_id`) and logical
@@ -10,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use candle_core::backprop::GradStore;
 use candle_core::{Device, Tensor, TensorId, Var};
@@ -19,12 +25,14 @@ use trace_schema::{
     MemoryCategory, RunMeta, SiteEvent, TraceEvent,
 };
 
-use super::events::{Attribution, Located};
+use super::events::{Attribution, Located, PendingEvent};
 use super::registry::RegisterAs;
 use super::tracker::PreSessionStorages;
-use super::window::{self as capture, CaptureSummary};
+use super::window::{self as capture, CaptureSummary, Sink};
 use crate::device::DeviceLabel;
-use crate::plugin::{CaptureContext, CapturePlugin, SpanInfo};
+use crate::plugin::{span_wire_id, CaptureContext, CapturePlugin, SpanInfo};
+use crate::session::SpanLog;
+use crate::writer::Deferred;
 
 /// Reason written for physical memory in deterministic mode.
 const DETERMINISTIC_PHYSICAL_REASON: &str =
@@ -206,10 +214,61 @@ impl StoragePlugin {
             capture::lock().pump_queued();
             return;
         }
-        let events = capture::lock().drain(&self.attribution(ctx));
-        for e in events {
-            ctx.emit(TraceEvent::Memory(e));
+        let pending = capture::lock().drain_pending();
+        emit_attributed_later(ctx, pending);
+    }
+}
+
+/// Host-clock mode: hands `pending` to the writer thread, which attributes each event to its
+/// span and builds the `memory` events there, at this place in the event order. The training
+/// thread only pays one queue push. The answers are the same as on the training thread now: an
+/// event's span is found by its (past) hook time in its thread's span-change log, and a log
+/// only grows with later changes.
+fn emit_attributed_later(ctx: &CaptureContext<'_>, pending: Vec<PendingEvent>) {
+    if pending.is_empty() {
+        return;
+    }
+    ctx.emit_deferred(attributed_later(HostAttribution::of(ctx), pending));
+}
+
+/// The writer-thread work that attributes `pending` and builds their `memory` events.
+fn attributed_later(attr: HostAttribution, pending: Vec<PendingEvent>) -> Deferred {
+    Box::new(move || {
+        let _quiet = crate::alloc::IgnoreAllocs::new();
+        super::events::attribute(pending, &attr)
+            .into_iter()
+            .map(TraceEvent::Memory)
+            .collect()
+    })
+}
+
+/// Host-clock [`Attribution`] that owns what it needs (the session's span log and clock base),
+/// so it runs on the writer thread: the same answers as [`SessionAttribution`] in host mode.
+#[derive(Clone)]
+struct HostAttribution {
+    spans: Arc<SpanLog>,
+    start_process_ns: u64,
+    root: u64,
+}
+
+impl HostAttribution {
+    fn of(ctx: &CaptureContext<'_>) -> Self {
+        Self {
+            spans: ctx.span_log(),
+            start_process_ns: ctx.clock().start_process_ns(),
+            root: ctx.root_span(),
         }
+    }
+}
+
+impl Attribution for HostAttribution {
+    fn session_ns(&self, hook_ns: u64) -> u64 {
+        hook_ns.saturating_sub(self.start_process_ns)
+    }
+
+    fn span_at(&self, thread: u64, ts_ns: u64) -> (Option<String>, Option<Pass>) {
+        let span = self.spans.span_at(thread, ts_ns).unwrap_or(self.root);
+        (Some(span_wire_id(span)), self.spans.span_pass(span))
     }
 }
 
@@ -399,6 +458,15 @@ impl CapturePlugin for StoragePlugin {
         self.active.store(true, Ordering::Relaxed);
         self.drain(ctx);
         self.active.store(opened, Ordering::Relaxed);
+        if opened && !self.deterministic {
+            // From now on the drainer thread joins the ring's events and hands them to the
+            // writer thread, which attributes them: span ends need not drain.
+            let sender = ctx.deferred_sender();
+            let attr = HostAttribution::of(ctx);
+            capture::lock().set_sink(Sink(Box::new(move |pending| {
+                sender.send_deferred(attributed_later(attr.clone(), pending));
+            })));
+        }
     }
 
     fn on_loss(&self, _ctx: &CaptureContext<'_>, loss: &Tensor) {
@@ -416,7 +484,11 @@ impl CapturePlugin for StoragePlugin {
 
     fn on_span_end(&self, ctx: &CaptureContext<'_>, _span: &SpanInfo) {
         self.sample(ctx);
-        self.drain(ctx);
+        if self.deterministic || !capture::drainer_delivers() {
+            // Deterministic mode joins here (written at the end); a backlog the drainer left,
+            // or a drainer standing aside (a lowered ring capacity), is joined here too.
+            self.drain(ctx);
+        }
     }
 
     fn on_capture_end(&self, ctx: &CaptureContext<'_>) {
@@ -424,17 +496,24 @@ impl CapturePlugin for StoragePlugin {
         if !self.active.swap(false, Ordering::Relaxed) {
             return;
         }
-        let (events, summary, sites) = {
+        let (summary, sites) = {
             let mut st = capture::lock();
-            let (events, summary) = st.end(&self.attribution(ctx));
-            (events, summary, st.take_sites())
+            let summary = if self.deterministic {
+                let (events, summary) = st.end(&self.attribution(ctx));
+                for e in events {
+                    ctx.emit(TraceEvent::Memory(e));
+                }
+                summary
+            } else {
+                let (pending, summary) = st.end_pending();
+                emit_attributed_later(ctx, pending);
+                summary
+            };
+            (summary, st.take_sites())
         };
         if let Some(capture) = summary.sites.clone() {
             *self.sites.lock().unwrap_or_else(|e| e.into_inner()) =
                 SitesToWrite::Raw(sites, capture);
-        }
-        for e in events {
-            ctx.emit(TraceEvent::Memory(e));
         }
         let dropped = summary
             .dropped_events

@@ -30,6 +30,7 @@
 //! live then has no `free` event, which analyzers read as "live at the end of the trace"
 //! (`live_at_end`). Drop the loss and gradients inside the step guard to see their frees.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use trace_schema::{
@@ -148,10 +149,42 @@ pub struct CaptureState {
     adopted: Vec<u32>,
     /// Figures of the last adoption: (storages, bytes).
     adopted_figures: (u64, u64),
+    /// Host-clock windows: where the drainer hands the events it joined (the session's writer
+    /// thread attributes them), so span ends need not drain.
+    sink: Option<Sink>,
     /// Allocation sites for the next window: (threshold bytes, walker); `None`: off.
     site_settings: Option<(usize, crate::alloc::sites::Unwinder)>,
     /// The sites of the open (or last) window.
     pub(super) sites: super::sites::SiteTable,
+}
+
+/// Takes memory events waiting for attribution (see [`CaptureState::set_sink`]).
+pub(crate) struct Sink(pub(crate) Box<dyn FnMut(Vec<PendingEvent>) + Send>);
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sink")
+    }
+}
+
+/// A backlog waits (the drainer only spilled): the next span end joins it.
+static BACKLOG_WAITING: AtomicBool = AtomicBool::new(false);
+/// Events wait in `pending` that no ring activity may bring to the drainer's attention (a
+/// registration): the drainer delivers them at its next poll.
+static UNDELIVERED: AtomicBool = AtomicBool::new(false);
+
+/// Whether the background drainer delivers the window's events to its sink by itself: its
+/// thread runs, the ring has its full capacity (see `drainer`) and no backlog waits for the
+/// session to join.
+pub(crate) fn drainer_delivers() -> bool {
+    super::drainer::running()
+        && ring::ring_capacity() == ring::RING_CAPACITY
+        && !BACKLOG_WAITING.load(Ordering::Relaxed)
+}
+
+/// Whether events wait for the drainer's delivery without ring activity.
+pub(crate) fn undelivered() -> bool {
+    UNDELIVERED.load(Ordering::Relaxed)
 }
 
 static STATE: OnceLock<Mutex<CaptureState>> = OnceLock::new();
@@ -306,6 +339,7 @@ impl CaptureState {
         (self.summary.adopted_storages, self.summary.adopted_bytes) = self.adopted_figures;
         self.adopted_figures = (0, 0);
         self.joiner = Joiner::default();
+        self.sink = None;
         if self.window_start.is_none() {
             self.interrupt_tracking("another session's captured step armed the allocator");
         }
@@ -401,6 +435,33 @@ impl CaptureState {
     pub(crate) fn spill(&mut self) {
         if self.window_start.is_some() {
             ring::drain_into(&mut self.backlog);
+            if !self.backlog.is_empty() {
+                BACKLOG_WAITING.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Host-clock windows: from now on the drainer hands what it joined to `sink` (cleared when
+    /// the window ends).
+    pub(crate) fn set_sink(&mut self, sink: Sink) {
+        self.sink = Some(sink);
+    }
+
+    /// Hands the pending events to the sink, if one is set (the drainer's path).
+    pub(crate) fn deliver(&mut self) {
+        UNDELIVERED.store(false, Ordering::Relaxed);
+        if self.pending.is_empty() {
+            return;
+        }
+        if let Some(sink) = self.sink.as_mut() {
+            (sink.0)(std::mem::take(&mut self.pending));
+        }
+    }
+
+    /// Marks events queued outside a pump (a registration) for the drainer's next delivery.
+    pub(crate) fn mark_undelivered(&self) {
+        if self.sink.is_some() && !self.pending.is_empty() {
+            UNDELIVERED.store(true, Ordering::Relaxed);
         }
     }
 
@@ -410,6 +471,7 @@ impl CaptureState {
     pub(crate) fn pump_unless_backlog(&mut self) {
         if self.backlog.is_empty() {
             self.pump();
+            self.deliver();
         }
     }
 
@@ -421,6 +483,7 @@ impl CaptureState {
         let block_size = alloc::block_size();
         self.raw.clear();
         std::mem::swap(&mut self.raw, &mut self.backlog);
+        BACKLOG_WAITING.store(false, Ordering::Relaxed);
         ring::drain_into(&mut self.raw);
         self.summary.raw_events += self.raw.len() as u64;
         let raw = std::mem::take(&mut self.raw);
@@ -518,14 +581,32 @@ impl CaptureState {
 
     /// Drains the ring and returns every memory event ready to be written, attributed to spans.
     pub fn drain(&mut self, attr: &dyn Attribution) -> Vec<MemoryEvent> {
+        let pending = self.drain_pending();
+        let _quiet = IgnoreAllocs::new();
+        events::attribute(pending, attr)
+    }
+
+    /// Drains the ring and returns every memory event ready to be written, not yet attributed
+    /// (time and span are filled in by [`events::attribute`], e.g. on the writer thread).
+    pub(crate) fn drain_pending(&mut self) -> Vec<PendingEvent> {
         let _quiet = IgnoreAllocs::new();
         self.pump();
-        events::attribute(std::mem::take(&mut self.pending), attr)
+        std::mem::take(&mut self.pending)
     }
 
     /// Closes the window: disarms, drains a last time and summarises. Returns the final events
     /// and the summary; non-persistent registry entries are forgotten.
     pub fn end(&mut self, attr: &dyn Attribution) -> (Vec<MemoryEvent>, CaptureSummary) {
+        let (pending, summary) = self.end_pending();
+        let _quiet = IgnoreAllocs::new();
+        (events::attribute(pending, attr), summary)
+    }
+
+    /// [`Self::end`] without the attribution: the final events as they wait for their time and
+    /// span (attributed by [`events::attribute`], e.g. on the writer thread).
+    pub(crate) fn end_pending(&mut self) -> (Vec<PendingEvent>, CaptureSummary) {
+        // What the drainer has not delivered yet is in `pending`: returned with the rest.
+        self.sink = None;
         let armed_calls = alloc::armed_alloc_calls();
         // Adopted storages not freed so far: their `pre_existing` alloc, with what the
         // registry knows of them now (a free still in the ring follows it).
@@ -536,7 +617,7 @@ impl CaptureState {
             }
         }
         drop(quiet);
-        let mut events = self.drain(attr);
+        let mut events = self.drain_pending();
         if self.window_start.take().is_some() {
             hook::disarm();
             alloc::sites::stop();
@@ -545,7 +626,7 @@ impl CaptureState {
         let _quiet = IgnoreAllocs::new();
         // Frees that raced with disarming are still in the ring: drain them too.
         self.window_start = Some(0);
-        events.extend(self.drain(attr));
+        events.extend(self.drain_pending());
         self.window_start = None;
         self.joiner.close();
         let registry = &self.registry;
