@@ -51,6 +51,8 @@ pub struct RoleSide {
     pub samples: Option<u64>,
     /// Alloc-clocked time (a Candle side with allocation sites), ns: the second time source.
     pub alloc_clocked_ns: Option<u64>,
+    /// Bytes the role's ops allocated (compared whatever the timing), when the side says.
+    pub allocated_bytes: Option<u64>,
 }
 
 /// One role in one pass on both sides.
@@ -223,6 +225,11 @@ fn side_of(ops: &[&SideOp]) -> RoleSide {
             None
         } else {
             sum(&|o| o.alloc_clocked_ns)
+        },
+        allocated_bytes: if ops.is_empty() {
+            None
+        } else {
+            sum(&|o| o.allocated_bytes)
         },
     }
 }

@@ -41,6 +41,9 @@ pub struct MeasuredRow {
     pub top_level_calls: u64,
     /// Sum of the top-level calls' durations, ns.
     pub top_level_ns: u64,
+    /// Bytes allocated inside the top-level calls (their spans and everything below them:
+    /// the memory events attributed there, storages older than the capture left out).
+    pub top_level_allocated_bytes: u64,
 }
 
 /// The measured op table of a trace.
@@ -50,6 +53,8 @@ pub struct MeasuredOps {
     pub rows: Vec<MeasuredRow>,
     /// Op spans left out because they never closed (no duration).
     pub open_calls: u64,
+    /// The trace has memory events (else the allocated bytes are unknown, not 0).
+    pub has_memory: bool,
 }
 
 impl MeasuredOps {
@@ -67,10 +72,17 @@ impl MeasuredOps {
         // Whether an op encloses each span, parents before children (preorder): linear, no
         // recursion whatever the depth; spans on a parent cycle count as enclosed by none.
         let mut under_op = vec![false; doc.spans.len()];
+        // The top-level op call each span is in (itself, or its outermost op ancestor).
+        let mut top_op: Vec<Option<u32>> = vec![None; doc.spans.len()];
         for &i in &spans.preorder {
-            if let Some(p) = spans.parent[i as usize] {
+            let i = i as usize;
+            if let Some(p) = spans.parent[i] {
                 let p = p as usize;
-                under_op[i as usize] = under_op[p] || doc.spans[p].kind == SpanKind::Op;
+                under_op[i] = under_op[p] || doc.spans[p].kind == SpanKind::Op;
+                top_op[i] = top_op[p];
+            }
+            if top_op[i].is_none() && doc.spans[i].kind == SpanKind::Op {
+                top_op[i] = Some(i as u32);
             }
         }
         let same_name_only_child = |i: usize| -> Option<usize> {
@@ -124,6 +136,7 @@ impl MeasuredOps {
                 self_ns: 0,
                 top_level_calls: 0,
                 top_level_ns: 0,
+                top_level_allocated_bytes: 0,
             });
             row.calls += 1;
             row.total_ns = row.total_ns.saturating_add(total);
@@ -133,6 +146,31 @@ impl MeasuredOps {
                 row.top_level_ns = row.top_level_ns.saturating_add(total);
             }
         }
+        // Bytes allocated inside each top-level call, onto its row.
+        let mut has_memory = false;
+        doc.for_each_memory(trace_schema::MemoryOrder::File, |m| {
+            has_memory = true;
+            if m.action != trace_schema::MemoryAction::Alloc || m.pre_existing {
+                return;
+            }
+            let Some(top) = m
+                .span
+                .and_then(|s| doc.span_index(s))
+                .and_then(|i| top_op[i])
+            else {
+                return;
+            };
+            let t = top as usize;
+            if doc.spans[t].duration_ns.is_none() {
+                return;
+            }
+            let key = (doc.str(doc.spans[t].name), spans.pass[t]);
+            if let Some(row) = rows.get_mut(&key) {
+                row.top_level_allocated_bytes = row
+                    .top_level_allocated_bytes
+                    .saturating_add(m.bytes.unwrap_or(0));
+            }
+        });
         let mut rows: Vec<MeasuredRow> = rows.into_values().collect();
         rows.sort_by(|a, b| {
             b.total_ns
@@ -140,7 +178,11 @@ impl MeasuredOps {
                 .then_with(|| a.op.cmp(&b.op))
                 .then_with(|| a.pass.cmp(&b.pass))
         });
-        Some(Self { rows, open_calls })
+        Some(Self {
+            rows,
+            open_calls,
+            has_memory,
+        })
     }
 
     /// Rows merged over passes (one per op name), by total time, longest first: the shape of
@@ -156,6 +198,7 @@ impl MeasuredOps {
                 self_ns: 0,
                 top_level_calls: 0,
                 top_level_ns: 0,
+                top_level_allocated_bytes: 0,
             });
             if m.pass != r.pass {
                 m.pass = None;
@@ -165,6 +208,9 @@ impl MeasuredOps {
             m.self_ns = m.self_ns.saturating_add(r.self_ns);
             m.top_level_calls += r.top_level_calls;
             m.top_level_ns = m.top_level_ns.saturating_add(r.top_level_ns);
+            m.top_level_allocated_bytes = m
+                .top_level_allocated_bytes
+                .saturating_add(r.top_level_allocated_bytes);
         }
         let mut rows: Vec<MeasuredRow> = merged.into_values().collect();
         rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.op.cmp(&b.op)));
@@ -194,6 +240,8 @@ mod tests {
         r#"{"kind":"span_start","id":"s3","parent_id":"s2","name":"aten::linear","start_ns":10,"span_kind":"op"}"#,
         "\n",
         r#"{"kind":"span_start","id":"s4","parent_id":"s3","name":"aten::addmm","start_ns":20,"span_kind":"op"}"#,
+        "\n",
+        r#"{"kind":"memory","timestamp_ns":25,"action":"alloc","device":"cpu","storage_id":"a","bytes":64,"span_id":"s4","category":"activation","source":"allocator"}"#,
         "\n",
         r#"{"kind":"span_end","id":"s4","duration_ns":50}"#,
         "\n",
@@ -226,9 +274,14 @@ mod tests {
             (1, 100, 45)
         );
         assert_eq!((linear.top_level_calls, linear.top_level_ns), (1, 100));
+        // the 64 B allocated inside `aten::addmm` inside `aten::linear` count for the
+        // top-level call, `aten::linear`
+        assert_eq!(linear.top_level_allocated_bytes, 64);
+        assert!(t.has_memory);
         let addmm = row("aten::addmm");
         assert_eq!((addmm.calls, addmm.total_ns, addmm.self_ns), (2, 80, 80));
         assert_eq!((addmm.top_level_calls, addmm.top_level_ns), (1, 30));
+        assert_eq!(addmm.top_level_allocated_bytes, 0);
         assert_eq!(addmm.pass, Some(Pass::Forward));
         assert_eq!(t.top_level_ns(Some(Pass::Forward)), 130);
         assert_eq!(t.rows[0].op, "aten::linear", "longest total first");

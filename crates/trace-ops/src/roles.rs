@@ -158,6 +158,10 @@ pub struct SideOp {
     /// source (from each allocating call to the next allocation on its thread; see
     /// [`crate::sites`]).
     pub alloc_clocked_ns: Option<u64>,
+    /// Bytes the op's calls allocated: inside its top-level calls (measured), or its
+    /// storages' bytes with an allocation site (a Candle capture with sites: storages of at
+    /// least the sites' threshold). `None` when the trace cannot say.
+    pub allocated_bytes: Option<u64>,
     /// The probe's own frames (its cost), not an op of the program.
     pub probe: bool,
 }
@@ -191,6 +195,7 @@ impl SideOps {
                     calls: Some(r.top_level_calls),
                     samples: None,
                     alloc_clocked_ns: None,
+                    allocated_bytes: m.has_memory.then_some(r.top_level_allocated_bytes),
                     probe: false,
                 })
                 .collect();
@@ -201,8 +206,16 @@ impl SideOps {
             });
         }
         let mut profile = OpProfile::from_document(doc).ok()?;
-        if let Some(sites) = crate::SiteProfile::from_document(doc) {
-            profile.attach_sites(&sites);
+        let sites = crate::SiteProfile::from_document(doc);
+        if let Some(sites) = &sites {
+            profile.attach_sites(sites);
+        }
+        // bytes per op and pass from the sites (every module and thread together)
+        let mut site_bytes: std::collections::HashMap<(String, Option<Pass>), u64> =
+            std::collections::HashMap::new();
+        for r in sites.iter().flat_map(|s| &s.rows) {
+            let e = site_bytes.entry((r.op.clone(), r.pass)).or_insert(0);
+            *e = e.saturating_add(r.bytes);
         }
         let ops = profile
             .rows_by(GroupBy::OpPass)
@@ -216,6 +229,11 @@ impl SideOps {
                 calls: r.calls,
                 samples: Some(r.samples),
                 alloc_clocked_ns: r.alloc_clocked_ns,
+                allocated_bytes: sites.as_ref().map(|_| {
+                    r.op.as_ref()
+                        .and_then(|op| site_bytes.get(&(op.clone(), r.pass)).copied())
+                        .unwrap_or(0)
+                }),
                 probe: r.kind == Some(OpKind::Probe),
             })
             .collect();

@@ -60,6 +60,10 @@ pub struct AllocSitesEvent {
     /// Captured stacks cut at the depth limit (their outermost frames are missing).
     #[serde(default)]
     pub truncated: u64,
+    /// Of [`Self::lost`]: captures the producer skipped to bound its own cost (the probe's
+    /// DWARF walks may take at most a share of the step), when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_budget: Option<u64>,
     /// Allocations below the threshold inside the window (counted, no stack).
     pub small_allocs: u64,
     /// Their bytes (sum of requested sizes; saturating).
@@ -92,6 +96,13 @@ impl AllocSitesEvent {
                 self.truncated, self.captured
             ));
         }
+        if self.lost_budget.is_some_and(|b| b > self.lost) {
+            problems.push(format!(
+                "alloc_sites: {} captures skipped for the budget exceed the {} lost",
+                self.lost_budget.unwrap_or(0),
+                self.lost
+            ));
+        }
         if self.unwinder.trim().is_empty() {
             problems.push("alloc_sites `unwinder` is empty".to_string());
         }
@@ -112,6 +123,7 @@ mod tests {
             captured: 10,
             lost: 0,
             truncated: 1,
+            lost_budget: None,
             small_allocs: 3,
             small_bytes: 300,
             sites: 4,

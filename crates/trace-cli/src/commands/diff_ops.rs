@@ -40,6 +40,20 @@ fn side_time(s: &RoleSide) -> String {
     }
 }
 
+/// `384.0 KiB → 1.53 MiB`: the bytes each side's ops in the role allocated (`?` where a side
+/// cannot say; `-` for a side without ops in the role).
+fn allocated(b: &RoleSide, c: &RoleSide) -> String {
+    let one = |s: &RoleSide| {
+        if s.ops.is_empty() {
+            "-".to_string()
+        } else {
+            s.allocated_bytes
+                .map_or_else(|| "?".to_string(), trace_format::bytes)
+        }
+    };
+    format!("{} → {}", one(b), one(c))
+}
+
 /// The side's op names, bounded.
 fn names(s: &RoleSide) -> String {
     if s.ops.is_empty() {
@@ -109,6 +123,7 @@ pub fn render(out: &mut String, diff: &TraceDiff, top: usize) {
         framework(d.candidate_framework),
         source(d.candidate_source)
     );
+    out.push_str("  ALLOCATED: bytes each side's ops allocated in the role (compared whatever the timing; a Candle side counts storages with an allocation site, at least its threshold)\n");
     if d.timing_comparable {
         out.push_str("  op times compared\n");
     } else {
@@ -148,6 +163,7 @@ pub fn render(out: &mut String, diff: &TraceDiff, top: usize) {
                 ("CANDIDATE", Align::Right),
                 ("GAP", Align::Right),
                 ("OF PASS GAP", Align::Right),
+                ("ALLOCATED", Align::Right),
             ]);
             for r in p.roles.iter().take(top) {
                 t.row([
@@ -159,6 +175,7 @@ pub fn render(out: &mut String, diff: &TraceDiff, top: usize) {
                     r.gap_ns.map_or_else(|| "-".to_string(), delta_duration),
                     r.share_of_pass_gap
                         .map_or_else(|| "-".to_string(), |s| format!("{:.0}%", 100.0 * s)),
+                    allocated(&r.baseline, &r.candidate),
                 ]);
             }
             out.push_str(&t.render("    "));

@@ -49,6 +49,7 @@ pub fn build(t: &MeasuredOps, by_op: bool, pass: Option<Pass>, top: usize) -> Me
             let filtered = MeasuredOps {
                 rows,
                 open_calls: 0,
+                has_memory: t.has_memory,
             };
             rows = filtered.by_name();
         }

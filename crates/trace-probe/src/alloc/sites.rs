@@ -85,6 +85,20 @@ static LOST_REENTRY: AtomicU64 = AtomicU64::new(0);
 static TRUNCATED: AtomicU64 = AtomicU64::new(0);
 static CAPTURE_NS: AtomicU64 = AtomicU64::new(0);
 static FP_FALLBACKS: AtomicU64 = AtomicU64::new(0);
+static LOST_BUDGET: AtomicU64 = AtomicU64::new(0);
+/// The hook's clock at the window's start (see [`reset`]).
+static WINDOW_START_NS: AtomicU64 = AtomicU64::new(0);
+
+/// With the DWARF unwinder (about 10 µs a stack), the walks of a window may take at most this
+/// share of its elapsed time: 1/20, 5%. A step of many small storage-sized tensors would
+/// otherwise spend a third of its time walking (the llama demo: 999 stacks, 13 ms of a 45 ms
+/// step); past the budget a capture is skipped and counted (`SiteCounts::lost_budget`). The
+/// frame-pointer walk (0.6 µs) has no budget.
+pub const LIBGCC_BUDGET_DIVISOR: u64 = 20;
+
+/// Walk time always allowed before the budget applies, ns (short windows keep their first
+/// stacks).
+pub const LIBGCC_BUDGET_FLOOR_NS: u64 = 500_000;
 
 thread_local! {
     /// This thread is inside a stack walk (re-entry guard).
@@ -149,6 +163,11 @@ fn capture() -> SiteTag {
         LOST_REENTRY.fetch_add(1, Ordering::Relaxed);
         return SiteTag(0);
     }
+    if WALKER.load(Ordering::Relaxed) == 0 && over_budget() {
+        LOST_BUDGET.fetch_add(1, Ordering::Relaxed);
+        IN_WALK.with(|w| w.set(false));
+        return SiteTag(0);
+    }
     let index = NEXT.fetch_add(1, Ordering::Relaxed);
     if index >= LIMIT.load(Ordering::Relaxed) {
         LOST_FULL.fetch_add(1, Ordering::Relaxed);
@@ -166,6 +185,26 @@ fn capture() -> SiteTag {
     }
     IN_WALK.with(|w| w.set(false));
     SiteTag::new(index, len, truncated)
+}
+
+/// Whether the DWARF walks so far exceed their share of the window (see
+/// [`LIBGCC_BUDGET_DIVISOR`]).
+#[inline]
+fn over_budget() -> bool {
+    let spent = CAPTURE_NS.load(Ordering::Relaxed);
+    spent >= LIBGCC_BUDGET_FLOOR_NS
+        && budget_exceeded(
+            spent,
+            state::now_ns().saturating_sub(WINDOW_START_NS.load(Ordering::Relaxed)),
+        )
+}
+
+/// The budget rule: `spent_ns` of walking in a window `elapsed_ns` long is past its share once
+/// it reaches the floor and exceeds `elapsed / LIBGCC_BUDGET_DIVISOR`.
+#[inline]
+pub(crate) fn budget_exceeded(spent_ns: u64, elapsed_ns: u64) -> bool {
+    spent_ns >= LIBGCC_BUDGET_FLOOR_NS
+        && spent_ns.saturating_mul(LIBGCC_BUDGET_DIVISOR) > elapsed_ns
 }
 
 /// Walks this thread's stack into `buf` with the chosen walker: (frames, truncated).
@@ -400,9 +439,11 @@ pub(crate) fn reset(threshold_bytes: usize, unwinder: Unwinder) {
         &TRUNCATED,
         &CAPTURE_NS,
         &FP_FALLBACKS,
+        &LOST_BUDGET,
     ] {
         c.store(0, Ordering::Relaxed);
     }
+    WINDOW_START_NS.store(state::now_ns(), Ordering::Relaxed);
     WALKER.store(
         u8::from(unwinder == Unwinder::FramePointers),
         Ordering::Relaxed,
@@ -442,6 +483,9 @@ pub struct SiteCounts {
     /// Walks of threads without known stack bounds that fell back to libgcc while frame
     /// pointers were chosen.
     pub fp_fallbacks: u64,
+    /// Captures skipped because the DWARF walks had used their share of the window
+    /// ([`LIBGCC_BUDGET_DIVISOR`]).
+    pub lost_budget: u64,
 }
 
 /// The hook's counts since the capture start.
@@ -455,6 +499,7 @@ pub fn counts() -> SiteCounts {
         truncated: TRUNCATED.load(Ordering::Relaxed),
         capture_ns: CAPTURE_NS.load(Ordering::Relaxed),
         fp_fallbacks: FP_FALLBACKS.load(Ordering::Relaxed),
+        lost_budget: LOST_BUDGET.load(Ordering::Relaxed),
     }
 }
 
@@ -493,6 +538,19 @@ pub fn time_walkers(rounds: u32) -> (f64, Option<f64>, usize, usize) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_dwarf_walks_keep_to_a_twentieth_of_the_window_after_the_floor() {
+        // below the floor every walk is allowed, however short the window
+        assert!(!budget_exceeded(LIBGCC_BUDGET_FLOOR_NS - 1, 0));
+        // 1 ms of walking is 5% of a 20 ms window: still allowed; of a 19 ms one: not
+        assert!(!budget_exceeded(1_000_000, 20_000_000));
+        assert!(budget_exceeded(1_000_000, 19_999_999));
+        // no overflow on hostile clocks
+        assert!(budget_exceeded(u64::MAX, u64::MAX - 1));
+        assert!(!budget_exceeded(0, u64::MAX));
+    }
+
     use super::*;
 
     #[test]

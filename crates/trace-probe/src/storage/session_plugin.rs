@@ -587,7 +587,11 @@ impl CapturePlugin for StoragePlugin {
             unwinder: capture.unwinder.wire_name().to_string(),
             symbols,
             captured: c.captured,
-            lost: c.lost_pool_full.saturating_add(c.lost_reentry),
+            lost: c
+                .lost_pool_full
+                .saturating_add(c.lost_reentry)
+                .saturating_add(c.lost_budget),
+            lost_budget: Some(c.lost_budget),
             truncated: c.truncated,
             small_allocs: c.small_allocs,
             small_bytes: c.small_bytes,
