@@ -595,22 +595,32 @@ fn ops_section(diff: &TraceDiff) -> Section {
                     if list.is_empty() {
                         continue;
                     }
-                    let items = list
-                        .iter()
-                        .take(LIST_ROWS)
-                        .map(|o| {
-                            Text::from(format!(
-                                "{}{} {}",
-                                escape(&o.op),
-                                if o.probe { " (probe)" } else { "" },
-                                trace_format::opt_duration(o.ns)
-                            ))
-                        })
-                        .collect();
-                    blocks.push(Block::Heading(Text::from(format!(
-                        "{pass}: ops without a role on the {who}"
-                    ))));
-                    blocks.push(Block::List(items));
+                    // a table, not a list: long op paths scroll inside it instead of widening
+                    // the page on a narrow screen
+                    blocks.push(Block::Table(Table {
+                        id: format!("ops-{pass}-{who}-unmatched"),
+                        caption: Text::from(format!("{pass}: ops without a role on the {who}")),
+                        columns: vec![Column::text("OP"), Column::number("TIME")],
+                        rows: list
+                            .iter()
+                            .take(LIST_ROWS)
+                            .map(|o| {
+                                vec![
+                                    Cell::trace(&format!(
+                                        "{}{}",
+                                        o.op,
+                                        if o.probe { " (probe)" } else { "" }
+                                    )),
+                                    Cell::number(
+                                        trace_format::opt_duration(o.ns),
+                                        o.ns.map(|n| n as f64),
+                                    ),
+                                ]
+                            })
+                            .collect(),
+                        footer: (list.len() > LIST_ROWS)
+                            .then(|| Text::from(format!("{} more", list.len() - LIST_ROWS))),
+                    }));
                 }
             }
         }
