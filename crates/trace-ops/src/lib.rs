@@ -51,6 +51,7 @@ pub mod classify;
 pub mod flame;
 pub mod interval;
 pub mod measured;
+mod modules;
 pub mod names;
 pub mod profile;
 pub mod roles;

@@ -21,7 +21,7 @@ use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 use trace_memory::SpanIndex;
 use trace_schema::{
-    ContractField, CoverageLevel, FrameEvent, Pass, Sym, SymbolQuality, TraceDocument,
+    ContractField, CoverageLevel, FrameEvent, Pass, SymbolQuality, TraceDocument,
 };
 
 use crate::classify::{classify_roles, function_path, OpKind, StackClass};
@@ -313,21 +313,10 @@ impl OpProfile {
             .measured_region(doc)
             .and_then(|(s, e)| e.map(|e| (s, e)));
         let sampler = table.sampler.as_ref();
-        let mut span_info: HashMap<Sym, (Option<Pass>, Option<u32>)> = HashMap::default();
-        let mut modules: Vec<String> = Vec::new();
-        let mut module_ids: HashMap<String, u32> = HashMap::default();
-        let mut intern = |m: &str, modules: &mut Vec<String>| -> u32 {
-            if let Some(&i) = module_ids.get(m) {
-                return i;
-            }
-            let i = modules.len() as u32;
-            modules.push(m.to_string());
-            module_ids.insert(m.to_string(), i);
-            i
-        };
+        let mut modules = crate::modules::Modules::new(doc, spans);
         let stack_module_ids: Vec<Option<u32>> = stack_classes
             .iter()
-            .map(|c| c.stack_module.as_deref().map(|m| intern(m, &mut modules)))
+            .map(|c| c.stack_module.as_deref().map(|m| modules.intern(m)))
             .collect();
 
         // rows key on the op's name and kind, not the stack: distinct stacks of one op merge
@@ -355,10 +344,7 @@ impl OpProfile {
         let mut backward_line_unknown = 0u64;
         for sample in &table.samples {
             let (pass, span_module) = match sample.span {
-                Some(sym) => *span_info.entry(sym).or_insert_with(|| {
-                    let info = span_pass_module(doc, spans, sym);
-                    (info.0, info.1.map(|m| intern(m, &mut modules)))
-                }),
+                Some(sym) => modules.of(doc, spans, sym),
                 None => (None, None),
             };
             sample_passes.push(pass);
@@ -443,7 +429,7 @@ impl OpProfile {
                 row.op = Some(name.clone());
                 row.kind = Some(*kind);
                 row.pass = pass;
-                row.module = module.map(|m| modules[m as usize].clone());
+                row.module = module.map(|m| modules.names[m as usize].clone());
                 row.module_source = source;
                 row.inner_op = inner_best
                     .get(&(i as u32))
@@ -784,28 +770,6 @@ pub fn filter_pass(rows: &mut Vec<OpRow>, pass: Option<Pass>) {
     if let Some(p) = pass {
         rows.retain(|r| r.pass == Some(p));
     }
-}
-
-/// The pass of a span and its innermost module path (the span's own or an ancestor's),
-/// bounded by the span count.
-pub(crate) fn span_pass_module<'d>(
-    doc: &'d TraceDocument,
-    spans: &SpanIndex,
-    sym: Sym,
-) -> (Option<Pass>, Option<&'d str>) {
-    let Some(i) = doc.span_index(sym) else {
-        return (None, None);
-    };
-    let pass = spans.pass[i];
-    let mut cur = Some(i);
-    for _ in 0..spans.len() {
-        let Some(s) = cur else { break };
-        if let Some(m) = doc.spans[s].module_path {
-            return (pass, Some(doc.str(m)));
-        }
-        cur = spans.parent[s].map(|p| p as usize);
-    }
-    (pass, None)
 }
 
 /// Why `doc`'s samples cannot give estimates, when they cannot: the trace was cut short before

@@ -40,7 +40,7 @@ use trace_memory::SpanIndex;
 use trace_schema::{FrameEvent, MemoryAction, MemoryOrder, Pass, Sym, TraceDocument};
 
 use crate::classify::{classify_roles, OpKind, StackClass};
-use crate::profile::{span_pass_module, ModuleSource};
+use crate::profile::ModuleSource;
 use crate::rules::FrameRole;
 
 /// One storage with a site: what allocated it.
@@ -199,22 +199,11 @@ impl SiteProfile {
             classes.push(class);
         }
 
-        let mut modules: Vec<String> = Vec::new();
-        let mut module_ids: HashMap<String, u32> = HashMap::default();
-        let mut intern = |m: &str, modules: &mut Vec<String>| -> u32 {
-            if let Some(&i) = module_ids.get(m) {
-                return i;
-            }
-            let i = modules.len() as u32;
-            modules.push(m.to_string());
-            module_ids.insert(m.to_string(), i);
-            i
-        };
+        let mut modules = crate::modules::Modules::new(doc, spans);
         let stack_modules: Vec<Option<u32>> = classes
             .iter()
-            .map(|c| c.stack_module.as_deref().map(|m| intern(m, &mut modules)))
+            .map(|c| c.stack_module.as_deref().map(|m| modules.intern(m)))
             .collect();
-        let mut span_info: HashMap<Sym, (Option<Pass>, Option<u32>)> = HashMap::default();
 
         let region = spans
             .measured_region(doc)
@@ -274,10 +263,7 @@ impl SiteProfile {
                 return;
             };
             let (pass, span_module) = match m.span {
-                Some(sym) => *span_info.entry(sym).or_insert_with(|| {
-                    let (p, module) = span_pass_module(doc, spans, sym);
-                    (p, module.map(|x| intern(x, &mut modules)))
-                }),
+                Some(sym) => modules.of(doc, spans, sym),
                 None => (None, None),
             };
             let (module, source) = match (span_module, stack_modules[s.site as usize]) {
@@ -375,7 +361,7 @@ impl SiteProfile {
         }
         for (i, r) in rows.iter_mut().enumerate() {
             let (_, _, _, module, _) = keys[i];
-            r.module = module.map(|m| modules[m as usize].clone());
+            r.module = module.map(|m| modules.names[m as usize].clone());
             r.alloc_clocked_ns = clocked_any[i].then_some(clocked[i]);
         }
         // most bytes first; remap the storages' rows
@@ -416,7 +402,7 @@ impl SiteProfile {
         };
         Some(Self {
             classes,
-            modules,
+            modules: modules.names,
             storages,
             rows,
             totals,
