@@ -341,9 +341,7 @@ pub fn compare(
     };
     let ops = ops::compare_ops(&baseline[0], &candidate[0], &identity, &options.op_roles);
     let ops_unavailable = ops.is_none().then(|| {
-        let has = |r: &Run<'_>| {
-            trace_ops::SideOps::from_document(r.doc, ops::framework_of(r.doc)).is_some()
-        };
+        let has = |r: &Run<'_>| ops::side_ops(r, ops::framework_of(r.doc)).is_some();
         let sides = match (has(&baseline[0]), has(&candidate[0])) {
             (false, false) => "neither side has an",
             (false, true) => "the baseline has no",

@@ -234,6 +234,16 @@ fn side_of(ops: &[&SideOp]) -> RoleSide {
     }
 }
 
+/// A run's op table from its analysis (the sampled profile and sites are not made again).
+pub(crate) fn side_ops(run: &Run<'_>, framework: Framework) -> Option<SideOps> {
+    SideOps::of_analysis(
+        run.doc,
+        framework,
+        run.analysis.operations.as_ref().ok(),
+        run.analysis.sites.as_ref(),
+    )
+}
+
 /// Compares the first run of each side op by op; `None` when a side has no op table (neither
 /// measured op spans nor samples).
 pub fn compare_ops(
@@ -244,8 +254,8 @@ pub fn compare_ops(
 ) -> Option<OpsDiff> {
     let bf = framework_of(baseline.doc);
     let cf = framework_of(candidate.doc);
-    let b = SideOps::from_document(baseline.doc, bf)?;
-    let c = SideOps::from_document(candidate.doc, cf)?;
+    let b = side_ops(baseline, bf)?;
+    let c = side_ops(candidate, cf)?;
     let (refusals, notes) = op_timing(identity, baseline.doc, candidate.doc);
     let comparable = refusals.is_empty();
 

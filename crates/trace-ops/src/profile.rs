@@ -20,9 +20,7 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 use trace_memory::SpanIndex;
-use trace_schema::{
-    ContractField, CoverageLevel, FrameEvent, Pass, SymbolQuality, TraceDocument,
-};
+use trace_schema::{ContractField, CoverageLevel, FrameEvent, Pass, SymbolQuality, TraceDocument};
 
 use crate::classify::{classify_roles, function_path, OpKind, StackClass};
 use crate::interval::Share;

@@ -181,6 +181,26 @@ impl SideOps {
     /// The ops of `doc`: measured op spans when it has them (an import), else the sampled
     /// profile; `None` when it has neither. `framework` is PyTorch for an imported trace.
     pub fn from_document(doc: &TraceDocument, framework: Framework) -> Option<Self> {
+        if MeasuredOps::from_document(doc).is_none() {
+            let sites = crate::SiteProfile::from_document(doc);
+            let mut profile = OpProfile::from_document(doc).ok()?;
+            if let Some(s) = &sites {
+                profile.attach_sites(s);
+            }
+            return Some(Self::sampled(framework, &profile, sites.as_ref()));
+        }
+        Self::of_analysis(doc, framework, None, None)
+    }
+
+    /// [`Self::from_document`] from an analysis already made: `operations` is the sampled
+    /// profile with the sites attached (`trace_graph::Analysis::operations`) and `sites` the
+    /// allocation sites; measured op spans, when the trace has them, win.
+    pub fn of_analysis(
+        doc: &TraceDocument,
+        framework: Framework,
+        operations: Option<&OpProfile>,
+        sites: Option<&crate::SiteProfile>,
+    ) -> Option<Self> {
         if let Some(m) = MeasuredOps::from_document(doc) {
             let ops = m
                 .rows
@@ -205,18 +225,25 @@ impl SideOps {
                 ops,
             });
         }
-        let mut profile = OpProfile::from_document(doc).ok()?;
-        let sites = crate::SiteProfile::from_document(doc);
-        if let Some(sites) = &sites {
-            profile.attach_sites(sites);
-        }
+        Some(Self::sampled(framework, operations?, sites))
+    }
+
+    /// The sampled side: `profile`'s rows per op and pass, with the sites' calls, alloc-clocked
+    /// time and bytes.
+    fn sampled(
+        framework: Framework,
+        profile: &OpProfile,
+        sites: Option<&crate::SiteProfile>,
+    ) -> Self {
         // bytes per op and pass from the sites (every module and thread together)
-        let mut site_bytes: std::collections::HashMap<(String, Option<Pass>), u64> =
-            std::collections::HashMap::new();
-        for r in sites.iter().flat_map(|s| &s.rows) {
-            let e = site_bytes.entry((r.op.clone(), r.pass)).or_insert(0);
-            *e = e.saturating_add(r.bytes);
-        }
+        let site_bytes: std::collections::HashMap<(String, Option<Pass>), u64> = sites
+            .iter()
+            .flat_map(|s| s.calls_by_op_pass())
+            .fold(std::collections::HashMap::new(), |mut m, r| {
+                let e = m.entry((r.op, r.pass)).or_insert(0u64);
+                *e = e.saturating_add(r.bytes);
+                m
+            });
         let ops = profile
             .rows_by(GroupBy::OpPass)
             .into_iter()
@@ -229,7 +256,7 @@ impl SideOps {
                 calls: r.calls,
                 samples: Some(r.samples),
                 alloc_clocked_ns: r.alloc_clocked_ns,
-                allocated_bytes: sites.as_ref().map(|_| {
+                allocated_bytes: sites.map(|_| {
                     r.op.as_ref()
                         .and_then(|op| site_bytes.get(&(op.clone(), r.pass)).copied())
                         .unwrap_or(0)
@@ -237,11 +264,11 @@ impl SideOps {
                 probe: r.kind == Some(OpKind::Probe),
             })
             .collect();
-        Some(Self {
+        Self {
             framework,
             source: TimeSource::Sampled,
             ops,
-        })
+        }
     }
 }
 

@@ -37,23 +37,18 @@ pub struct MeasuredReport {
 
 /// Builds the report; `by_op` merges the passes.
 pub fn build(t: &MeasuredOps, by_op: bool, pass: Option<Pass>, top: usize) -> MeasuredReport {
-    let mut rows = if by_op { t.by_name() } else { t.rows.clone() };
-    if let Some(p) = pass {
-        rows = t
+    // the rows of the pass (or all), then merged over passes for `--by op`
+    let kept = MeasuredOps {
+        rows: t
             .rows
             .iter()
-            .filter(|r| r.pass == Some(p))
+            .filter(|r| pass.is_none_or(|p| r.pass == Some(p)))
             .cloned()
-            .collect();
-        if by_op {
-            let filtered = MeasuredOps {
-                rows,
-                open_calls: 0,
-                has_memory: t.has_memory,
-            };
-            rows = filtered.by_name();
-        }
-    }
+            .collect(),
+        open_calls: t.open_calls,
+        has_memory: t.has_memory,
+    };
+    let mut rows = if by_op { kept.by_name() } else { kept.rows };
     let calls = rows.iter().map(|r| r.calls).sum();
     let row_count = rows.len();
     rows.truncate(top);
