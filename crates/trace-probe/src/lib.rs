@@ -12,6 +12,7 @@ mod device;
 pub mod device_mem;
 mod error;
 mod facts;
+mod frame_chain;
 mod gradients;
 mod layer;
 #[doc(hidden)]

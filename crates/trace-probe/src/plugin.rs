@@ -117,7 +117,7 @@ pub(crate) fn builtin_plugins(run: &ProfileRun) -> Vec<Arc<dyn CapturePlugin>> {
             run.deterministic,
             run.track_pre_existing,
             if run.deterministic {
-                0
+                Some(0)
             } else {
                 run.alloc_site_threshold_bytes
             },

@@ -204,7 +204,11 @@ fn assert_every_large_storage_has_a_site(t: &Traced, threshold: u64) {
 #[test]
 fn an_mlp_step_names_every_adamw_temporary_by_its_op() -> Res<()> {
     let _s = serial();
-    let t = mlp_step(ProfileRun::training("mlp::train_step", 2).sample_hz(0))?;
+    let t = mlp_step(
+        ProfileRun::training("mlp::train_step", 2)
+            .sample_hz(0)
+            .alloc_site_threshold_bytes(4096),
+    )?;
     assert_every_large_storage_has_a_site(&t, 4096);
     // AdamW's update of one parameter (candle-nn 0.11.1, optim.rs), hand-counted: 15 fresh
     // tensors of the parameter's size — m·β1, g·(1−β1), their sum (next_m); v·β2, g², g²·(1−β2),
@@ -318,6 +322,23 @@ fn a_threshold_of_one_kib_names_the_smaller_storages_too() -> Res<()> {
 }
 
 #[test]
+fn the_default_threshold_follows_the_walker() -> Res<()> {
+    let _s = serial();
+    let t = mlp_step(ProfileRun::training("mlp::train_step", 2).sample_hz(0))?;
+    let account = t.sites.account.as_ref().expect("alloc_sites account");
+    let expected = match account.unwinder.as_str() {
+        "frame_pointers" => 1024,
+        "libgcc" => 4096,
+        other => panic!("unwinder {other}"),
+    };
+    assert_eq!(account.threshold_bytes, expected);
+    // This workspace builds with frame pointers (.cargo/config.toml): the cheap walk, 1 KiB.
+    assert_eq!(account.unwinder, "frame_pointers");
+    assert_every_large_storage_has_a_site(&t, expected);
+    Ok(())
+}
+
+#[test]
 fn a_full_stack_pool_counts_its_losses_and_the_step_completes() -> Res<()> {
     let _s = serial();
     trace_probe::alloc::sites::set_pool_capacity(5);
@@ -344,6 +365,7 @@ fn script(f: impl Fn() -> candle_core::Result<()>) -> Res<Traced> {
     let path = dir.path().join("trace.jsonl");
     let profiler = ProfileRun::inference("script", 2)
         .sample_hz(0)
+        .alloc_site_threshold_bytes(4096)
         .start(&path)?;
     for step in 1..=2u64 {
         let _step = profiler.step(step);
@@ -455,6 +477,7 @@ fn a_conv_step_names_the_convolution_forward_and_backward() -> Res<()> {
     let varmap = VarMap::new();
     let profiler = ProfileRun::training("conv::train_step", 2)
         .sample_hz(0)
+        .alloc_site_threshold_bytes(4096)
         .varmap(&varmap)
         .start(&path)?;
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
@@ -488,6 +511,7 @@ fn a_model_without_module_spans_shows_its_type_in_the_sites() -> Res<()> {
     let path = dir.path().join("trace.jsonl");
     let profiler = ProfileRun::inference("llama2_c::forward", 2)
         .sample_hz(0)
+        .alloc_site_threshold_bytes(4096)
         .start(&path)?;
     let varmap = VarMap::new();
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);

@@ -1,8 +1,8 @@
 //! Allocation sites read back by the views' analysis ([`trace_ops::SiteProfile`]) on a real
-//! step of a model without module spans (candle-transformers' `llama2_c`, tiny config): at a
-//! 1 KiB threshold at least 95% of the bytes allocated in the step and live at its peak carry
-//! an op (only storages below the threshold do not), and without module spans the module is
-//! the stack-derived model type.
+//! step of a model without module spans (candle-transformers' `llama2_c`, tiny config): at the
+//! default threshold (1 KiB on this workspace's frame-pointer build) at least 95% of the bytes
+//! allocated in the step and live at its peak carry an op (only storages below the threshold
+//! do not), and without module spans the module is the stack-derived model type.
 
 // Sites need the DWARF unwinder of the sampler's targets (cfg `stack_sampler`, set by build.rs).
 #![cfg(stack_sampler)]
@@ -23,10 +23,9 @@ fn a_model_without_spans_has_ops_for_its_peak() -> Res<()> {
     let path = dir.path().join("trace.jsonl");
     let profiler = ProfileRun::inference("llama2_c::forward", 2)
         .sample_hz(0)
-        // this 260k-parameter model's peak holds many 2 KiB storages: at the default 4 KiB
-        // threshold 86.9% of its in-step peak bytes carry an op (measured), at 1 KiB all but
-        // the smallest do
-        .alloc_site_threshold_bytes(1024)
+        // this 260k-parameter model's peak holds many 2 KiB storages: at a 4 KiB threshold
+        // 86.9% of its in-step peak bytes carry an op (measured), at the frame-pointer default
+        // of 1 KiB all but the smallest do
         .start(&path)?;
     let varmap = VarMap::new();
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
@@ -44,6 +43,11 @@ fn a_model_without_spans_has_ops_for_its_peak() -> Res<()> {
     assert!(doc.semantic_issues.is_empty(), "{:?}", doc.semantic_issues);
     let analysis = trace_graph::analyze(&doc);
     let sites = analysis.sites.as_ref().expect("the step has sites");
+    assert_eq!(
+        sites.totals.threshold_bytes,
+        Some(1024),
+        "the frame-pointer default"
+    );
     let peak = analysis
         .memory
         .logical

@@ -73,8 +73,9 @@ pub(crate) struct StoragePlugin {
     /// forgotten when the session finishes or is dropped, so they never reach another session
     /// of the process as stale `pre_existing` storages or as aliases of a reused address.
     own_tags: Mutex<Vec<u32>>,
-    /// Allocation sites: the threshold in bytes (0: off).
-    site_threshold: usize,
+    /// Allocation sites: the threshold in bytes (`Some(0)`: off; `None`: the walker's default,
+    /// [`crate::alloc::sites::default_threshold_bytes`]).
+    site_threshold: Option<usize>,
     /// The last window's sites: their raw stacks (by site id) and account, taken at capture
     /// end; then their `site` events (stack ids from the session's table), written after it.
     sites: Mutex<SitesToWrite>,
@@ -99,7 +100,7 @@ impl StoragePlugin {
         device: &Device,
         deterministic: bool,
         track: bool,
-        site_threshold: usize,
+        site_threshold: Option<usize>,
     ) -> Self {
         let owner = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
         let tracking = match device {
@@ -125,7 +126,7 @@ impl StoragePlugin {
             site_threshold: if matches!(device, Device::Cpu) {
                 site_threshold
             } else {
-                0
+                Some(0)
             },
             sites: Mutex::new(SitesToWrite::None),
         }
@@ -134,13 +135,17 @@ impl StoragePlugin {
     /// At capture start (the meta, before the measured region): the walker calibration (once per
     /// process), this thread's stack bounds, and the settings of the window.
     fn configure_sites(&self) {
-        let settings = (self.site_threshold > 0
+        let settings = (self.site_threshold != Some(0)
             && crate::alloc::sites::SUPPORTED
             && crate::alloc::is_installed()
             && crate::alloc::calibrate().is_ok())
         .then(|| {
             crate::alloc::sites::note_thread_bounds();
-            (self.site_threshold, super::sites::walker().unwinder)
+            let unwinder = super::sites::walker().unwinder;
+            let threshold = self
+                .site_threshold
+                .unwrap_or_else(|| crate::alloc::sites::default_threshold_bytes(unwinder));
+            (threshold, unwinder)
         });
         capture::lock().configure_sites(settings);
     }
@@ -602,7 +607,7 @@ impl CapturePlugin for StoragePlugin {
 
     fn on_thread_join(&self, _ctx: &CaptureContext<'_>) -> Option<u64> {
         // Outside the hook: this thread's stack bounds, for the frame-pointer walk.
-        if self.site_threshold > 0 {
+        if self.site_threshold != Some(0) {
             crate::alloc::sites::note_thread_bounds();
         }
         None
