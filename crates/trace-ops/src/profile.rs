@@ -626,13 +626,17 @@ impl OpProfile {
         let mut found: Vec<(usize, u64, Option<u64>)> = Vec::new();
         let mut extra: Vec<OpRow> = Vec::new();
         for s in &sites.rows {
-            let key = (s.thread, s.op.as_str(), s.kind, s.pass, s.module.as_deref());
+            // a site row without its thread has no counted calls and no clock: nothing to add
+            let Some(thread) = s.thread else {
+                continue;
+            };
+            let key = (thread, s.op.as_str(), s.kind, s.pass, s.module.as_deref());
             match index.get(&key) {
                 Some(&i) => found.push((i, s.calls, s.alloc_clocked_ns)),
                 None => {
-                    let t = self.totals.threads.iter().find(|t| t.thread == s.thread);
+                    let t = self.totals.threads.iter().find(|t| t.thread == thread);
                     let mut row = make_row(0, t);
-                    row.thread = s.thread;
+                    row.thread = thread;
                     row.op = Some(s.op.clone());
                     row.kind = Some(s.kind);
                     row.pass = s.pass;

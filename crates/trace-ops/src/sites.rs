@@ -56,8 +56,8 @@ pub struct StorageOp {
     pub module_source: Option<ModuleSource>,
     /// Pass of the event's span.
     pub pass: Option<Pass>,
-    /// The allocating thread (0 when not recorded).
-    pub thread: u64,
+    /// The allocating thread (`None` when the trace did not record it).
+    pub thread: Option<u64>,
     /// Index into [`SiteProfile::rows`].
     pub row: u32,
 }
@@ -76,8 +76,10 @@ pub struct SiteOpRow {
     /// Where `module` comes from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub module_source: Option<ModuleSource>,
-    /// The allocating thread's key (0 when the trace did not record it).
-    pub thread: u64,
+    /// The allocating thread's key (`None` when the trace did not record it: such allocations
+    /// are named and counted in `allocs` and `bytes`, but their calls are not counted and not
+    /// clocked — both need the thread's previous and next allocation).
+    pub thread: Option<u64>,
     /// Allocating calls (exact; calls that allocate at least the threshold, see the module
     /// docs), inside the measured region.
     pub calls: u64,
@@ -218,7 +220,13 @@ impl SiteProfile {
         boundaries.dedup();
 
         // rows keyed like the op profile's finest rows
-        type Key = (u64, u32, Option<Pass>, Option<u32>, Option<ModuleSource>);
+        type Key = (
+            Option<u64>,
+            u32,
+            Option<Pass>,
+            Option<u32>,
+            Option<ModuleSource>,
+        );
         let mut row_of: HashMap<Key, u32> = HashMap::default();
         let mut keys: Vec<Key> = Vec::new();
         let mut rows: Vec<SiteOpRow> = Vec::new();
@@ -271,7 +279,7 @@ impl SiteProfile {
                 (None, Some(x)) => (Some(x), Some(ModuleSource::Stack)),
                 (None, None) => (None, None),
             };
-            let thread = s.thread.unwrap_or(0);
+            let thread = s.thread;
             let key: Key = (thread, site_ops[s.site as usize], pass, module, source);
             let row = *row_of.entry(key).or_insert_with(|| {
                 keys.push(key);
@@ -305,6 +313,10 @@ impl SiteProfile {
                 row,
             });
             let inside = region.is_none_or(|(a, b)| a <= m.timestamp_ns && m.timestamp_ns < b);
+            // without its thread an allocation neither ends nor starts a thread's interval
+            let Some(thread) = thread else {
+                return;
+            };
             // the previous allocation on this thread ends here
             let prev = open.remove(&thread);
             if let Some(p) = &prev {

@@ -95,3 +95,41 @@ fn the_op_profile_gains_calls_and_alloc_clocked_time() {
     let total_calls: u64 = by_op.iter().filter_map(|r| r.calls).sum();
     assert_eq!(total_calls, 6);
 }
+
+#[test]
+fn an_allocation_without_its_thread_is_named_but_neither_counted_nor_clocked() {
+    let path = format!("{}/tests/data/sites.jsonl", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(path).unwrap();
+    // the backward allocation (g1) loses its thread
+    let text: String = text
+        .lines()
+        .map(|l| {
+            if l.contains(r#""storage_id":"g1""#) && l.contains(r#""action":"alloc""#) {
+                l.replace(r#","thread":1"#, "")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let doc = trace_schema::load_str(&text).unwrap();
+    assert_eq!(doc.semantic_issues.len(), 1, "{:?}", doc.semantic_issues);
+    assert_eq!(
+        doc.semantic_issues[0].code,
+        trace_schema::SemanticCode::InvalidSites
+    );
+    let p = SiteProfile::from_document(&doc).expect("sites");
+    let back = p
+        .rows
+        .iter()
+        .find(|r| r.op == "matmul.backward")
+        .expect("still named");
+    assert_eq!(back.thread, None);
+    assert_eq!((back.allocs, back.bytes, back.calls), (1, 8192, 0));
+    assert_eq!(back.alloc_clocked_ns, None);
+    // the other threads' figures are those of the whole trace
+    let matmul = p.rows.iter().find(|r| r.op == "matmul").unwrap();
+    assert_eq!((matmul.calls, matmul.alloc_clocked_ns), (2, Some(190)));
+    assert_eq!(p.totals.calls, 5);
+    assert_eq!(p.totals.alloc_clocked_ns, 260);
+}

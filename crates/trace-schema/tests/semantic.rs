@@ -205,7 +205,7 @@ fn sample_ids_must_be_defined_before_use_and_unique() {
 
     // a stack before its frame, a sample of an unknown stack, repeated ids, a second sampler
     // (the dropped stack of the first case also drops its sample)
-    let cases: [(&[&str], &[u64]); 6] = [
+    let cases: [(&[&str], &[u64]); 7] = [
         (&[stack, frame, sample], &[3, 5]),
         (
             &[
@@ -340,7 +340,8 @@ fn site_ids_must_be_defined_and_unique_and_belong_to_allocs() {
     assert_eq!(issues(&clean), vec![]);
     assert_eq!(clean.sites.storages.len(), 1);
 
-    let undefined = r#"{"kind":"memory","timestamp_ns":2,"action":"alloc","device":"cpu","storage_id":"b","bytes":8192,"site":4000000000}"#;
+    let undefined = r#"{"kind":"memory","timestamp_ns":2,"action":"alloc","device":"cpu","storage_id":"b","bytes":8192,"site":4000000000,"thread":1}"#;
+    let no_thread = r#"{"kind":"memory","timestamp_ns":2,"action":"alloc","device":"cpu","storage_id":"a","bytes":8192,"site":0}"#;
     let on_free = r#"{"kind":"memory","timestamp_ns":3,"action":"free","device":"cpu","storage_id":"a","site":0}"#;
     let bad_account = r#"{"kind":"alloc_sites","threshold_bytes":0,"unwinder":"","symbols":"none","captured":0,"lost":0,"small_allocs":0,"small_bytes":0,"sites":1}"#;
     // (body after SPAN, lines of the issues expected)
@@ -351,6 +352,8 @@ fn site_ids_must_be_defined_and_unique_and_belong_to_allocs() {
         (&[alloc, END, frame, site, stack], &[6, 3]),
         // a repeated site id
         (&[alloc, END, frame, stack, site, site], &[8]),
+        // a site on an alloc without its thread: said, and the site kept (its op is named)
+        (&[no_thread, END, frame, stack, site], &[3]),
         // a site on a free event
         (&[alloc, on_free, END, frame, stack, site], &[4]),
         // a second account

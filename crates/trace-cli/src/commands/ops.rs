@@ -187,6 +187,10 @@ fn sites_only(
         .iter()
         .filter(|r| pass_filter.is_none_or(|p| r.pass == Some(p)))
     {
+        // without its thread a site row has no counted calls and no clock (trace_ops::SiteOpRow)
+        let Some(thread) = r.thread else {
+            continue;
+        };
         let (op, pass, module) = match by {
             GroupBy::OpPassModule => (true, true, true),
             GroupBy::OpPass => (true, true, false),
@@ -195,7 +199,7 @@ fn sites_only(
             GroupBy::Pass => (false, true, false),
         };
         let key = (
-            r.thread,
+            thread,
             op.then(|| (r.op.clone(), r.kind)),
             if pass { r.pass } else { None },
             module.then(|| (r.module.clone(), r.module_source)),
@@ -207,7 +211,7 @@ fn sites_only(
                 pass: key.2,
                 module: key.3.as_ref().and_then(|x| x.0.clone()),
                 module_source: key.3.as_ref().and_then(|x| x.1),
-                thread: r.thread,
+                thread,
                 samples: 0,
                 share: 0.0,
                 share_low: 0.0,

@@ -624,6 +624,13 @@ impl TraceBuilder {
             self.issue(SemanticCode::InvalidSites, line, message);
             return;
         }
+        if thread.is_none() {
+            let message = format!(
+                "an alloc names site {site} but no thread: its op is named, its call is not \
+                 counted or clocked"
+            );
+            self.issue(SemanticCode::InvalidSites, line, message);
+        }
         let Some(index) = self.memory_count().checked_sub(1) else {
             return;
         };
