@@ -283,7 +283,10 @@ mod tests {
         assert_eq!(r.run_peak_pass, Some(Pass::Optimizer));
         for p in &logical.pass_peaks {
             let q = r.pass_peak(p.pass).unwrap();
-            assert_eq!((q.live_bytes, q.timestamp_ns), (p.peak.live_bytes, p.peak.timestamp_ns));
+            assert_eq!(
+                (q.live_bytes, q.timestamp_ns),
+                (p.peak.live_bytes, p.peak.timestamp_ns)
+            );
         }
         assert_eq!(r.released_bytes, 0);
     }
