@@ -6,11 +6,7 @@ use trace_graph::{Finding, FindingCode, Holder};
 /// gradient in the store, and what those gradients still reference, until it is dropped).
 const GRADIENT_STORE: &str = "drop the gradient store right after the step; to free these before it, keep only the parameters' gradients, detached: `let mut kept = GradStore::default(); for v in &vars { if let Some(g) = grads.remove(v.as_tensor()) { kept.insert(v.as_tensor(), g.detach()); } } drop(grads); opt.step(&kept)?`";
 
-/// The drop-the-loss snippet, exactly as a `ProbedOptimizer` / `Profiler` user writes it
-/// (`profiler.backward` keeps the backward pass in the trace; a plain `loss.backward()` is
-/// invisible to the probe). `examples/tests/snippet.rs` compiles and runs it as printed.
-pub const DROP_LOSS_SNIPPET: &str =
-    "let grads = profiler.backward(&loss)?; drop(loss); opt.step(&grads)?;";
+use trace_graph::DROP_LOSS_SNIPPET;
 
 /// The advice of a `memory_peak` finding: on what dominates, fixed or batch-scaled bytes.
 fn peak_advice(f: &Finding) -> String {
@@ -41,7 +37,7 @@ pub fn advice(f: &Finding) -> Option<String> {
             } else if holders == [Holder::Unknown] {
                 "find the tensor the loop keeps past backward (logits, an output kept for metrics) and drop it before the step".to_string()
             } else {
-                format!("run backward through the profiler, drop the loss (and logits), then step: `{DROP_LOSS_SNIPPET}`")
+                format!("run backward through the profiler, drop the loss and the logits, then step: `{DROP_LOSS_SNIPPET}`")
             });
         }
         _ => match static_advice(f) {

@@ -67,7 +67,7 @@ pub use health::{
     MAX_ISSUES_PER_CODE,
 };
 pub use rank::{impact, ranked, Impact};
-pub use what_if::WhatIf;
+pub use what_if::{WhatIf, DROP_LOSS_SNIPPET};
 
 /// Everything the analyzers say about one trace.
 #[derive(Debug, Clone, Serialize)]

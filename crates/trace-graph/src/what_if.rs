@@ -9,6 +9,14 @@ use trace_format::bytes as human_bytes;
 use trace_memory::{replay_with_releases, ReleasePlan, Replayed, ReplayedPassPeak};
 use trace_schema::{Pass, TraceDocument};
 
+/// The drop-the-loss snippet the `activations_retained_into_optimizer` advice prints, exactly as
+/// a `ProbedOptimizer` / `Profiler` user writes it: `profiler.backward` keeps the backward pass
+/// in the trace (a plain `loss.backward()` is invisible to the probe), and `logits` goes with
+/// the loss (it holds most of the graph too). `examples/tests/snippet.rs` compiles and runs it
+/// as printed and checks the what-if against that run.
+pub const DROP_LOSS_SNIPPET: &str =
+    "let grads = profiler.backward(&loss)?; drop((loss, logits)); opt.step(&grads)?;";
+
 /// A saving on the run's peak below this share of it is small: the finding says so and ranks
 /// lower.
 pub const SMALL_SAVING_SHARE: f64 = 0.05;

@@ -222,5 +222,9 @@ fn without_graph_nodes_the_loss_is_unknown() {
     assert!(!w.exact);
     assert_eq!(w.released_bytes, 256);
     assert_eq!(w.saving_bytes(), 0, "{w:?}");
-    assert!(f.summary.contains("it does not lower the run's peak"), "{}", f.summary);
+    assert!(
+        f.summary.contains("it does not lower the run's peak"),
+        "{}",
+        f.summary
+    );
 }

@@ -753,6 +753,39 @@
   document.querySelectorAll(".icicle.held").forEach(function (b) { heldIcicle(b, Number(b.dataset.device)); });
   document.querySelectorAll(".icicle.spans").forEach(function (b) { b.tabIndex = 0; spanIcicle(b); });
   document.querySelectorAll("table.sortable").forEach(sortable);
+  // ---- a filter box and a CSV download over each table with more than a few rows ----
+  function csvCell(t) { t = t.replace(/\s+/g, " ").trim(); return /[",\n]/.test(t) ? '"' + t.replace(/"/g, '""') + '"' : t; }
+  function toolbar(table) {
+    var rows = table.tBodies[0] ? table.tBodies[0].rows : [];
+    if (rows.length < 8) return;
+    var bar = el("div", "table-tools");
+    var box = el("input");
+    box.type = "search"; box.placeholder = "filter rows"; box.setAttribute("aria-label", "filter the rows of " + (table.id || "this table"));
+    var count = el("span", "muted");
+    function apply() {
+      var q = box.value.toLowerCase(), shown = 0;
+      for (var i = 0; i < rows.length; i++) {
+        var hit = !q || rows[i].textContent.toLowerCase().indexOf(q) >= 0;
+        rows[i].hidden = !hit; if (hit) shown++;
+      }
+      count.textContent = q ? shown + " of " + rows.length + " rows" : "";
+    }
+    box.addEventListener("input", apply);
+    var a = el("a", "csv", "CSV");
+    a.setAttribute("download", (table.id || "table") + ".csv");
+    a.href = "#";
+    a.addEventListener("click", function () {
+      var lines = [];
+      var head = table.tHead ? table.tHead.rows[0] : null;
+      if (head) lines.push([].map.call(head.cells, function (c) { return csvCell(c.textContent); }).join(","));
+      for (var i = 0; i < rows.length; i++) if (!rows[i].hidden) lines.push([].map.call(rows[i].cells, function (c) { return csvCell(c.textContent); }).join(","));
+      a.href = "data:text/csv;charset=utf-8," + encodeURIComponent(lines.join("\n") + "\n");
+    });
+    bar.appendChild(box); bar.appendChild(a); bar.appendChild(count);
+    var wrap = table.parentNode;
+    wrap.parentNode.insertBefore(bar, wrap);
+  }
+  document.querySelectorAll("table.sortable").forEach(toolbar);
   document.querySelectorAll(".flame").forEach(flameGraph);
   var resizeTimer = null;
   window.addEventListener("resize", function () {

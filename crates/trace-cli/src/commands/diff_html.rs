@@ -442,7 +442,7 @@ fn passes_section(diff: &TraceDiff) -> Section {
             format!("{} → {}", stat(d.baseline, unit), stat(d.candidate, unit))
         };
         vec![Block::Table(Table {
-            id: "passes".into(),
+            id: "passes-table".into(),
             caption: "Forward, backward and optimizer by role, whatever the spans are named".into(),
             columns: vec![
                 Column::text("PASS"),
@@ -732,7 +732,7 @@ fn spans_section(diff: &TraceDiff) -> Section {
             ))
         });
         blocks.push(Block::Table(Table {
-            id: "spans".into(),
+            id: "spans-table".into(),
             caption: "Aligned spans, ranked by impact".into(),
             columns,
             rows,

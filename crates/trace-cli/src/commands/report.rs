@@ -282,6 +282,9 @@ fn summary_section(r: &SummaryReport, path: &str) -> Section {
         title: "Summary".into(),
         blocks: vec![
             Block::Facts(facts),
+            Block::Paragraph(Text::trace(&format!(
+                "Open in Perfetto: `candle-graph export {path} --format chrome -o trace.json`, then load trace.json at ui.perfetto.dev (or chrome://tracing): spans, passes and memory counters on one timeline."
+            ))),
             Block::Pre {
                 summary: "candle-graph summary, as the terminal shows it".into(),
                 text: Text::from(summary::render(r, path)),
@@ -1061,7 +1064,7 @@ fn gradients_section(analysis: &Analysis) -> Section {
             .as_str()
     )))];
     blocks.push(Block::Table(Table {
-        id: "gradients".into(),
+        id: "gradients-table".into(),
         caption: "per parameter".into(),
         columns: vec![
             Column::text("PARAMETER"),

@@ -377,7 +377,13 @@ impl AnswerRecord {
             let (fixed, scaled) = trace_graph::batch_split(&p.by_category);
             a.fixed_bytes = Some(fixed);
             a.batch_scaled_bytes = Some(scaled);
-            let live: Vec<&trace_memory::StorageLifetime> = p.live_allocations.iter().collect();
+            // the first SUMMARY_TOP storages (largest first), in either detail: what
+            // `summary` prints does not depend on how much the analysis kept
+            let live: Vec<&trace_memory::StorageLifetime> = p
+                .live_allocations
+                .iter()
+                .take(trace_memory::SUMMARY_TOP)
+                .collect();
             let by = if analysis.sites.is_some() {
                 crate::live::GroupBy::Op
             } else {
