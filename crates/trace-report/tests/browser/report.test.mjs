@@ -224,6 +224,13 @@ test("a trace full of markup and control characters runs nothing and shows it as
 test("the diff view states the peak change, sorts its tables and runs nothing from a trace", async () => {
   const diff = JSON.parse(readFileSync(env("CG_DIFF_JSON"), "utf8"));
   const { page, problems } = await open(env("CG_DIFF_REPORT"));
+  // the headline ranks the pass whose peak changed most first, and the findings are compared
+  const top = diff.passes.filter((p) => p.peak_bytes.delta).sort((a, b) => Math.abs(b.peak_bytes.delta) - Math.abs(a.peak_bytes.delta))[0];
+  const headline = await page.locator("[data-headline]").first().textContent();
+  assert.ok(headline.startsWith(`the ${top.pass} pass's peak`), headline);
+  const compared = await page.locator("dd:has([data-findings]), [data-findings]").first().textContent();
+  assert.match(compared, /activations_retained_into_optimizer/);
+  assert.ok(diff.findings.some((f) => f.code === "activations_retained_into_optimizer" && f.change === "changed"));
   const peak = page.locator("[data-bytes-delta][data-device]").first();
   assert.equal(Number(await peak.getAttribute("data-bytes-delta")), diff.memory.devices[0].peak_bytes.delta);
   assert.equal(Number(await peak.getAttribute("data-bytes-baseline")), diff.memory.devices[0].peak_bytes.baseline.median);
