@@ -223,7 +223,7 @@ fn storage_table(out: &mut String, groups: &[StorageGroup], indent: &str) {
             g.count.to_string(),
             g.category.as_str().to_string(),
             g.pass.map_or("-", |p| p.as_str()).to_string(),
-            Table::path(g.span_path.as_deref().unwrap_or("-")),
+            Table::path(g.span_text()),
             Table::text(&shape_dtype(g)),
             Table::text(g.label.as_deref().unwrap_or("-")),
         ]);

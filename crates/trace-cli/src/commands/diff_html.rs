@@ -279,7 +279,7 @@ fn storage_table(id: String, caption: String, groups: &[StorageGroup]) -> Table 
                 Cell::number(g.count.to_string(), Some(g.count as f64)),
                 Cell::text(g.category.as_str()),
                 Cell::text(g.pass.map_or("-", |p| p.as_str())),
-                Cell::trace(g.span_path.as_deref().unwrap_or("-")),
+                Cell::trace(g.span_text()),
                 Cell::trace(&shape_dtype(g)),
                 Cell::trace(g.label.as_deref().unwrap_or("-")),
             ]
