@@ -254,7 +254,7 @@
     var xn = g.narrow ? 2 : 4;
     for (var j = 0; j <= xn; j++) {
       var tt = this.view[0] + (this.view[1] - this.view[0]) * j / xn;
-      var xl = svg("text", { x: this.x(tt, g), y: g.h - 6, "text-anchor": j === 0 ? "start" : j === xn ? "end" : "middle" });
+      var xl = svg("text", { x: this.x(tt, g), y: g.h - 6, "text-anchor": j === 0 ? "start" : j === xn ? "end" : "middle" }, "xlab");
       xl.textContent = fmtAt(Math.round(tt));
       root.appendChild(xl);
     }
