@@ -504,6 +504,7 @@ fn peak_finding(
 
 /// Memory findings: the peak (per device with several devices), activations retained into the
 /// optimizer pass, storages retained at the end. Times are relative to `origin_ns`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn memory_findings(
     doc: &TraceDocument,
     index: &crate::index::TraceIndex,
