@@ -46,7 +46,7 @@ pub struct FindingSide {
 impl FindingSide {
     fn of(f: &Finding) -> Self {
         let mut held: Vec<&trace_graph::Holding> = f.evidence.held_by.iter().collect();
-        held.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        held.sort_by_key(|h| std::cmp::Reverse(h.bytes));
         Self {
             severity: f.severity,
             bytes: f.evidence.bytes,

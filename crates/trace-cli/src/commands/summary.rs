@@ -372,7 +372,7 @@ impl AnswerRecord {
                 .filter(|(_, &b)| b > 0)
                 .map(|(&category, &bytes)| HeldCategory { category, bytes })
                 .collect();
-            held.sort_by(|x, y| y.bytes.cmp(&x.bytes));
+            held.sort_by_key(|h| std::cmp::Reverse(h.bytes));
             a.held_by = held;
             let (fixed, scaled) = trace_graph::batch_split(&p.by_category);
             a.fixed_bytes = Some(fixed);
@@ -400,10 +400,8 @@ impl AnswerRecord {
             .iter()
             .filter(|f| f.what_if.as_ref().is_some_and(|w| w.saving_bytes() > 0))
             .collect();
-        memory.sort_by(|x, y| {
-            let s = |f: &FindingRecord| f.what_if.as_ref().map_or(0, |w| w.saving_bytes());
-            s(y).cmp(&s(x))
-        });
+        memory
+            .sort_by_key(|f| std::cmp::Reverse(f.what_if.as_ref().map_or(0, |w| w.saving_bytes())));
         a.lower_the_peak = memory
             .into_iter()
             .take(ANSWER_FINDINGS)
