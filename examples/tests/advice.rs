@@ -230,3 +230,46 @@ fn cnn_with_the_loss_dropped_names_the_gradient_store() {
     );
     assert_eq!(a.gradients.counts.present, 6);
 }
+
+/// The what-if of the retention advice on the llama demo against the demo with the advice
+/// applied (`demo --drop-loss-before-step`): the loss is freed in one run of frees with the
+/// gradients, so the what-if is a bound — the advised run's peaks are never below it — and the
+/// run's peak, which moves to the backward pass, is predicted to the byte.
+#[test]
+fn llama_what_if_of_dropping_the_loss_bounds_the_advised_run() {
+    let plain = analyze(ModelKind::Llama, UpdateStyle::BackwardStep, 3, 2);
+    let f = retention(&plain).expect("retention finding");
+    let w = f.evidence.what_if.as_ref().expect("what-if");
+    assert!(!w.exact, "{}", f.summary);
+    assert_eq!(w.run_peak_pass, Some(trace_schema::Pass::Backward));
+    let advised = analyze(ModelKind::Llama, UpdateStyle::DropLossBeforeStep, 3, 2);
+    let l = advised.memory.logical.as_ref().unwrap();
+    let measured_run = l.peak.as_ref().unwrap().live_bytes;
+    let measured_opt = l
+        .pass_peaks
+        .iter()
+        .find(|p| p.pass == trace_schema::Pass::Optimizer)
+        .unwrap()
+        .peak
+        .live_bytes;
+    let predicted_opt = w
+        .pass_peaks
+        .iter()
+        .find(|p| p.pass == trace_schema::Pass::Optimizer)
+        .unwrap()
+        .live_bytes;
+    assert!(
+        predicted_opt <= measured_opt,
+        "{predicted_opt} > {measured_opt}"
+    );
+    assert!(
+        measured_opt
+            < w.baseline_pass_peaks
+                .iter()
+                .find(|p| p.pass == trace_schema::Pass::Optimizer)
+                .unwrap()
+                .live_bytes
+    );
+    // the run's peak is the backward pass's, which the advice does not touch
+    assert_eq!(w.run_peak_bytes, measured_run, "{w:?}");
+}

@@ -6,9 +6,48 @@ use trace_graph::{Finding, FindingCode, Holder};
 /// gradient in the store, and what those gradients still reference, until it is dropped).
 const GRADIENT_STORE: &str = "drop the gradient store right after the step; to free these before it, keep only the parameters' gradients, detached: `let mut kept = GradStore::default(); for v in &vars { if let Some(g) = grads.remove(v.as_tensor()) { kept.insert(v.as_tensor(), g.detach()); } } drop(grads); opt.step(&kept)?`";
 
+use trace_graph::DROP_LOSS_SNIPPET;
+
+/// The advice of a `memory_peak` finding: on what dominates, fixed or batch-scaled bytes.
+fn peak_advice(f: &Finding) -> String {
+    let e = &f.evidence;
+    match (e.fixed_bytes, e.batch_scaled_bytes, e.bytes) {
+        (Some(fixed), Some(scaled), Some(peak)) if peak > 0 && fixed * 2 > peak => format!(
+            "the peak is mostly fixed: parameters, gradients and optimizer state make {:.0}% of it and do not shrink with the batch (activations, {:.0}%, do): lower precision, a lighter optimizer state, or fewer parameters move it; a smaller batch only trims the activations",
+            100.0 * fixed as f64 / peak as f64,
+            100.0 * scaled as f64 / peak as f64
+        ),
+        (Some(_), Some(scaled), Some(peak)) if peak > 0 && scaled * 2 > peak => format!(
+            "activations make {:.0}% of the peak and scale with the batch: a smaller batch or sequence, or freeing tensors earlier (the findings below say which), lowers it",
+            100.0 * scaled as f64 / peak as f64
+        ),
+        _ => "to lower the peak, shrink what is live at that moment (the largest groups above; free tensors earlier where a finding below names them)".to_string(),
+    }
+}
+
 /// What to do about a finding, when there is a general answer; for retained activations it
 /// follows the holder the finding's evidence names.
-pub fn advice(f: &Finding) -> Option<&'static str> {
+pub fn advice(f: &Finding) -> Option<String> {
+    Some(match f.code {
+        FindingCode::MemoryPeak => return Some(peak_advice(f)),
+        FindingCode::ActivationsRetainedIntoOptimizer => {
+            let holders: Vec<Holder> = f.evidence.held_by.iter().map(|h| h.holder).collect();
+            return Some(if holders.contains(&Holder::GradientStore) {
+                GRADIENT_STORE.to_string()
+            } else if holders == [Holder::Unknown] {
+                "find the tensor the loop keeps past backward (logits, an output kept for metrics) and drop it before the step".to_string()
+            } else {
+                format!("run backward through the profiler, drop the loss and the logits, then step: `{DROP_LOSS_SNIPPET}`")
+            });
+        }
+        _ => match static_advice(f) {
+            Some(a) => a.to_string(),
+            None => return None,
+        },
+    })
+}
+
+fn static_advice(f: &Finding) -> Option<&'static str> {
     Some(match f.code {
         FindingCode::CapturedWithoutWarmUp => {
             "run at least one step before the captured one: capture step 2 or later (`ProfileRun::training(entrypoint, 2)`)"
@@ -16,19 +55,7 @@ pub fn advice(f: &Finding) -> Option<&'static str> {
         FindingCode::LargestHostSelfTime => {
             "optimise or split this span first; self time excludes its children"
         }
-        FindingCode::MemoryPeak => {
-            "to lower the peak, shrink what is live at that moment (batch size, sequence length, or free tensors earlier)"
-        }
-        FindingCode::ActivationsRetainedIntoOptimizer => {
-            let holders: Vec<Holder> = f.evidence.held_by.iter().map(|h| h.holder).collect();
-            if holders.contains(&Holder::GradientStore) {
-                GRADIENT_STORE
-            } else if holders == [Holder::Unknown] {
-                "find the tensor the loop keeps past backward (logits, an output kept for metrics) and drop it before the step"
-            } else {
-                "run backward, drop the loss (and logits), then step: `let grads = loss.backward()?; drop(loss); opt.step(&grads)?`"
-            }
-        }
+        FindingCode::MemoryPeak | FindingCode::ActivationsRetainedIntoOptimizer => return None,
         FindingCode::ParametersWithoutGradient => {
             "look for an op without a backward (fused rms_norm, rope, softmax_last_dim in Candle 0.11.1), a detach, or a parameter unused in the loss"
         }

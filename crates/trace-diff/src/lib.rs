@@ -49,6 +49,7 @@
 #![deny(missing_docs)]
 
 pub mod align;
+pub mod findings;
 pub mod gradients;
 pub mod identity;
 pub mod memory;
@@ -63,6 +64,7 @@ use trace_memory::{node_memory_metrics, NodeMemoryMetrics};
 use trace_schema::TraceDocument;
 
 use crate::align::KeyTable;
+pub use findings::{compare_findings, FindingChange, FindingDelta, FindingSide};
 pub use gradients::{GradientDiff, GradientVerdict, NormChange, VerdictChange};
 pub use identity::{IdentityDiff, RefusalCode, RunIdentity, TimingRefusal};
 pub use memory::{CategoryDelta, DeviceDelta, LiveSetDiff, MemoryDiff, PeakPlace, StorageGroup};
@@ -191,6 +193,9 @@ pub struct TraceDiff {
     /// Why operations are not compared.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ops_unavailable: Option<String>,
+    /// Findings compared (each side's first run): appeared, disappeared, changed with their
+    /// figures, unchanged.
+    pub findings: Vec<FindingDelta>,
 }
 
 /// Per-span figures of one run, index like `doc.spans`.
@@ -366,6 +371,10 @@ pub fn compare(
         gradients_unavailable,
         ops,
         ops_unavailable,
+        findings: findings::compare_findings(
+            &baseline[0].analysis.findings,
+            &candidate[0].analysis.findings,
+        ),
     })
 }
 

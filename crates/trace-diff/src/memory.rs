@@ -77,6 +77,21 @@ pub struct StorageGroup {
     pub count: u64,
     /// Their bytes.
     pub bytes: u64,
+    /// The first storage existed before the capture began (no allocating span).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pre_existing: bool,
+}
+
+impl StorageGroup {
+    /// The allocating span's path, `before capture` for a pre-existing storage without one,
+    /// else `-`.
+    pub fn span_text(&self) -> &str {
+        match &self.span_path {
+            Some(p) => p,
+            None if self.pre_existing => "before capture",
+            None => "-",
+        }
+    }
 }
 
 /// Storages live at a device's peak on one side only.
@@ -290,6 +305,7 @@ fn live_set_diff<'p, 'a>(
                 label: first.label.clone(),
                 count: rest.len() as u64,
                 bytes,
+                pre_existing: first.pre_existing,
             };
             if side == 0 {
                 out.baseline_only_count += group.count;

@@ -157,6 +157,29 @@ pub struct Evidence {
     /// fc1.weight (by size) · optimizer`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub temporaries: Vec<String>,
+    /// What acting on the finding's advice would leave, replayed from the lifetimes (memory
+    /// findings with advice): the new run peak, pass peaks, where the peak moves, and whether
+    /// the figure is exact or a bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<crate::what_if::WhatIf>,
+    /// Of a peak, the bytes that do not scale with the batch (parameters, gradients,
+    /// optimizer state), bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fixed_bytes: Option<u64>,
+    /// Of a peak, the bytes that scale with the batch (activations), bytes; the rest
+    /// (`other`) is neither known to scale nor to be fixed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_scaled_bytes: Option<u64>,
+}
+
+/// `(fixed, batch-scaled)` bytes of a peak's categories: parameters, gradients and optimizer
+/// state do not change with the batch; activations scale with it; `other` is neither.
+pub fn batch_split(by_category: &std::collections::BTreeMap<MemoryCategory, u64>) -> (u64, u64) {
+    let get = |c| by_category.get(&c).copied().unwrap_or(0);
+    let fixed = get(MemoryCategory::Parameter)
+        .saturating_add(get(MemoryCategory::Gradient))
+        .saturating_add(get(MemoryCategory::Optimizer));
+    (fixed, get(MemoryCategory::Activation))
 }
 
 /// What holds storages that outlive the point where they could have been freed, read from
@@ -438,6 +461,16 @@ fn peak_finding(
             100.0 * b as f64 / live_bytes as f64
         ));
     }
+    let (fixed, scaled) = batch_split(by_category);
+    if live_bytes > 0 {
+        summary.push_str(&format!(
+            "; fixed (parameters, gradients, optimizer state) {} ({:.1}%), activations {} ({:.1}%) scale with the batch",
+            human_bytes(fixed),
+            100.0 * fixed as f64 / live_bytes as f64,
+            human_bytes(scaled),
+            100.0 * scaled as f64 / live_bytes as f64
+        ));
+    }
     if !top.is_empty() {
         let names: Vec<String> = top.iter().map(|l| describe(doc, spans, l)).collect();
         summary.push_str(&format!("; largest: {}", names.join(", ")));
@@ -462,6 +495,8 @@ fn peak_finding(
         pass: context.pass,
         category: context.dominant_category,
         device: device.map(str::to_string),
+        fixed_bytes: Some(fixed),
+        batch_scaled_bytes: Some(scaled),
         ..Evidence::default()
     };
     (summary, evidence)
@@ -469,6 +504,7 @@ fn peak_finding(
 
 /// Memory findings: the peak (per device with several devices), activations retained into the
 /// optimizer pass, storages retained at the end. Times are relative to `origin_ns`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn memory_findings(
     doc: &TraceDocument,
     index: &crate::index::TraceIndex,
@@ -476,6 +512,7 @@ pub(crate) fn memory_findings(
     health: &crate::health::TraceHealth,
     caps: &CapabilityMatrix,
     origin_ns: u64,
+    baseline: &crate::what_if::Baseline,
     out: &mut Vec<Finding>,
 ) {
     let spans = &index.spans;
@@ -556,11 +593,16 @@ pub(crate) fn memory_findings(
         };
         let r = crate::retention::retention(doc, opt.start_ns);
         let (advice, held_by) = crate::advice::retention_advice(doc, spans, &r, origin_ns, listed);
+        let what_if = crate::what_if::retention_what_if(doc, baseline, &r, opt.start_ns);
+        let replayed = what_if
+            .as_ref()
+            .map(|w| format!(". What-if, replayed: {}", w.sentence()))
+            .unwrap_or_default();
         out.push(Finding {
             code: FindingCode::ActivationsRetainedIntoOptimizer,
             severity: Severity::Warning,
             summary: format!(
-                "{} of activations ({} storages) are still live when the optimizer pass {path} starts{still}{bound}{advice}",
+                "{} of activations ({} storages) are still live when the optimizer pass {path} starts{still}{bound}{advice}{replayed}",
                 human_bytes(opt.activation_live_bytes),
                 opt.activation_live_count,
             ),
@@ -573,6 +615,7 @@ pub(crate) fn memory_findings(
                 category: Some(MemoryCategory::Activation),
                 lower_bound,
                 held_by,
+                what_if,
                 ..Evidence::default()
             },
             requires: requires.clone(),

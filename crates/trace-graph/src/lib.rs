@@ -39,8 +39,10 @@ pub mod health;
 mod index;
 pub mod operations;
 pub mod optimizer;
+pub mod rank;
 mod retention;
 mod timing;
+pub mod what_if;
 
 use serde::Serialize;
 use trace_memory::{analyze_memory_observed, node_memory_metrics, MemoryProfile, SpanIndex};
@@ -52,7 +54,7 @@ pub use capability::{
     assess_capabilities, observed_coverage, Capability, CapabilityKind, CapabilityLevel,
     CapabilityMatrix,
 };
-pub use findings::{Evidence, Finding, FindingCode, Holder, Holding};
+pub use findings::{batch_split, Evidence, Finding, FindingCode, Holder, Holding};
 pub use gradients::{
     summarize_gradients, GradientCounts, GradientSummary, NonParameterGradient, ParameterGradient,
 };
@@ -64,6 +66,8 @@ pub use health::{
     EvidenceCoverage, HealthCode, HealthIssue, IssueLocation, Severity, TraceHealth,
     MAX_ISSUES_PER_CODE,
 };
+pub use rank::{impact, ranked, Impact};
+pub use what_if::{WhatIf, DROP_LOSS_SNIPPET};
 
 /// Everything the analyzers say about one trace.
 #[derive(Debug, Clone, Serialize)]
@@ -217,6 +221,7 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
         findings.extend(findings::largest_self_time(g, &capabilities));
     }
     operations::operation_findings(operations.as_ref().ok(), &capabilities, &mut findings);
+    let baseline = what_if::Baseline::default();
     findings::memory_findings(
         doc,
         &index,
@@ -224,6 +229,7 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
         &health,
         &capabilities,
         time_origin_ns,
+        &baseline,
         &mut findings,
     );
     optimizer::finding(
@@ -232,6 +238,7 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
         sites.as_ref(),
         &capabilities,
         health.memory_lower_bound,
+        &baseline,
         &mut findings,
     );
     findings::gradient_findings(&gradients, &capabilities, &mut findings);

@@ -45,6 +45,8 @@ pub struct OptimizerTemporaries {
     /// The temporaries live at the peak, largest first: `(memory index, bytes, parameter tied
     /// by size)`.
     pub at_peak: Vec<(u32, u64, Option<String>)>,
+    /// Every temporary's alloc event (file index among the memory events).
+    pub allocs: Vec<u32>,
 }
 
 impl OptimizerTemporaries {
@@ -192,6 +194,12 @@ impl OptimizerTemporaries {
             replayed_peak_ns: re_ns,
             replayed_peak_pass: pass(re_span),
             at_peak,
+            allocs: temporary
+                .iter()
+                .enumerate()
+                .filter(|(_, &t)| t)
+                .map(|(i, _)| i as u32)
+                .collect(),
         })
     }
 }
@@ -204,6 +212,7 @@ pub(crate) fn finding(
     sites: Option<&trace_ops::SiteProfile>,
     caps: &CapabilityMatrix,
     lower_bound: bool,
+    baseline: &crate::what_if::Baseline,
     out: &mut Vec<Finding>,
 ) {
     let requires = vec![CapabilityKind::LogicalMemory];
@@ -271,7 +280,23 @@ pub(crate) fn finding(
             format!("{} {what}", human_bytes(bytes))
         })
         .collect();
+    // an update without temporaries: the same replay as every what-if (a bound: a fused
+    // update may keep some)
+    let what_if = (t.at_peak_count > 0).then(|| {
+        let mut plan = trace_memory::ReleasePlan::new();
+        for &i in &t.allocs {
+            plan.never_allocate(i);
+        }
+        crate::what_if::WhatIf::replay(
+            doc,
+            baseline.get(doc),
+            &plan,
+            "update in place (no optimizer temporaries)",
+            false,
+        )
+    });
     let evidence = Evidence {
+        what_if,
         bytes: Some(t.at_peak_bytes),
         count: Some(t.at_peak_count),
         of_count: Some(t.count),

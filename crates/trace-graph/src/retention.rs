@@ -53,6 +53,8 @@ pub(crate) enum LossState {
 /// A retained storage, with what a summary names it by.
 #[derive(Debug, Clone)]
 pub(crate) struct Member {
+    /// File index of its alloc event among the memory events.
+    pub index: u32,
     pub device: Sym,
     pub id: Box<str>,
     pub bytes: u64,
@@ -258,6 +260,7 @@ pub(crate) fn retention(doc: &TraceDocument, optimizer_start_ns: u64) -> Retenti
                 described.insert(
                     k.clone(),
                     Member {
+                        index: m.index,
                         device: m.device,
                         id: k.1.clone(),
                         bytes: m.bytes.unwrap_or(0),

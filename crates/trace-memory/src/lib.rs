@@ -67,6 +67,7 @@ mod segtree;
 pub mod select;
 pub mod spans;
 pub mod timeline;
+pub mod what_if;
 
 use serde::Serialize;
 use trace_schema::TraceDocument;
@@ -87,6 +88,7 @@ pub use replay::{alloc_bytes_overflow, Detail, SUMMARY_TOP};
 pub use select::first_k_by;
 pub use spans::{natural_cmp, SpanIndex};
 pub use timeline::{CellChange, LogicalTimeline, TimelinePoint, TotalPoint};
+pub use what_if::{replay_with_releases, ReleasePlan, Replayed, ReplayedPassPeak};
 
 /// Allocation sizes that add up past `u64::MAX`: no logical figure of the trace can be real.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

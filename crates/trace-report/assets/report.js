@@ -109,26 +109,36 @@
     this.root = root; this.d = d; this.dev = data.devices[d];
     this.area = root.querySelector(".chart-area");
     var s = this.dev.series, ph = this.dev.physical;
-    var lo = s.t.length ? s.t[0] : 0, hi = s.t.length ? s.t[s.t.length - 1] : 1;
+    // x from the measured region's start (time 0), or earlier when events come before it
+    var lo = s.t.length ? Math.min(0, s.t[0]) : 0, hi = s.t.length ? s.t[s.t.length - 1] : 1;
     if (ph) { lo = Math.min(lo, ph.t[0]); hi = Math.max(hi, ph.t[ph.t.length - 1]); }
     if (hi <= lo) hi = lo + 1;
     this.full = [lo, hi + (hi - lo) * 0.01];
     this.view = this.full.slice();
     this.cursor = -1;
-    var ymax = 0;
+    // the logical stack sets the y-scale; physical samples have their own axis (right)
+    var ymax = 0, pmax = 0;
     s.total.forEach(function (v) { if (v > ymax) ymax = v; });
     if (ph) ["used", "reserved", "capacity", "resident"].forEach(function (k) {
-      (ph[k] || []).forEach(function (v) { if (v !== null && v > ymax) ymax = v; });
+      (ph[k] || []).forEach(function (v) { if (v !== null && v > pmax) pmax = v; });
     });
     this.ymax = ymax > 0 ? ymax * 1.08 : 1;
+    this.pmax = pmax > 0 ? pmax * 1.08 : 0;
+    root.dataset.yMax = String(this.ymax);
     this.seriesMax = s.total.reduce(function (a, b) { return Math.max(a, b); }, 0);
     root.dataset.chartMax = String(this.seriesMax);
     this.legend();
     this.draw();
     var self = this;
-    this.area.addEventListener("mousemove", function (ev) { self.hover(ev); });
+    this.area.addEventListener("mousemove", function (ev) { self.move(ev); });
     this.area.addEventListener("mouseleave", function () { hideTip(); });
-    this.area.addEventListener("click", function (ev) { self.hover(ev); self.liveSet(); });
+    this.area.addEventListener("mousedown", function (ev) { self.down(ev); });
+    window.addEventListener("mouseup", function (ev) { self.up(ev); });
+    this.area.addEventListener("wheel", function (ev) { self.wheel(ev); }, { passive: false });
+    this.area.addEventListener("click", function (ev) {
+      if (self.dragged) { self.dragged = false; return; }
+      self.hover(ev); self.liveSet();
+    });
     this.area.addEventListener("keydown", function (ev) { self.key(ev); });
     this.area.addEventListener("blur", hideTip);
   }
@@ -152,9 +162,69 @@
     });
   };
   Chart.prototype.geom = function () {
-    var w = Math.max(280, this.area.clientWidth || 600);
+    var w = Math.max(240, this.area.clientWidth || 600);
     var narrow = w < 500;
-    return { w: w, h: narrow ? 200 : 260, l: narrow ? 56 : 72, r: 10, t: 10, b: 24 };
+    return { w: w, h: narrow ? 200 : 260, l: narrow ? 56 : 72, r: this.pmax ? (narrow ? 52 : 64) : 10, t: 10, b: 24, narrow: narrow };
+  };
+  Chart.prototype.py = function (v, g) { return g.t + (1 - v / this.pmax) * (g.h - g.t - g.b); };
+  Chart.prototype.tAt = function (clientX) {
+    var g = this.g, rect = this.area.getBoundingClientRect();
+    var px = (clientX - rect.left) * g.w / rect.width;
+    return this.view[0] + (px - g.l) / (g.w - g.l - g.r) * (this.view[1] - this.view[0]);
+  };
+  // wheel: zoom around the pointer (shift or a sideways wheel: pan)
+  Chart.prototype.wheel = function (ev) {
+    ev.preventDefault();
+    var w = this.view[1] - this.view[0];
+    if (ev.shiftKey || Math.abs(ev.deltaX) > Math.abs(ev.deltaY)) {
+      this.pan((ev.deltaX || ev.deltaY) > 0 ? w / 10 : -w / 10);
+      return;
+    }
+    var t = this.tAt(ev.clientX), f = ev.deltaY < 0 ? 0.8 : 1.25;
+    this.zoomTo(t - (t - this.view[0]) * f, t + (this.view[1] - t) * f);
+  };
+  Chart.prototype.zoomTo = function (a, b) {
+    var full = this.full, minW = Math.max(1, (full[1] - full[0]) / 1e6);
+    if (b - a < minW) { var m = (a + b) / 2; a = m - minW / 2; b = m + minW / 2; }
+    a = Math.max(full[0], a); b = Math.min(full[1], b);
+    if (b <= a) { a = full[0]; b = full[1]; }
+    this.view = [a, b];
+    this.root.dataset.zoomed = String(a > full[0] || b < full[1]);
+    this.draw();
+  };
+  Chart.prototype.pan = function (dt) {
+    var w = this.view[1] - this.view[0], a = this.view[0] + dt;
+    a = Math.max(this.full[0], Math.min(this.full[1] - w, a));
+    this.zoomTo(a, a + w);
+  };
+  // drag: a brush; on release the view zooms to it
+  Chart.prototype.down = function (ev) {
+    if (ev.button !== 0) return;
+    this.brush = { x0: ev.clientX, t0: this.tAt(ev.clientX), x1: ev.clientX };
+  };
+  Chart.prototype.move = function (ev) {
+    if (this.brush) {
+      this.brush.x1 = ev.clientX;
+      if (Math.abs(this.brush.x1 - this.brush.x0) > 3) { this.drawBrush(); return; }
+    }
+    this.hover(ev);
+  };
+  Chart.prototype.up = function (ev) {
+    var b = this.brush;
+    if (!b) return;
+    this.brush = null;
+    if (Math.abs(ev.clientX - b.x0) > 3) {
+      var t1 = this.tAt(ev.clientX);
+      this.dragged = true;
+      this.zoomTo(Math.min(b.t0, t1), Math.max(b.t0, t1));
+    }
+  };
+  Chart.prototype.drawBrush = function () {
+    var g = this.g, rect = this.area.getBoundingClientRect(), sc = g.w / rect.width;
+    var a = (Math.min(this.brush.x0, this.brush.x1) - rect.left) * sc, b = (Math.max(this.brush.x0, this.brush.x1) - rect.left) * sc;
+    var svgEl = this.area.querySelector("svg"), old = svgEl && svgEl.querySelector(".brush");
+    if (old) old.remove();
+    if (svgEl) svgEl.appendChild(svg("rect", { x: Math.max(g.l, a), y: g.t, width: Math.max(0, Math.min(g.w - g.r, b) - Math.max(g.l, a)), height: g.h - g.t - g.b }, "brush"));
   };
   Chart.prototype.x = function (t, g) {
     return g.l + (t - this.view[0]) / (this.view[1] - this.view[0]) * (g.w - g.l - g.r);
@@ -175,9 +245,16 @@
       lab.textContent = fmtBytes(Math.round(v));
       root.appendChild(lab);
     }
-    for (var j = 0; j <= 4; j++) {
-      var tt = this.view[0] + (this.view[1] - this.view[0]) * j / 4;
-      var xl = svg("text", { x: this.x(tt, g), y: g.h - 6, "text-anchor": j === 0 ? "start" : j === 4 ? "end" : "middle" });
+    if (this.pmax) for (var q = 0; q <= 4; q += 2) {
+      var pv = this.pmax * q / 4, pyy = this.py(pv, g);
+      var plab = svg("text", { x: g.w - g.r + 4, y: pyy + 4, "text-anchor": "start" }, "phys-axis");
+      plab.textContent = fmtBytes(Math.round(pv));
+      root.appendChild(plab);
+    }
+    var xn = g.narrow ? 2 : 4;
+    for (var j = 0; j <= xn; j++) {
+      var tt = this.view[0] + (this.view[1] - this.view[0]) * j / xn;
+      var xl = svg("text", { x: this.x(tt, g), y: g.h - 6, "text-anchor": j === 0 ? "start" : j === xn ? "end" : "middle" }, "xlab");
       xl.textContent = fmtAt(Math.round(tt));
       root.appendChild(xl);
     }
@@ -202,7 +279,7 @@
       var col = ph[k]; if (!col) return;
       var pts = [];
       for (var j = 0; j < ph.t.length; j++) if (col[j] !== null) {
-        var px = self.x(ph.t[j], g), py = self.y(col[j], g);
+        var px = self.x(ph.t[j], g), py = self.py(col[j], g);
         pts.push(px.toFixed(1) + "," + py.toFixed(1));
         // samples are observations at their instants: a dot each, joined by a dashed line
         if (ph.t.length <= 400) plot.appendChild(svg("circle", { cx: px.toFixed(1), cy: py.toFixed(1), r: 2.5 }, "phys-dot phys" + i));
@@ -215,8 +292,10 @@
       var px = this.x(pk.t, g);
       if (px >= g.l && px <= g.w - g.r) {
         root.appendChild(svg("line", { x1: px, x2: px, y1: g.t, y2: g.h - g.b }, "peakline"));
-        var pl = svg("text", { x: Math.min(px + 4, g.w - 150), y: g.t + 12 }, "peaklabel");
-        pl.textContent = "peak " + pk.text + " at " + pk.at;
+        // the label stays inside the plot: right of the line in the left half, left of it after
+        var right = px < (g.l + g.w - g.r) / 2;
+        var pl = svg("text", { x: right ? px + 4 : px - 4, y: g.t + 12, "text-anchor": right ? "start" : "end" }, "peaklabel");
+        pl.textContent = "peak " + pk.text + (g.narrow ? "" : " at " + pk.at);
         root.appendChild(pl);
       }
     }
@@ -247,11 +326,23 @@
     var pk = this.dev.peak, s = this.dev.series;
     return !!pk && s.t[i] === pk.t && s.total[i] === pk.bytes;
   };
+  // the memory event nearest the pointer (in pixels); among events within 3 px of it, the
+  // highest — so the peak line reads the peak
+  Chart.prototype.nearest = function (clientX) {
+    var g = this.g, rect = this.area.getBoundingClientRect(), ts = this.dev.series.t, tot = this.dev.series.total;
+    if (!ts.length) return -1;
+    var px = (clientX - rect.left) * g.w / rect.width;
+    var t = this.tAt(clientX), i = bsearch(ts, t);
+    var best = i < 0 ? 0 : i;
+    if (i + 1 < ts.length && (i < 0 || Math.abs(this.x(ts[i + 1], g) - px) < Math.abs(this.x(ts[i], g) - px))) best = i + 1;
+    var bx = this.x(ts[best], g);
+    if (Math.abs(bx - px) > 3) return best;
+    for (var k = best - 1; k >= 0 && Math.abs(this.x(ts[k], g) - px) <= 3; k--) if (tot[k] > tot[best]) best = k;
+    for (var m = best + 1; m < ts.length && Math.abs(this.x(ts[m], g) - px) <= 3; m++) if (tot[m] > tot[best]) best = m;
+    return best;
+  };
   Chart.prototype.hover = function (ev) {
-    var g = this.g, rect = this.area.getBoundingClientRect();
-    var px = (ev.clientX - rect.left) * g.w / rect.width;
-    var t = this.view[0] + (px - g.l) / (g.w - g.l - g.r) * (this.view[1] - this.view[0]);
-    var i = bsearch(this.dev.series.t, t);
+    var i = this.nearest(ev.clientX);
     if (i < 0) { hideTip(); return; }
     this.cursor = i;
     this.draw();
@@ -283,7 +374,9 @@
     else if (ev.key === "End") this.focusPoint(this.dev.series.t.length - 1);
     else if (ev.key === "p") this.jump();
     else if (ev.key === "Enter" || ev.key === " ") this.liveSet();
-    else if (ev.key === "Escape") hideTip();
+    else if (ev.key === "Escape") { hideTip(); this.reset(); }
+    else if (ev.key === "+" || ev.key === "=") { var c = this.cursor >= 0 ? this.dev.series.t[this.cursor] : (this.view[0] + this.view[1]) / 2; this.zoomTo(c - (c - this.view[0]) * 0.5, c + (this.view[1] - c) * 0.5); }
+    else if (ev.key === "-") { var w2 = this.view[1] - this.view[0]; this.zoomTo(this.view[0] - w2 / 2, this.view[1] + w2 / 2); }
     else return;
     ev.preventDefault();
   };
@@ -291,12 +384,12 @@
     var i = this.peakIndex();
     if (i < 0) return;
     var pk = this.dev.peak, w = (this.full[1] - this.full[0]) / 8;
-    this.view = [pk.t - w / 2, pk.t + w / 2];
+    this.view = [pk.t - w / 2, pk.t + w / 2]; this.root.dataset.zoomed = "true";
     this.focusPoint(i);
     this.area.focus();
     this.liveSet();
   };
-  Chart.prototype.reset = function () { this.view = this.full.slice(); this.draw(); };
+  Chart.prototype.reset = function () { this.view = this.full.slice(); this.root.dataset.zoomed = "false"; this.draw(); };
   Chart.prototype.liveSet = function () {
     if (this.cursor < 0) return;
     var panel = document.getElementById("liveset");
@@ -660,6 +753,39 @@
   document.querySelectorAll(".icicle.held").forEach(function (b) { heldIcicle(b, Number(b.dataset.device)); });
   document.querySelectorAll(".icicle.spans").forEach(function (b) { b.tabIndex = 0; spanIcicle(b); });
   document.querySelectorAll("table.sortable").forEach(sortable);
+  // ---- a filter box and a CSV download over each table with more than a few rows ----
+  function csvCell(t) { t = t.replace(/\s+/g, " ").trim(); return /[",\n]/.test(t) ? '"' + t.replace(/"/g, '""') + '"' : t; }
+  function toolbar(table) {
+    var rows = table.tBodies[0] ? table.tBodies[0].rows : [];
+    if (rows.length < 8) return;
+    var bar = el("div", "table-tools");
+    var box = el("input");
+    box.type = "search"; box.placeholder = "filter rows"; box.setAttribute("aria-label", "filter the rows of " + (table.id || "this table"));
+    var count = el("span", "muted");
+    function apply() {
+      var q = box.value.toLowerCase(), shown = 0;
+      for (var i = 0; i < rows.length; i++) {
+        var hit = !q || rows[i].textContent.toLowerCase().indexOf(q) >= 0;
+        rows[i].hidden = !hit; if (hit) shown++;
+      }
+      count.textContent = q ? shown + " of " + rows.length + " rows" : "";
+    }
+    box.addEventListener("input", apply);
+    var a = el("a", "csv", "CSV");
+    a.setAttribute("download", (table.id || "table") + ".csv");
+    a.href = "#";
+    a.addEventListener("click", function () {
+      var lines = [];
+      var head = table.tHead ? table.tHead.rows[0] : null;
+      if (head) lines.push([].map.call(head.cells, function (c) { return csvCell(c.textContent); }).join(","));
+      for (var i = 0; i < rows.length; i++) if (!rows[i].hidden) lines.push([].map.call(rows[i].cells, function (c) { return csvCell(c.textContent); }).join(","));
+      a.href = "data:text/csv;charset=utf-8," + encodeURIComponent(lines.join("\n") + "\n");
+    });
+    bar.appendChild(box); bar.appendChild(a); bar.appendChild(count);
+    var wrap = table.parentNode;
+    wrap.parentNode.insertBefore(bar, wrap);
+  }
+  document.querySelectorAll("table.sortable").forEach(toolbar);
   document.querySelectorAll(".flame").forEach(flameGraph);
   var resizeTimer = null;
   window.addEventListener("resize", function () {

@@ -120,10 +120,26 @@ fn runs_fact(label: &str, runs: &[trace_diff::RunIdentity]) -> Fact {
 }
 
 fn headline_section(diff: &TraceDiff) -> Section {
-    let mut facts = vec![
-        runs_fact("baseline", &diff.identity.baseline),
-        runs_fact("candidate", &diff.identity.candidate),
-    ];
+    // the answer first: the changes ranked by size (the pass whose peak changed most first),
+    // then the findings compared
+    let lines = crate::commands::diff::headline(diff);
+    let mut facts = vec![Fact {
+        label: "headline".into(),
+        value: Text::trace(lines.first().map_or("", String::as_str)),
+        data: vec![("headline".into(), "ranked".into())],
+        items: lines.iter().skip(1).map(|l| Text::trace(l)).collect(),
+    }];
+    let f = crate::commands::diff::findings_lines(diff);
+    if !f.is_empty() {
+        facts.push(Fact {
+            label: "findings".into(),
+            value: Text::trace(&f[0]),
+            data: vec![("findings".into(), "compared".into())],
+            items: f.iter().skip(1).map(|l| Text::trace(l)).collect(),
+        });
+    }
+    facts.push(runs_fact("baseline", &diff.identity.baseline));
+    facts.push(runs_fact("candidate", &diff.identity.candidate));
     let spread = if diff.spread_known {
         format!(
             "{} vs {} runs: differences inside the run-to-run range are called noise",
@@ -263,7 +279,7 @@ fn storage_table(id: String, caption: String, groups: &[StorageGroup]) -> Table 
                 Cell::number(g.count.to_string(), Some(g.count as f64)),
                 Cell::text(g.category.as_str()),
                 Cell::text(g.pass.map_or("-", |p| p.as_str())),
-                Cell::trace(g.span_path.as_deref().unwrap_or("-")),
+                Cell::trace(g.span_text()),
                 Cell::trace(&shape_dtype(g)),
                 Cell::trace(g.label.as_deref().unwrap_or("-")),
             ]
@@ -442,7 +458,7 @@ fn passes_section(diff: &TraceDiff) -> Section {
             format!("{} → {}", stat(d.baseline, unit), stat(d.candidate, unit))
         };
         vec![Block::Table(Table {
-            id: "passes".into(),
+            id: "passes-table".into(),
             caption: "Forward, backward and optimizer by role, whatever the spans are named".into(),
             columns: vec![
                 Column::text("PASS"),
@@ -732,7 +748,7 @@ fn spans_section(diff: &TraceDiff) -> Section {
             ))
         });
         blocks.push(Block::Table(Table {
-            id: "spans".into(),
+            id: "spans-table".into(),
             caption: "Aligned spans, ranked by impact".into(),
             columns,
             rows,

@@ -31,7 +31,7 @@ pub fn finding_texts(analysis: &Analysis) -> Vec<FindingText> {
             severity: r.severity.as_str().to_string(),
             code: r.code,
             summary: r.summary,
-            advice: r.advice.map(str::to_string),
+            advice: r.advice.clone(),
             timestamp_ns: f.evidence.timestamp_ns,
         })
         .collect()

@@ -46,7 +46,15 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis, path: &str) -> Page {
         let trees = trace_ops::flame_trees(doc, p, &trace_ops::FlameOptions::default());
         data["flame"] = trace_report::flame::flame_data(&trees);
     }
-    let mut sections = vec![summary_section(&summary, path)];
+    // the answer first: the summary, then the findings ranked by what acting on them changes
+    let mut sections = vec![
+        summary_section(&summary, path),
+        Section {
+            id: "findings".into(),
+            title: "Findings".into(),
+            blocks: vec![Block::Findings(finding_texts(analysis))],
+        },
+    ];
     sections.push(memory_section(doc, analysis, &summary));
     sections.push(held_section(doc, analysis));
     sections.push(time_section(doc, analysis));
@@ -59,11 +67,6 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis, path: &str) -> Page {
     sections.push(gradients_section(analysis));
     sections.push(tensor_stats_section(doc));
     sections.push(health_section(analysis));
-    sections.push(Section {
-        id: "findings".into(),
-        title: "Findings".into(),
-        blocks: vec![Block::Findings(finding_texts(analysis))],
-    });
     let run = &summary.run;
     Page {
         title: Text::trace(&format!("candle-graph report · {}", run.entrypoint)),
@@ -112,6 +115,97 @@ fn peak_fact(label: &str, p: &PeakRecord, on: &str, origin: u64) -> Fact {
     }
 }
 
+/// The answer's facts after the peak: what held it, what would lower it most (replayed), the
+/// time — in `summary`'s order and words.
+fn answer_facts(r: &SummaryReport, facts: &mut Vec<Fact>) {
+    let a = &r.answer;
+    let peak = r
+        .peaks
+        .as_ref()
+        .and_then(|p| p.memory_peak.as_ref())
+        .map_or(0, |m| m.live_bytes);
+    if r.memory_overflow.is_none() && peak > 0 && !a.held_by.is_empty() {
+        let pct = |b: u64| 100.0 * b as f64 / peak as f64;
+        let cats: Vec<String> = a
+            .held_by
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {} ({:.0}%)",
+                    c.category.as_str(),
+                    bytes(c.bytes),
+                    pct(c.bytes)
+                )
+            })
+            .collect();
+        let mut items = Vec::new();
+        if let (Some(fixed), Some(scaled)) = (a.fixed_bytes, a.batch_scaled_bytes) {
+            items.push(Text::from(format!(
+                "fixed {} ({:.0}%: parameters, gradients, optimizer state) · batch-scaled {} ({:.0}%: activations)",
+                bytes(fixed),
+                pct(fixed),
+                bytes(scaled),
+                pct(scaled)
+            )));
+        }
+        let bound = if a.groups_lower_bound { "≥ " } else { "" };
+        for g in &a.top_groups {
+            items.push(Text::trace(&format!(
+                "{bound}{} {} ({} storage{})",
+                bytes(g.bytes),
+                g.key,
+                g.storages,
+                if g.storages == 1 { "" } else { "s" }
+            )));
+        }
+        facts.push(Fact {
+            label: "held by".into(),
+            value: Text::from(cats.join(" · ")),
+            data: vec![("held-by".to_string(), "categories".to_string())],
+            items,
+        });
+    }
+    if !a.lower_the_peak.is_empty() {
+        let first = &a.lower_the_peak[0];
+        facts.push(Fact {
+            label: "to lower it".into(),
+            value: Text::trace(&format!("{} [{}]", first.text, first.code)),
+            data: vec![
+                ("finding".to_string(), first.code.clone()),
+                ("exact".to_string(), first.exact.to_string()),
+            ],
+            items: a.lower_the_peak[1..]
+                .iter()
+                .map(|f| Text::trace(&format!("{} [{}]", f.text, f.code)))
+                .collect(),
+        });
+    }
+    let mut time = opt_duration(r.outer_wall_time_ns);
+    if r.timing_from_incomplete_capture && r.outer_wall_time_ns.is_some() {
+        time.push_str(" (from an incomplete capture)");
+    }
+    let mut items = Vec::new();
+    if let Some(s) = r.slowest_spans.first() {
+        items.push(Text::trace(&format!(
+            "slowest span {} ({} self)",
+            s.path,
+            duration(s.host_self_time_ns)
+        )));
+    }
+    if let Some(t) = &a.save_time {
+        items.push(Text::trace(&format!(
+            "most to gain: {}, {}",
+            t.code, t.text
+        )));
+    }
+    facts.push(Fact {
+        label: "time".into(),
+        value: Text::from(time),
+        items,
+        ..Fact::default()
+    });
+}
+
 fn summary_section(r: &SummaryReport, path: &str) -> Section {
     let origin = r.time_origin_ns;
     let mut facts = vec![
@@ -123,34 +217,6 @@ fn summary_section(r: &SummaryReport, path: &str) -> Section {
         Fact {
             label: "run".into(),
             value: Text::trace(&identity(r)),
-            ..Fact::default()
-        },
-        Fact {
-            label: "health".into(),
-            value: health_line(&r.health).into(),
-            ..Fact::default()
-        },
-        Fact {
-            label: "coverage".into(),
-            value: if r.not_seen.is_empty() {
-                "everything declared was seen".into()
-            } else {
-                "not seen or not complete:".into()
-            },
-            items: r.not_seen.iter().map(|s| Text::trace(s)).collect(),
-            ..Fact::default()
-        },
-        Fact {
-            label: "wall time".into(),
-            value: Text::from(format!(
-                "{}{}",
-                opt_duration(r.outer_wall_time_ns),
-                if r.timing_from_incomplete_capture && r.outer_wall_time_ns.is_some() {
-                    " (from an incomplete capture)"
-                } else {
-                    ""
-                }
-            )),
             ..Fact::default()
         },
     ];
@@ -186,6 +252,18 @@ fn summary_section(r: &SummaryReport, path: &str) -> Section {
             ..Fact::default()
         }),
     }
+    answer_facts(r, &mut facts);
+    facts.push(Fact {
+        label: "health".into(),
+        value: health_line(&r.health).into(),
+        ..Fact::default()
+    });
+    facts.push(Fact {
+        label: "coverage".into(),
+        value: Text::trace(&r.coverage.text()),
+        data: vec![("coverage".to_string(), "line".to_string())],
+        ..Fact::default()
+    });
     let g = &r.gradients;
     facts.push(Fact {
         label: "gradients".into(),
@@ -204,6 +282,9 @@ fn summary_section(r: &SummaryReport, path: &str) -> Section {
         title: "Summary".into(),
         blocks: vec![
             Block::Facts(facts),
+            Block::Paragraph(Text::trace(&format!(
+                "Open in Perfetto: `candle-graph export {path} --format chrome -o trace.json`, then load trace.json at ui.perfetto.dev (or chrome://tracing): spans, passes and memory counters on one timeline."
+            ))),
             Block::Pre {
                 summary: "candle-graph summary, as the terminal shows it".into(),
                 text: Text::from(summary::render(r, path)),
@@ -229,7 +310,7 @@ fn memory_section(doc: &TraceDocument, analysis: &Analysis, r: &SummaryReport) -
         };
     };
     blocks.push(Block::Paragraph(
-        "Logical live bytes (tensor storages) stacked by category, each device on the measured region's time axis; every point is the highest value of its time slice, so the peak is always drawn. Physical device samples are dots (joined by dashed lines) on the same axis.".into(),
+        "Logical live bytes (tensor storages) stacked by category, each device on the measured region's time axis; every point is the highest value of its time slice, so the peak is always drawn. The logical stack sets the left axis; physical device samples are dots (joined by dashed lines) on their own axis, right. Wheel or drag to zoom (shift+wheel pans), Escape or Whole timeline resets.".into(),
     ));
     let memory_report = memory::build(doc, analysis, None, 1, None, false).ok();
     for (d, name) in l.timeline.devices.iter().enumerate() {
@@ -983,7 +1064,7 @@ fn gradients_section(analysis: &Analysis) -> Section {
             .as_str()
     )))];
     blocks.push(Block::Table(Table {
-        id: "gradients".into(),
+        id: "gradients-table".into(),
         caption: "per parameter".into(),
         columns: vec![
             Column::text("PARAMETER"),

@@ -200,15 +200,34 @@ pub struct FindingRecord {
     pub summary: String,
     /// What to do about it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub advice: Option<&'static str>,
+    pub advice: Option<String>,
+    /// What acting on the advice would leave, replayed from the lifetimes (memory findings
+    /// with advice): `run_peak_bytes`, `pass_peaks`, `exact` (false: a bound).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<trace_graph::WhatIf>,
+    /// The share of the run's peak (`peak`) or measured time (`time`) acting on it would
+    /// remove, as far as the evidence shows; the rank's key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub impact: Option<ImpactRecord>,
 }
 
-/// Findings with advice, in the analyzer's order.
+/// What acting on a finding changes (see [`trace_graph::impact`]).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ImpactRecord {
+    /// `peak` or `time`.
+    pub plane: &'static str,
+    /// The share of the run's peak or measured time, in [0, 1].
+    pub share: f64,
+}
+
+/// Findings with advice, ranked by what acting on them changes ([`trace_graph::ranked`]:
+/// errors, then the largest saving on the run's peak or time, then warnings, then the rest);
+/// coverage gaps are left out (the coverage line states them once).
 pub fn findings(analysis: &Analysis) -> Vec<FindingRecord> {
     let ended_early = analysis.health.truncated || analysis.health.capture_failed;
-    analysis
-        .findings
-        .iter()
+    trace_graph::ranked(&analysis.findings)
+        .into_iter()
+        .map(|i| &analysis.findings[i])
         .map(|f| FindingRecord {
             severity: f.severity,
             code: f.code.as_str().to_string(),
@@ -216,10 +235,18 @@ pub fn findings(analysis: &Analysis) -> Vec<FindingRecord> {
             advice: match f.code {
                 // Live at a cut or a failure is not retention into the next step.
                 trace_graph::FindingCode::StoragesRetainedAtEnd if ended_early => Some(
-                    "the capture did not finish: these storages were live when it stopped, not necessarily retained",
+                    "the capture did not finish: these storages were live when it stopped, not necessarily retained".to_string(),
                 ),
                 _ => advice(f),
             },
+            what_if: f.evidence.what_if.clone(),
+            impact: trace_graph::impact(f).map(|i| ImpactRecord {
+                plane: match i {
+                    trace_graph::Impact::Peak(_) => "peak",
+                    trace_graph::Impact::Time(_) => "time",
+                },
+                share: i.share(),
+            }),
         })
         .collect()
 }
@@ -231,7 +258,12 @@ pub struct SummaryReport {
     pub run: RunRecord,
     /// Health verdict.
     pub health: HealthRecord,
-    /// What the capture did not see (empty: nothing known to be missing).
+    /// The answer first: what held the peak, what would lower it most, where time goes.
+    pub answer: AnswerRecord,
+    /// The coverage in one line, by plane.
+    pub coverage: CoverageLine,
+    /// What the capture did not see (empty: nothing known to be missing), each with its
+    /// reason.
     pub not_seen: Vec<String>,
     /// Start of the measured region, ns since session start: times shown as text are
     /// relative to it; the `_ns` times in this report are trace times.
@@ -266,6 +298,154 @@ pub struct SummaryReport {
     pub findings: Vec<FindingRecord>,
 }
 
+/// Groups of the peak's storages the answer names.
+pub const ANSWER_GROUPS: usize = 3;
+/// Findings the answer names as what would lower the peak.
+pub const ANSWER_FINDINGS: usize = 2;
+
+/// One category at the peak.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldCategory {
+    /// The category.
+    pub category: trace_schema::MemoryCategory,
+    /// Its live bytes at the peak.
+    pub bytes: u64,
+}
+
+/// A finding the answer names, with its figure.
+#[derive(Debug, Clone, Serialize)]
+pub struct AnswerFinding {
+    /// Its code.
+    pub code: String,
+    /// The figure: the what-if sentence (memory) or the estimated time and share (time).
+    pub text: String,
+    /// The share of the run's peak or time it would remove, in [0, 1].
+    pub share: f64,
+    /// The figure is exact (memory: the replay frees exactly what the advice frees).
+    pub exact: bool,
+}
+
+/// The answer first: what held the peak (by category, its fixed and batch-scaled parts and
+/// the largest merged groups), the findings that would lower it most with their replayed
+/// figures, and the time finding with the most to gain.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AnswerRecord {
+    /// Categories live at the peak, largest first.
+    pub held_by: Vec<HeldCategory>,
+    /// Bytes of the peak that do not scale with the batch (parameters, gradients, optimizer
+    /// state).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fixed_bytes: Option<u64>,
+    /// Bytes that scale with the batch (activations).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_scaled_bytes: Option<u64>,
+    /// The largest groups of storages live at the peak, identical ones merged (by op and pass
+    /// with allocation sites, else by allocating span).
+    pub top_groups: Vec<crate::live::HeldGroup>,
+    /// The grouping of `top_groups`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups_by: Option<crate::live::GroupBy>,
+    /// The groups are over the largest storages only (a summary analysis lists the first
+    /// `SUMMARY_TOP`): their bytes are lower bounds.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub groups_lower_bound: bool,
+    /// The memory findings whose advice lowers the run's peak most, largest saving first.
+    pub lower_the_peak: Vec<AnswerFinding>,
+    /// The finding about time with the largest share of the measured region.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub save_time: Option<AnswerFinding>,
+}
+
+impl AnswerRecord {
+    /// From the analysis and the ranked findings.
+    pub fn of(doc: &TraceDocument, analysis: &Analysis, findings: &[FindingRecord]) -> Self {
+        let mut a = Self::default();
+        if let Some(p) = analysis
+            .memory
+            .logical
+            .as_ref()
+            .and_then(|l| l.peak.as_ref())
+        {
+            let mut held: Vec<HeldCategory> = p
+                .by_category
+                .iter()
+                .filter(|(_, &b)| b > 0)
+                .map(|(&category, &bytes)| HeldCategory { category, bytes })
+                .collect();
+            held.sort_by_key(|h| std::cmp::Reverse(h.bytes));
+            a.held_by = held;
+            let (fixed, scaled) = trace_graph::batch_split(&p.by_category);
+            a.fixed_bytes = Some(fixed);
+            a.batch_scaled_bytes = Some(scaled);
+            // the first SUMMARY_TOP storages (largest first), in either detail: what
+            // `summary` prints does not depend on how much the analysis kept
+            let live: Vec<&trace_memory::StorageLifetime> = p
+                .live_allocations
+                .iter()
+                .take(trace_memory::SUMMARY_TOP)
+                .collect();
+            let by = if analysis.sites.is_some() {
+                crate::live::GroupBy::Op
+            } else {
+                crate::live::GroupBy::Span
+            };
+            let mut groups =
+                crate::live::group(&live, doc, &analysis.spans, analysis.sites.as_ref(), by);
+            groups.truncate(ANSWER_GROUPS);
+            a.groups_lower_bound = (live.len() as u64) < p.live_allocation_count;
+            a.groups_by = (!groups.is_empty()).then_some(by);
+            a.top_groups = groups;
+        }
+        let mut memory: Vec<&FindingRecord> = findings
+            .iter()
+            .filter(|f| f.what_if.as_ref().is_some_and(|w| w.saving_bytes() > 0))
+            .collect();
+        memory
+            .sort_by_key(|f| std::cmp::Reverse(f.what_if.as_ref().map_or(0, |w| w.saving_bytes())));
+        a.lower_the_peak = memory
+            .into_iter()
+            .take(ANSWER_FINDINGS)
+            .filter_map(|f| {
+                let w = f.what_if.as_ref()?;
+                Some(AnswerFinding {
+                    code: f.code.clone(),
+                    text: w.sentence(),
+                    share: w.saving_share(),
+                    exact: w.exact,
+                })
+            })
+            .collect();
+        a.save_time = findings
+            .iter()
+            .filter(|f| f.impact.is_some_and(|i| i.plane == "time"))
+            .find_map(|f| {
+                let i = f.impact?;
+                let e = &analysis
+                    .findings
+                    .iter()
+                    .find(|x| x.code.as_str() == f.code && x.summary == f.summary)?
+                    .evidence;
+                let d = e.duration_ns?;
+                let est = if e.share.is_some() { "est. " } else { "" };
+                Some(AnswerFinding {
+                    code: f.code.clone(),
+                    text: format!(
+                        "{est}{} ({:.1}% of the measured region){}",
+                        duration(d),
+                        i.share * 100.0,
+                        e.operation
+                            .as_deref()
+                            .map(|op| format!(" in {op}"))
+                            .unwrap_or_default()
+                    ),
+                    share: i.share,
+                    exact: e.share.is_none(),
+                })
+            });
+        a
+    }
+}
+
 /// The coverage statement: every capability below complete with its reason, dropped events, and
 /// the host-handle caveat on GPU devices.
 pub fn not_seen(doc: &TraceDocument, analysis: &Analysis) -> Vec<String> {
@@ -280,6 +460,14 @@ pub fn not_seen(doc: &TraceDocument, analysis: &Analysis) -> Vec<String> {
             ));
         }
     }
+    out.extend(caveats(doc));
+    out
+}
+
+/// What makes the figures lower bounds or changes their meaning: dropped events, a cut-short
+/// trace, storages seen through host handles.
+fn caveats(doc: &TraceDocument) -> Vec<String> {
+    let mut out = Vec::new();
     if let Some(d) = doc.dropped_events.filter(|&d| d > 0) {
         out.push(format!(
             "{d} events dropped (full buffer): memory figures are lower bounds"
@@ -299,6 +487,81 @@ pub fn not_seen(doc: &TraceDocument, analysis: &Analysis) -> Vec<String> {
         }
     }
     out
+}
+
+/// A capability in a reader's words (`device time`, `operations`).
+fn plane_name(kind: trace_graph::CapabilityKind) -> &'static str {
+    use trace_graph::CapabilityKind as K;
+    match kind {
+        K::StructuralTrace => "span structure",
+        K::OuterWallTime => "wall time",
+        K::NestedHostTime => "span times",
+        K::NestedDeviceTime => "device time",
+        K::Operations => "operations",
+        K::Tensors => "tensors",
+        K::LogicalMemory => "memory",
+        K::PhysicalMemory => "physical memory",
+        K::Gradients => "gradients",
+        K::TensorStats => "tensor stats",
+    }
+}
+
+/// The coverage in one line: what was not seen, what is sampled (estimates), partial or
+/// invalid, by plane, then the caveats — `check` explains each.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CoverageLine {
+    /// Planes with nothing seen.
+    pub not_seen: Vec<&'static str>,
+    /// Planes observed by sampling: figures are estimates with intervals.
+    pub sampled: Vec<&'static str>,
+    /// Planes seen in part (or not declared complete).
+    pub partial: Vec<&'static str>,
+    /// Planes the trace contradicts.
+    pub invalid: Vec<&'static str>,
+    /// Dropped events, truncation, host handles.
+    pub caveats: Vec<String>,
+}
+
+impl CoverageLine {
+    /// From the capability matrix and the document.
+    pub fn of(doc: &TraceDocument, analysis: &Analysis) -> Self {
+        let mut line = Self {
+            caveats: caveats(doc),
+            ..Self::default()
+        };
+        for c in &analysis.capabilities.capabilities {
+            let name = plane_name(c.kind);
+            match c.level {
+                CapabilityLevel::Complete => {}
+                CapabilityLevel::Unavailable => line.not_seen.push(name),
+                CapabilityLevel::Sampled => line.sampled.push(name),
+                CapabilityLevel::Partial => line.partial.push(name),
+                CapabilityLevel::Invalid => line.invalid.push(name),
+            }
+        }
+        line
+    }
+
+    /// `not seen: device time · sampled: operations · partial: tensors — `check` explains`.
+    pub fn text(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        for (what, planes) in [
+            ("INVALID", &self.invalid),
+            ("not seen", &self.not_seen),
+            ("sampled (estimates)", &self.sampled),
+            ("partial", &self.partial),
+        ] {
+            if !planes.is_empty() {
+                parts.push(format!("{what}: {}", planes.join(", ")));
+            }
+        }
+        parts.extend(self.caveats.iter().cloned());
+        if parts.is_empty() {
+            "everything declared was seen".to_string()
+        } else {
+            format!("{} — `check` explains", parts.join(" · "))
+        }
+    }
 }
 
 /// Builds the report.
@@ -353,9 +616,12 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis) -> SummaryReport {
             .capabilities
             .level(trace_graph::CapabilityKind::Gradients),
     };
+    let findings = findings(analysis);
     SummaryReport {
         run: RunRecord::of(doc),
         health: HealthRecord::of(&analysis.health),
+        answer: AnswerRecord::of(doc, analysis, &findings),
+        coverage: CoverageLine::of(doc, analysis),
         not_seen: not_seen(doc, analysis),
         time_origin_ns: analysis.time_origin_ns,
         outer_wall_time_ns: outer,
@@ -367,7 +633,7 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis) -> SummaryReport {
         slowest_operations: SlowestOperations::of(analysis),
         backward_modules: backward::build(doc, analysis, SLOWEST_ROWS),
         gradients,
-        findings: findings(analysis),
+        findings,
     }
 }
 
@@ -442,30 +708,14 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
         let _ = write!(identity, " · candle {c}");
     }
     let _ = writeln!(out, "run          {}", escape(&identity));
+    render_answer(&mut out, r);
     let _ = writeln!(
         out,
         "health       {}{}",
         health_line(&r.health),
         issue_codes_suffix(&r.health)
     );
-    if r.not_seen.is_empty() {
-        out.push_str("coverage     everything declared was seen\n");
-    } else {
-        out.push_str("coverage     not seen or not complete:\n");
-        for item in &r.not_seen {
-            let _ = writeln!(out, "  - {}", escape(item));
-        }
-    }
-    let _ = writeln!(
-        out,
-        "wall time    {}{}",
-        opt_duration(r.outer_wall_time_ns),
-        if r.timing_from_incomplete_capture && r.outer_wall_time_ns.is_some() {
-            " (from an incomplete capture)"
-        } else {
-            ""
-        }
-    );
+    let _ = writeln!(out, "coverage     {}", escape(&r.coverage.text()));
     out.push('\n');
     match (&r.peaks, &r.memory_overflow) {
         (_, Some(o)) => {
@@ -572,6 +822,114 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
     out
 }
 
+/// The answer first: the peak (when, where, which pass), what held it, what would lower it
+/// most (replayed), then the time.
+pub fn render_answer(out: &mut String, r: &SummaryReport) {
+    let a = &r.answer;
+    match (&r.peaks, &r.memory_overflow) {
+        (_, Some(o)) => {
+            let _ = writeln!(out, "peak         {}", overflow_line(o));
+        }
+        (Some(p), None) => {
+            if let Some(m) = p.memory_peak.as_ref().filter(|m| m.live_bytes > 0) {
+                let on = m
+                    .device
+                    .as_deref()
+                    .map(|d| format!(" on {}", escape(d)))
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "peak         {}",
+                    peak::headline(m, &on, r.time_origin_ns)
+                );
+                answer_held(out, a, m.live_bytes);
+            }
+        }
+        _ => out.push_str("peak         no memory events in this trace\n"),
+    }
+    for (i, f) in a.lower_the_peak.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "{}{}. {} [{}]",
+            if i == 0 {
+                "to lower it  "
+            } else {
+                "             "
+            },
+            i + 1,
+            escape(&f.text),
+            f.code
+        );
+    }
+    let mut time = opt_duration(r.outer_wall_time_ns);
+    if r.timing_from_incomplete_capture && r.outer_wall_time_ns.is_some() {
+        time.push_str(" (from an incomplete capture)");
+    }
+    if let Some(s) = r.slowest_spans.first() {
+        let share = r
+            .outer_wall_time_ns
+            .filter(|&o| o > 0)
+            .map(|o| format!(", {:.1}%", 100.0 * s.host_self_time_ns as f64 / o as f64))
+            .unwrap_or_default();
+        let _ = write!(
+            time,
+            "; slowest span {} ({} self{share})",
+            escape(&s.path),
+            duration(s.host_self_time_ns)
+        );
+    }
+    if let Some(t) = &a.save_time {
+        let _ = write!(time, "; most to gain: {}, {}", t.code, escape(&t.text));
+    }
+    let _ = writeln!(out, "time         {time}");
+}
+
+fn answer_held(out: &mut String, a: &AnswerRecord, peak_bytes: u64) {
+    let pct = |b: u64| 100.0 * b as f64 / peak_bytes.max(1) as f64;
+    let cats: Vec<String> = a
+        .held_by
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {} ({:.0}%)",
+                c.category.as_str(),
+                bytes(c.bytes),
+                pct(c.bytes)
+            )
+        })
+        .collect();
+    if !cats.is_empty() {
+        let _ = writeln!(out, "held by      {}", cats.join(" · "));
+    }
+    if let (Some(fixed), Some(scaled)) = (a.fixed_bytes, a.batch_scaled_bytes) {
+        let _ = writeln!(
+            out,
+            "             fixed {} ({:.0}%: parameters, gradients, optimizer state) · batch-scaled {} ({:.0}%: activations)",
+            bytes(fixed),
+            pct(fixed),
+            bytes(scaled),
+            pct(scaled)
+        );
+    }
+    if !a.top_groups.is_empty() {
+        let bound = if a.groups_lower_bound { "≥ " } else { "" };
+        let groups: Vec<String> = a
+            .top_groups
+            .iter()
+            .map(|g| {
+                format!(
+                    "{bound}{} {} ({} storage{})",
+                    bytes(g.bytes),
+                    escape(&trace_format::elide_middle(&g.key, 60)),
+                    g.storages,
+                    if g.storages == 1 { "" } else { "s" }
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "  largest    {}", groups.join(" · "));
+    }
+}
+
 /// Renders the slowest operations: one line when they were not captured.
 pub fn render_operations(out: &mut String, s: &SlowestOperations) {
     use crate::commands::ops::{few_samples_line, header, lost_samples_line, pct};
@@ -626,7 +984,7 @@ pub fn render_findings(out: &mut String, findings: &[FindingRecord]) {
             f.code,
             escape(&f.summary)
         );
-        if let Some(a) = f.advice {
+        if let Some(a) = &f.advice {
             let _ = writeln!(out, "      → {a}");
         }
     }

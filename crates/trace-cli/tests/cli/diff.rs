@@ -334,7 +334,7 @@ fn the_html_view_shows_the_retention_fix() {
 fn the_html_view_ranks_spans_and_lists_one_sided_spans_and_gradients() {
     let f = |n: &str| format!("../../examples/fixtures/{n}");
     let (_d, html, _) = html_of(&["diff", &f("mlp"), &f("mlp-one-layer-more")]);
-    let spans = table_rows(&html, "spans");
+    let spans = table_rows(&html, "spans-table");
     assert_eq!(spans.len(), 8);
     // ranked by impact: the optimizer's +15.03 MiB of direct allocations first
     assert!(

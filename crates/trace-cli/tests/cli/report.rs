@@ -68,7 +68,10 @@ fn the_llama_fixture_report_states_the_summary() {
     assert!(html.contains(
         "5.72 MiB on cpu at 62.00 ms, in the optimizer pass (llama::train_step/optimizer)"
     ));
-    assert!(html.contains("valid, complete (0 errors, 3 warnings)"));
+    assert!(html.contains("valid, complete (0 errors, 0 warnings)"));
+    // the answer first: what held the peak and the replayed advice on the first screen
+    assert!(html.contains("data-held-by=\"categories\""));
+    assert!(html.contains("data-finding=\"activations_retained_into_optimizer\""));
     assert!(html.contains("activations_retained_into_optimizer"));
     // 259 storages live at the peak: 200 rows and the rest counted
     assert!(html.contains("held at the peak (top 200 of 259;"));

@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use trace_schema::{EdgeRecord, ExecutionPhase, ExecutionStep, TraceDocument};
+use trace_schema::{
+    ContractField, CoverageLevel, EdgeRecord, ExecutionPhase, ExecutionStep, TraceDocument,
+};
 
 use super::{HealthCode, IssueLocation, Issues};
 
@@ -98,7 +100,25 @@ pub(super) fn check(
         }
     }
 
+    // A plane the producer's contract never promised (declared `none`) is not missing: no
+    // warning for it. Without a contract nothing says what was promised: every plane warns.
+    let unpromised = |field: ContractField| {
+        doc.meta
+            .capture_contract
+            .as_ref()
+            .is_some_and(|c| c.level(field) == CoverageLevel::None)
+    };
+    let promised_field = |code: HealthCode| match code {
+        HealthCode::OperationsAbsent => Some(ContractField::Operations),
+        HealthCode::TensorsAbsent => Some(ContractField::Tensors),
+        HealthCode::DeviceTimingAbsent => Some(ContractField::DeviceTiming),
+        HealthCode::PhysicalMemoryAbsent => Some(ContractField::PhysicalMemory),
+        _ => None,
+    };
     let mut absent = |count: u64, code: HealthCode, what: &str| {
+        if promised_field(code).is_some_and(unpromised) {
+            return;
+        }
         if count == 0 {
             issues.warning(
                 code,

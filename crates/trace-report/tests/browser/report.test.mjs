@@ -114,6 +114,94 @@ test("the demo report renders, says the analyser's peak, and works by keyboard",
   console.log(`demo report: ready in ${loadMs} ms (script ${await page.evaluate(() => document.documentElement.dataset.renderMs)} ms after navigation start)`);
 });
 
+test("the first screen answers: the peak, what held it, the finding that lowers it most with its saving", async () => {
+  const summary = JSON.parse(readFileSync(env("CG_DEMO_SUMMARY"), "utf8"));
+  const peakBytes = summary.memory_peak.live_bytes;
+  const { page, problems } = await open(env("CG_DEMO_REPORT"), { width: 1280, height: 900 });
+  const onFirstScreen = async (sel) => {
+    const box = await page.locator(sel).first().boundingBox();
+    assert.ok(box, `${sel} is shown`);
+    assert.ok(box.y + box.height <= 900, `${sel} is on the first screen (bottom at ${box.y + box.height} px)`);
+  };
+  await onFirstScreen("[data-peak-bytes]");
+  await onFirstScreen("[data-held-by]");
+  await onFirstScreen("[data-finding]");
+  // what held it: the largest category, in bytes as the CLI prints them
+  const held = await page.locator("[data-held-by]").first().textContent();
+  assert.match(held, new RegExp("^" + summary.answer.held_by[0].category + " "));
+  // the top finding with its replayed saving: the summary's first what-if, word for word
+  const top = summary.answer.lower_the_peak[0];
+  const finding = page.locator("[data-finding]").first();
+  assert.equal(await finding.getAttribute("data-finding"), top.code);
+  assert.ok((await finding.textContent()).startsWith(top.text), await finding.textContent());
+  assert.match(top.text, /the run's peak .* → .*%/);
+  // the JSON carries the what-if on the finding itself
+  const f = summary.findings.find((x) => x.code === top.code);
+  assert.ok(f.what_if && typeof f.what_if.run_peak_bytes === "number" && typeof f.what_if.exact === "boolean");
+  assert.ok(Array.isArray(f.what_if.pass_peaks) && f.what_if.pass_peaks.length > 0);
+  // no coverage gap is repeated as a finding
+  assert.ok(!summary.findings.some((x) => x.code === "coverage_gap"));
+  clean(problems);
+});
+
+test("the memory chart: logical y-scale, hover on the peak reads the peak, wheel/brush zoom, Escape and the button reset", async () => {
+  const summary = JSON.parse(readFileSync(env("CG_DEMO_SUMMARY"), "utf8"));
+  const peakBytes = summary.memory_peak.live_bytes;
+  const { page, problems } = await open(env("CG_DEMO_REPORT"), { width: 1280, height: 900 });
+  const chart = page.locator(".chart").first();
+  // the logical stack sets the y-scale (8% headroom), whatever the physical samples read
+  const yMax = Number(await chart.getAttribute("data-y-max"));
+  assert.ok(Math.abs(yMax - peakBytes * 1.08) <= 1, `y max ${yMax} vs peak ${peakBytes}`);
+  await page.locator("#memory").scrollIntoViewIfNeeded();
+  // the peak label is inside the plot
+  const area = await page.locator(".chart-area").first().boundingBox();
+  const label = await page.locator(".peaklabel").first().boundingBox();
+  assert.ok(label.x >= area.x && label.x + label.width <= area.x + area.width + 0.5, "peak label inside the plot");
+  // hovering exactly on the peak line reads the peak
+  const line = await page.locator(".peakline").first().boundingBox();
+  await page.mouse.move(line.x + line.width / 2, line.y + line.height * 0.5);
+  await page.waitForTimeout(50);
+  const tip = await page.locator("#tooltip").textContent();
+  assert.match(tip, /the peak: /, tip);
+  // the x-axis starts at the measured region's start
+  const firstX = await page.locator(".chart-area svg text.xlab").first().textContent();
+  assert.match(firstX, /^0(\.0+)? ?(ns|µs|ms|s)$|^0$/, firstX);
+  // wheel zoom, then Escape resets
+  await page.mouse.move(area.x + area.width / 2, area.y + area.height / 2);
+  await page.mouse.wheel(0, -300);
+  await page.waitForTimeout(50);
+  assert.equal(await chart.getAttribute("data-zoomed"), "true");
+  await page.locator(".chart-area").first().focus();
+  await page.keyboard.press("Escape");
+  assert.equal(await chart.getAttribute("data-zoomed"), "false");
+  // a brush (drag) zooms, the button resets
+  await page.mouse.move(area.x + area.width * 0.3, area.y + area.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(area.x + area.width * 0.6, area.y + area.height / 2, { steps: 5 });
+  await page.mouse.up();
+  assert.equal(await chart.getAttribute("data-zoomed"), "true");
+  await page.locator("button.reset").first().click();
+  assert.equal(await chart.getAttribute("data-zoomed"), "false");
+  clean(problems);
+});
+
+for (const [name, file] of [["report", "CG_DEMO_REPORT"], ["diff", "CG_DIFF_REPORT"]]) {
+  test(`the ${name} page at 390 px: no sideways scroll, unique ids`, async () => {
+    const { page, problems } = await open(env(file), { width: 390, height: 844 });
+    await page.waitForTimeout(250);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 1, `no horizontal scrolling at 390 px (${overflow} px)`);
+    const dup = await page.evaluate(() => {
+      const seen = new Map();
+      document.querySelectorAll("[id]").forEach((e) => seen.set(e.id, (seen.get(e.id) || 0) + 1));
+      return [...seen].filter(([, n]) => n > 1).map(([id]) => id);
+    });
+    assert.deepEqual(dup, [], "duplicate ids");
+    if (name === "report") assert.match(await page.locator("body").textContent(), /Open in Perfetto: `candle-graph export /);
+    clean(problems);
+  });
+}
+
 test("a trace full of markup and control characters runs nothing and shows it as text", async () => {
   const { page, problems } = await open(env("CG_INJECTION_REPORT"));
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
@@ -136,11 +224,18 @@ test("a trace full of markup and control characters runs nothing and shows it as
 test("the diff view states the peak change, sorts its tables and runs nothing from a trace", async () => {
   const diff = JSON.parse(readFileSync(env("CG_DIFF_JSON"), "utf8"));
   const { page, problems } = await open(env("CG_DIFF_REPORT"));
+  // the headline ranks the pass whose peak changed most first, and the findings are compared
+  const top = diff.passes.filter((p) => p.peak_bytes.delta).sort((a, b) => Math.abs(b.peak_bytes.delta) - Math.abs(a.peak_bytes.delta))[0];
+  const headline = await page.locator("[data-headline]").first().textContent();
+  assert.ok(headline.startsWith(`the ${top.pass} pass's peak`), headline);
+  const compared = await page.locator("dd:has([data-findings]), [data-findings]").first().textContent();
+  assert.match(compared, /activations_retained_into_optimizer/);
+  assert.ok(diff.findings.some((f) => f.code === "activations_retained_into_optimizer" && f.change === "changed"));
   const peak = page.locator("[data-bytes-delta][data-device]").first();
   assert.equal(Number(await peak.getAttribute("data-bytes-delta")), diff.memory.devices[0].peak_bytes.delta);
   assert.equal(Number(await peak.getAttribute("data-bytes-baseline")), diff.memory.devices[0].peak_bytes.baseline.median);
   // the span table sorts by impact, both ways
-  const spans = page.locator("#spans");
+  const spans = page.locator("#spans-table");
   const impacts = async () => Promise.all(
     (await spans.locator("tbody tr").all()).map(async (r) => Number(await r.locator("td").first().getAttribute("data-sort"))));
   await spans.locator("th button").first().click();
