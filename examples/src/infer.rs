@@ -122,7 +122,9 @@ pub fn generate(
                 tokens.push(next.to_scalar::<u32>()?);
             }
         }
-        kept = Some(cache);
+        if call == 2 {
+            kept = Some(cache); // the captured call's cache outlives it
+        }
     }
     profiler.finish()?;
     drop(kept);

@@ -210,6 +210,19 @@ fn kv_cache_outliving_the_call_and_weights_without_optimizer() -> Res<()> {
         "the mask: {dtypes:?}"
     );
 
+    // llama2_c's layers open no tracing span: the terminal says that no module is named.
+    let lost = &doc.terminal.as_ref().expect("terminal").coverage_lost;
+    let why = lost
+        .iter()
+        .find(|(k, _)| k.as_str() == "module_spans")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    assert!(why.starts_with("no module spans"), "{lost:?}");
+    assert!(
+        !lost.iter().any(|(k, _)| k.as_str() == "backward_spans"),
+        "{lost:?}"
+    );
+
     // The weights: parameters labelled with their VarMap keys, exact bytes, no optimizer.
     let want: BTreeMap<String, u64> = varmap
         .data()
@@ -299,6 +312,32 @@ fn kv_cache_outliving_the_call_and_weights_without_optimizer() -> Res<()> {
     let weight_bytes: u64 = weights.values().map(bytes_of).sum();
     assert!(logical.live_at_end.bytes >= weight_bytes + expected.iter().sum::<u64>());
     assert!(logical.peak.as_ref().expect("peak").live_bytes >= logical.live_at_end.bytes);
+
+    // 3. `backward_spans(true)` on a model without probed modules: 0 markers, and it says so.
+    let path = dir.path().join("backward_spans.jsonl");
+    let session = TraceSession::create(
+        ProfileRun::inference("llama2_c::generate", 1)
+            .parameters(&named)
+            .backward_spans(true),
+        &path,
+    )?;
+    {
+        let mut cache = new_cache(&cfg)?;
+        let _call = session.step(1);
+        generate(&model, &mut cache)?;
+    }
+    session.finish()?;
+    let doc = trace_schema::load_path(&path)?;
+    let lost = &doc.terminal.as_ref().expect("terminal").coverage_lost;
+    let why = lost
+        .iter()
+        .find(|(k, _)| k.as_str() == "backward_spans")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    assert!(
+        why.starts_with("backward_spans(true) placed 0 markers"),
+        "{lost:?}"
+    );
     let want: BTreeMap<String, u64> = weights
         .iter()
         .map(|(k, t)| (k.clone(), bytes_of(t)))

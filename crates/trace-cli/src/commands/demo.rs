@@ -248,3 +248,37 @@ impl InferenceFigures {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The real generation (llama2_c, tiny, seeded): one prefill, a decode per further token,
+    /// the cache live at the end with its exact bytes, growth per token exactly one position of
+    /// keys and values in every layer.
+    #[test]
+    fn inference_figures_from_a_real_generation() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let report = candle_graph_examples::infer::generate(dir.path(), 4, 16).expect("generate");
+        let doc = trace_schema::load_path(&report.trace_path).expect("trace");
+        let f = InferenceFigures::of(&doc);
+        assert!(f.prefill_ns.is_some(), "{f:?}");
+        assert_eq!(f.decode_ns.len(), 15, "{f:?}");
+        let cfg = candle_graph_examples::infer::tiny_config();
+        let head_dim = cfg.dim / cfg.n_heads;
+        // One position of keys and values, f32, in every layer.
+        let per_token = (2 * cfg.n_layers * cfg.n_kv_heads * head_dim * 4) as u64;
+        // The cache holds every position but the last generated token's (never fed back).
+        let positions = (4 + 16 - 1) as u64;
+        let mask = 4 * 4; // the prefill's causal mask, u8
+        assert_eq!(
+            f.live_at_end,
+            (2 * cfg.n_layers as u64 + 1, per_token * positions + mask),
+            "{f:?}"
+        );
+        assert_eq!(f.growth_per_token_bytes(), Some(per_token as f64), "{f:?}");
+        let text = f.render();
+        assert!(text.contains("prefill"), "{text}");
+        assert!(text.contains("15 calls"), "{text}");
+    }
+}
