@@ -6,6 +6,8 @@
 //! - [`llama`]: a small llama-style causal language model built only from differentiable
 //!   candle-nn operations, loss over every position;
 //! - [`mlp`]: the 784-512-512-10 MLP, batch 64;
+//! - [`infer`]: candle-transformers' `llama2_c` generating with its KV cache, one generation
+//!   captured (`prefill`, then a `decode` span per token; `candle-graph demo --inference`);
 //! - [`cnn`]: a small CNN (conv2d → relu → max_pool2d ×2 → linear, AdamW, batch 64) trained
 //!   as issue 20's user did, the input batch made before the captured step and never labelled
 //!   (`--example cnn`);
@@ -34,6 +36,7 @@ pub mod cli;
 pub mod cnn;
 pub mod data;
 pub mod device;
+pub mod infer;
 pub mod init;
 pub mod llama;
 pub mod mlp;

@@ -99,6 +99,9 @@ fn static_advice(f: &Finding) -> Option<&'static str> {
         FindingCode::OptimizerTemporaries => {
             "the update allocates a new tensor per intermediate (m, v, their square root, the step): an in-place or fused optimizer step (updating `Var`s with fewer intermediates, or one kernel per parameter) removes them; the replayed peak is what it would leave"
         }
+        FindingCode::EarlierStepsRetained => {
+            "keep what you log as plain numbers (`loss.to_scalar::<f32>()?`, or `loss.detach()`), not the tensor: a stored loss or output holds its step's whole autograd graph; a capture of several steps (or a second capture at a later step) shows whether it grows"
+        }
         FindingCode::CoverageGap => return None,
     })
 }

@@ -121,6 +121,12 @@ pub struct DemoArgs {
     /// *Sampled operations*).
     #[arg(long, value_name = "N", default_value_t = DEMO_SAMPLE_HZ)]
     pub sample_hz: u32,
+    /// Inference instead of training: candle-transformers' `llama2_c` (tiny, seeded weights,
+    /// no download) generates 16 tokens after a 4-token prompt with its KV cache, the second
+    /// generation captured (`prefill`, then one `decode` span per token); prints prefill vs
+    /// decode time, the KV cache at the end and its growth per token, then the summary.
+    #[arg(long, conflicts_with_all = ["drop_loss_before_step", "detach_parameter_gradients", "backward_spans"])]
+    pub inference: bool,
 }
 
 /// The demo's sample rate: a short step needs a high rate to get about 100 samples or more.

@@ -136,6 +136,22 @@ fn load(
 
 fn run(cli: Cli) -> Result<Output> {
     match cli.command {
+        Command::Demo(args) if args.inference => {
+            let report = commands::demo::run_inference(&args)?;
+            eprintln!("{}", commands::demo::describe_inference(&report));
+            let (trace, analysis) = load(&report.trace_path, Detail::Summary)?;
+            let figures = commands::demo::InferenceFigures::of(&trace.doc);
+            let summary = commands::summary::build(&trace.doc, analysis);
+            Ok(Output::ok(if args.json {
+                to_json("summary", Some(InputRecord::of(trace)), &summary)?
+            } else {
+                terminal_safe(format!(
+                    "{}\n{}",
+                    figures.render(),
+                    commands::summary::render(&summary, &trace.path.display().to_string())
+                ))
+            }))
+        }
         Command::Demo(args) => {
             let progress = !args.json && std::io::stderr().is_terminal();
             let report = commands::demo::run(&args, progress)?;

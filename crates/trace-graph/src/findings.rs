@@ -46,6 +46,10 @@ pub enum FindingCode {
     /// temporaries): their bytes at the run's peak, ratio to the parameters, part of the peak,
     /// and the peak replayed without them.
     OptimizerTemporaries,
+    /// Storages live at capture start that are neither parameters, optimizer state nor
+    /// labelled (what earlier steps left alive), at least half this step's forward bytes: their
+    /// bytes, count and ratio (`share`) to this step's activations.
+    EarlierStepsRetained,
     /// A capability that is not complete.
     CoverageGap,
 }

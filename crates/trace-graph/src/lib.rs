@@ -32,6 +32,7 @@
 
 mod advice;
 pub mod capability;
+pub mod earlier;
 pub mod findings;
 pub mod gradients;
 pub mod graph;
@@ -241,6 +242,7 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
         &baseline,
         &mut findings,
     );
+    earlier::finding(doc, &index.spans, &capabilities, &mut findings);
     findings::gradient_findings(&gradients, &capabilities, &mut findings);
     findings::coverage_gaps(&capabilities, &mut findings);
     Analysis {

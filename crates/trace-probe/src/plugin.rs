@@ -112,16 +112,19 @@ pub(crate) trait CapturePlugin: Send + Sync {
 /// device samples), then the stack sampler (its events come last, after the step's).
 pub(crate) fn builtin_plugins(run: &ProfileRun) -> Vec<Arc<dyn CapturePlugin>> {
     vec![
-        Arc::new(crate::storage::StoragePlugin::new(
-            &run.device,
-            run.deterministic,
-            run.track_pre_existing,
-            if run.deterministic {
-                Some(0)
-            } else {
-                run.alloc_site_threshold_bytes
-            },
-        )),
+        Arc::new(
+            crate::storage::StoragePlugin::new(
+                &run.device,
+                run.deterministic,
+                run.track_pre_existing,
+                if run.deterministic {
+                    Some(0)
+                } else {
+                    run.alloc_site_threshold_bytes
+                },
+            )
+            .with_parameters(run_parameters(run)),
+        ),
         Arc::new(crate::sampler::SamplerPlugin::new(
             crate::sampler::SamplerSettings {
                 hz: run.sample_hz,
@@ -130,6 +133,16 @@ pub(crate) fn builtin_plugins(run: &ProfileRun) -> Vec<Arc<dyn CapturePlugin>> {
             },
         )),
     ]
+}
+
+/// The run's declared weights as (name, tensor): the `VarMap`'s variables by key (sorted), then
+/// [`ProfileRun::parameters`]' tensors. Read at capture start, so variables added to the map
+/// after `varmap` count.
+fn run_parameters(run: &ProfileRun) -> crate::storage::DeclaredParameters {
+    crate::storage::DeclaredParameters {
+        varmap: run.parameters.as_ref().map(|p| p.varmap.clone()),
+        named: run.named_parameters.clone(),
+    }
 }
 
 /// What the probe knows about a span, for attribution.

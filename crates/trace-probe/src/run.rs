@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use std::path::Path;
 
-use candle_core::Device;
+use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
 use trace_schema::{CaptureContract, ComparisonIdentity, ExecutionPhase, MeasurementScope};
 
@@ -55,6 +55,8 @@ pub struct ProfileRun {
     pub(crate) user_gradient_contract: bool,
     pub(crate) deterministic: bool,
     pub(crate) parameters: Option<Parameters>,
+    /// Weights given as plain tensors ([`ProfileRun::parameters`]): (name, tensor).
+    pub(crate) named_parameters: Vec<(String, Tensor)>,
     pub(crate) tracing: TracingMode,
     pub(crate) track_pre_existing: bool,
     pub(crate) backward_spans: bool,
@@ -92,6 +94,7 @@ impl ProfileRun {
             user_gradient_contract: false,
             deterministic: false,
             parameters: None,
+            named_parameters: Vec::new(),
             tracing: TracingMode::default(),
             track_pre_existing: true,
             backward_spans: false,
@@ -101,10 +104,12 @@ impl ProfileRun {
         }
     }
 
-    /// The model's parameters: a [`crate::ProbedOptimizer`] names each variable it is given
-    /// after its `VarMap` key (under the root `model`), declares complete gradient coverage over
-    /// them, and the storage capture labels them. Variables not in the map are named
-    /// `unnamed/t<n>`. The map is shared, not copied: variables added after this call count.
+    /// The model's parameters: every variable of the map is a `parameter` storage labelled with
+    /// its `VarMap` key, written live at capture start with its heap bytes (with or without an
+    /// optimizer: inference too); a [`crate::ProbedOptimizer`] names each variable it is given
+    /// after its key (under the root `model`) and declares complete gradient coverage over
+    /// them. Variables not in the map are named `unnamed/t<n>`. The map is shared, not copied:
+    /// variables added after this call, up to capture start, count.
     pub fn varmap(self, varmap: &VarMap) -> Self {
         self.varmap_under(DEFAULT_PARAMETER_ROOT, varmap)
     }
@@ -115,6 +120,20 @@ impl ProfileRun {
             root: root.into(),
             varmap: varmap.clone(),
         });
+        self
+    }
+
+    /// Weights held as plain tensors (as inference code loads them from safetensors, e.g.
+    /// `candle_core::safetensors::load`): each is a `parameter` storage labelled `name`,
+    /// written live at capture start with its heap bytes. Adds to earlier calls; a tensor also
+    /// in [`ProfileRun::varmap`]'s map keeps the first name registered. The tensors are held
+    /// (cheap `Arc` clones) until the profiler is dropped.
+    pub fn parameters(mut self, named: &[(&str, &Tensor)]) -> Self {
+        self.named_parameters.extend(
+            named
+                .iter()
+                .map(|(name, t)| ((*name).to_string(), (*t).clone())),
+        );
         self
     }
 

@@ -81,3 +81,204 @@ pub fn describe(args: &DemoArgs, report: &TrainReport) -> String {
     .replace("Llama", "llama")
     .replace("Mlp", "mlp")
 }
+
+/// `demo --inference`: candle-transformers' `llama2_c` (tiny, seeded weights) generating
+/// [`INFERENCE_TOKENS`] tokens after a [`INFERENCE_PROMPT`]-token prompt, the second
+/// generation captured into `DIR/trace.jsonl`.
+///
+/// # Errors
+/// Candle or probe failures with their cause.
+pub fn run_inference(args: &DemoArgs) -> Result<candle_graph_examples::infer::InferReport> {
+    candle_graph_examples::infer::generate(&args.out, INFERENCE_PROMPT, INFERENCE_TOKENS)
+        .map_err(|e| anyhow::anyhow!("demo --inference: generating with llama2_c: {e}"))
+}
+
+/// Prompt tokens of `demo --inference`.
+pub const INFERENCE_PROMPT: usize = 4;
+/// Tokens `demo --inference` generates (one prefill call, then one decode call per token).
+pub const INFERENCE_TOKENS: usize = 16;
+
+/// One stderr line describing what `demo --inference` did.
+pub fn describe_inference(report: &candle_graph_examples::infer::InferReport) -> String {
+    format!(
+        "generated {} tokens after a {}-token prompt with llama2_c ({} parameters in {} tensors, seeded, no download); captured generation 2 into {}",
+        report.generated_tokens,
+        report.prompt_tokens,
+        report.parameter_count,
+        report.parameter_tensors,
+        report.trace_path.display()
+    )
+}
+
+/// What an inference trace says about its forward calls: `prefill` vs `decode` time, the
+/// storages live at the end (the KV cache) and how live memory grows per decoded token, read
+/// from the trace (spans, memory events), never from the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InferenceFigures {
+    /// `prefill` spans' total duration, ns.
+    pub prefill_ns: Option<u64>,
+    /// `decode` spans: count, and their durations (ns), in order.
+    pub decode_ns: Vec<u64>,
+    /// Storages allocated in the capture and live at its end, and their bytes.
+    pub live_at_end: (u64, u64),
+    /// Live bytes at the end of each `decode` span, in order.
+    pub live_after_decode: Vec<u64>,
+}
+
+impl InferenceFigures {
+    /// Reads them from `doc` (one replay of the memory events, O(n log n) for the sorts).
+    pub fn of(doc: &trace_schema::TraceDocument) -> Self {
+        let name_of = |s: &trace_schema::SpanRecord| doc.str(s.name);
+        let mut prefill_ns = None;
+        let mut decodes: Vec<(u64, u64)> = Vec::new();
+        for s in &doc.spans {
+            match (name_of(s), s.duration_ns) {
+                ("prefill", Some(d)) => {
+                    prefill_ns = Some(prefill_ns.unwrap_or(0u64).saturating_add(d));
+                }
+                ("decode", Some(d)) => decodes.push((s.start_ns, d)),
+                _ => {}
+            }
+        }
+        decodes.sort_unstable();
+        let mut ends: Vec<u64> = decodes
+            .iter()
+            .map(|&(start, d)| start.saturating_add(d))
+            .collect();
+        ends.sort_unstable();
+        // Replay: live bytes after every event; sample at each decode end.
+        let mut live: std::collections::HashMap<(trace_schema::Sym, String), u64> =
+            std::collections::HashMap::new();
+        let mut fresh: std::collections::HashSet<(trace_schema::Sym, String)> =
+            std::collections::HashSet::new();
+        let mut total = 0u64;
+        let mut next_end = 0usize;
+        let mut live_after_decode = Vec::with_capacity(ends.len());
+        doc.for_each_memory(trace_schema::MemoryOrder::Replay, |m| {
+            while next_end < ends.len() && m.timestamp_ns > ends[next_end] {
+                live_after_decode.push(total);
+                next_end += 1;
+            }
+            let key = (m.device, m.storage.or(m.tensor).unwrap_or("").to_string());
+            match m.action {
+                trace_schema::MemoryAction::Alloc => {
+                    let b = m.bytes.unwrap_or(0);
+                    if let Some(old) = live.insert(key.clone(), b) {
+                        total = total.saturating_sub(old);
+                    }
+                    total = total.saturating_add(b);
+                    if m.pre_existing {
+                        fresh.remove(&key);
+                    } else {
+                        fresh.insert(key);
+                    }
+                }
+                trace_schema::MemoryAction::Free => {
+                    if let Some(old) = live.remove(&key) {
+                        total = total.saturating_sub(old);
+                    }
+                    fresh.remove(&key);
+                }
+            }
+        });
+        while next_end < ends.len() {
+            live_after_decode.push(total);
+            next_end += 1;
+        }
+        let live_at_end = fresh.iter().fold((0u64, 0u64), |(n, b), k| {
+            (n + 1, b.saturating_add(live.get(k).copied().unwrap_or(0)))
+        });
+        Self {
+            prefill_ns,
+            decode_ns: decodes.iter().map(|&(_, d)| d).collect(),
+            live_at_end,
+            live_after_decode,
+        }
+    }
+
+    /// Mean growth of live bytes per decoded token between the first and the last decode's
+    /// end; `None` with fewer than two decodes.
+    pub fn growth_per_token_bytes(&self) -> Option<f64> {
+        let (first, last) = (
+            self.live_after_decode.first()?,
+            self.live_after_decode.last()?,
+        );
+        let steps = self
+            .live_after_decode
+            .len()
+            .checked_sub(1)
+            .filter(|n| *n > 0)?;
+        Some((*last as f64 - *first as f64) / steps as f64)
+    }
+
+    /// The lines `demo --inference` prints before the summary.
+    pub fn render(&self) -> String {
+        use trace_format::{bytes, duration};
+        let mut out = String::from("inference (from the trace)\n");
+        match self.prefill_ns {
+            Some(p) => out.push_str(&format!("  prefill       {}\n", duration(p))),
+            None => out.push_str("  prefill       no prefill span\n"),
+        }
+        if self.decode_ns.is_empty() {
+            out.push_str("  decode        no decode span\n");
+        } else {
+            let sum: u64 = self
+                .decode_ns
+                .iter()
+                .fold(0u64, |s, d| s.saturating_add(*d));
+            let mean = sum / self.decode_ns.len() as u64;
+            out.push_str(&format!(
+                "  decode        {} calls, {} in all, {} per token\n",
+                self.decode_ns.len(),
+                duration(sum),
+                duration(mean)
+            ));
+        }
+        out.push_str(&format!(
+            "  live at end   {} in {} storages allocated in the call (the KV cache and its mask)\n",
+            bytes(self.live_at_end.1),
+            self.live_at_end.0
+        ));
+        if let Some(g) = self.growth_per_token_bytes() {
+            out.push_str(&format!(
+                "  growth        {} per decoded token (live bytes at the end of each decode call)\n",
+                bytes(g.max(0.0).round() as u64)
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The real generation (llama2_c, tiny, seeded): one prefill, a decode per further token,
+    /// the cache live at the end with its exact bytes, growth per token exactly one position of
+    /// keys and values in every layer.
+    #[test]
+    fn inference_figures_from_a_real_generation() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let report = candle_graph_examples::infer::generate(dir.path(), 4, 16).expect("generate");
+        let doc = trace_schema::load_path(&report.trace_path).expect("trace");
+        let f = InferenceFigures::of(&doc);
+        assert!(f.prefill_ns.is_some(), "{f:?}");
+        assert_eq!(f.decode_ns.len(), 15, "{f:?}");
+        let cfg = candle_graph_examples::infer::tiny_config();
+        let head_dim = cfg.dim / cfg.n_heads;
+        // One position of keys and values, f32, in every layer.
+        let per_token = (2 * cfg.n_layers * cfg.n_kv_heads * head_dim * 4) as u64;
+        // The cache holds every position but the last generated token's (never fed back).
+        let positions = (4 + 16 - 1) as u64;
+        let mask = 4 * 4; // the prefill's causal mask, u8
+        assert_eq!(
+            f.live_at_end,
+            (2 * cfg.n_layers as u64 + 1, per_token * positions + mask),
+            "{f:?}"
+        );
+        assert_eq!(f.growth_per_token_bytes(), Some(per_token as f64), "{f:?}");
+        let text = f.render();
+        assert!(text.contains("prefill"), "{text}");
+        assert!(text.contains("15 calls"), "{text}");
+    }
+}

@@ -116,3 +116,41 @@ fn demo_backward_spans_lists_the_backward_module_spans() {
         assert!(row["direct_allocated_bytes"].as_u64().unwrap() > 0, "{row}");
     }
 }
+
+#[test]
+fn demo_inference_prints_prefill_decode_and_the_kv_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("infer");
+    let r = run(&["demo", "--inference", "--out", s(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("generated 16 tokens"), "{}", r.stderr);
+    assert!(r.stdout.contains("  prefill  "), "{}", r.stdout);
+    assert!(r.stdout.contains("decode        15 calls"), "{}", r.stdout);
+    // llama2_c tiny: 2 layers × keys and values × 2 kv heads × 16 dims × 4 B per position;
+    // 19 positions cached (4 prompt + 15 fed back) + the 16 B prefill mask.
+    let cache = 2 * 2 * 2 * 16 * 4 * 19 + 16;
+    assert!(
+        r.stdout.contains(&format!(
+            "live at end   {} in 5 storages",
+            trace_format::bytes(cache)
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("growth        512 B per decoded token"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("llama2_c::generate/forward/decode"),
+        "{}",
+        r.stdout
+    );
+    let bad = run(&["demo", "--inference", "--backward-spans", "--out", s(&out)]);
+    assert_eq!(
+        bad.code, 2,
+        "--inference conflicts with the training flags: {}",
+        bad.stderr
+    );
+}

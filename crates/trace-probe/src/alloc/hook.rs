@@ -153,7 +153,7 @@ unsafe fn block_holds(block: *const u8, size: usize, data: usize) -> bool {
 /// # Safety
 /// As [`block_holds`].
 #[inline]
-unsafe fn dtype_code(block: *const u8, size: usize) -> u8 {
+pub(crate) unsafe fn dtype_code(block: *const u8, size: usize) -> u8 {
     let off = DTYPE_OFFSET.load(Ordering::Relaxed);
     if off == usize::MAX || off + std::mem::size_of::<usize>() > size {
         return 0;

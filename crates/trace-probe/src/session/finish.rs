@@ -52,12 +52,45 @@ impl Inner {
                 lost.insert(field.into(), why);
             }
         }
+        self.unfulfilled(&mut lost);
         // The one symbol table the plug-ins filled, then what refers to it.
         self.stacks.write(|e| self.emit(e));
         for plugin in &self.plugins {
             plugin.after_stacks(&self.plugin_context());
         }
         Finished { dropped, lost }
+    }
+
+    /// What the run asked for and the captured step did not give, in the terminal's
+    /// `coverage_lost` under keys of their own (`module_spans`, `backward_spans`): a model
+    /// without module spans, backward spans on with no marker placed.
+    fn unfulfilled(&self, lost: &mut std::collections::BTreeMap<trace_schema::ReasonKey, String>) {
+        let modules = self.module_spans.load(std::sync::atomic::Ordering::Relaxed);
+        if modules == 0 {
+            lost.insert(
+                "module_spans".into(),
+                "no module spans: no layer of this model opened a tracing span in the captured \
+                 step, so nothing names the module that ran (build it with trace_probe::nn's \
+                 constructors or candle-transformers' with_tracing layers, or open spans with \
+                 session.span)"
+                    .to_string(),
+            );
+        }
+        let (markers, _) = self.backward.copies();
+        if self.run.backward_spans && markers == 0 {
+            lost.insert(
+                "backward_spans".into(),
+                format!(
+                    "backward_spans(true) placed 0 markers: {}",
+                    if modules == 0 {
+                        "the model has no module spans to mark (see module_spans)"
+                    } else {
+                        "no module span of this model marks its tensors (only trace_probe::nn's \
+                         constructors do; with_tracing layers and user spans do not)"
+                    }
+                ),
+            );
+        }
     }
 
     fn terminal(&self, outcome: TerminalOutcome, reason: Option<String>, finished: Finished) {

@@ -16,6 +16,7 @@
 
 mod attribution;
 mod finish;
+mod forward;
 mod ids;
 mod passes;
 mod spans;
@@ -86,6 +87,10 @@ pub(crate) struct Inner {
     pub(crate) backward: crate::backward::BackwardSpans,
     /// The forward pass the step guard opened, until backward (or the step's end) closes it.
     auto_forward: Mutex<Option<(OpenSpan, u64)>>,
+    /// Forward calls [`TraceSession::forward`] has spanned in the captured step so far.
+    pub(crate) forward_calls: std::sync::atomic::AtomicU64,
+    /// Module spans opened in the captured step (0: nothing says which module ran).
+    pub(crate) module_spans: std::sync::atomic::AtomicU64,
     first_error: Mutex<Option<ProbeError>>,
     /// The trace's symbol table (samples and allocation sites), written at finish.
     pub(crate) stacks: crate::stacks::SessionStacks,
@@ -188,6 +193,8 @@ impl TraceSession {
             plugins,
             spans: Arc::default(),
             auto_forward: Mutex::new(None),
+            forward_calls: std::sync::atomic::AtomicU64::new(0),
+            module_spans: std::sync::atomic::AtomicU64::new(0),
             first_error: Mutex::new(None),
             stacks: Default::default(),
         };

@@ -98,7 +98,7 @@ impl Inner {
         instance_key: Option<u64>,
     ) -> Option<OpenSpan> {
         let key = instance_key.map(|k| self.ids.instance_wire_key(k));
-        self.open_span_with(
+        let open = self.open_span_with(
             name,
             SpanKind::Module,
             None,
@@ -107,7 +107,11 @@ impl Inner {
                 module_kind: kind.map(str::to_string),
                 ..SpanExtras::default()
             },
-        )
+        );
+        if open.is_some() {
+            self.module_spans.fetch_add(1, Ordering::Relaxed);
+        }
+        open
     }
 
     /// Opens a span without a guard (the caller must call [`Inner::end_span`]).

@@ -1,7 +1,7 @@
 //! Joins raw hook events on addresses: a storage's free (its block free) to its data buffer's
 //! logged allocation, which gives exact alloc time and bytes for storages nobody registered.
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::alloc::ring::{DataBuffer, RawEvent, SiteTag};
 
@@ -56,6 +56,12 @@ pub(crate) struct Joiner {
     /// Unregistered block frees matching the data-pointer signature, waiting for the free of the
     /// tensor block that held them (the confirmation): block address → storage.
     candidates: HashMap<usize, AnonymousStorage>,
+    /// Logged allocations of the tensor-block size not yet seen freed (what confirms a storage
+    /// still live at the window's end: a storage made in the window is held by a tensor made
+    /// in the window).
+    live_tensors: HashSet<usize>,
+    /// The calibrated tensor-block size (0: unknown, no tensor block is tracked).
+    tensor_block_size: usize,
     /// Counters for the match-rate report.
     pub(crate) stats: JoinStats,
 }
@@ -101,7 +107,25 @@ pub struct JoinStats {
     pub allocs: u64,
 }
 
+/// A storage allocated in the window and still live at its end, found by
+/// [`Joiner::live_storages`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LiveAtEnd {
+    /// Address of the storage's `Arc` block.
+    pub(crate) block: usize,
+    /// Its data buffer's logged allocation (exact time, heap bytes, thread, site).
+    pub(crate) data: LoggedAlloc,
+}
+
 impl Joiner {
+    /// A join for a window whose tensor blocks are `tensor_block_size` bytes (calibrated).
+    pub(crate) fn new(tensor_block_size: usize) -> Self {
+        Self {
+            tensor_block_size,
+            ..Self::default()
+        }
+    }
+
     /// Processes one drained event, returning a storage free when one was recognised.
     pub(crate) fn feed(&mut self, ev: &RawEvent, block_size: usize) -> Option<StorageFreed> {
         match *ev {
@@ -122,8 +146,16 @@ impl Joiner {
                         site,
                     },
                 );
+                // A new allocation at an address ends whatever lived there before.
                 if size == block_size {
                     self.live_blocks.insert(addr, ts_ns);
+                } else {
+                    self.live_blocks.remove(&addr);
+                }
+                if self.tensor_block_size != 0 && size == self.tensor_block_size {
+                    self.live_tensors.insert(addr);
+                } else {
+                    self.live_tensors.remove(&addr);
                 }
                 None
             }
@@ -178,8 +210,12 @@ impl Joiner {
             RawEvent::TensorFree {
                 thread,
                 storage_block,
+                block,
                 ..
             } => {
+                if self.live_tensors.remove(&block) {
+                    self.allocs.remove(&block);
+                }
                 let c = self.candidates.get(&storage_block)?;
                 if c.free_thread != thread {
                     return None;
@@ -205,6 +241,56 @@ impl Joiner {
     pub(crate) fn close(&mut self) {
         self.stats.unconfirmed_signatures += self.candidates.len() as u64;
         self.candidates.clear();
+    }
+
+    /// The storages allocated in the window and still live now that are not `skip`ped
+    /// (registered ones), in allocation order: every logged storage-sized block not seen freed
+    /// that a live tensor block logged in the window points at (the confirmation that tells a
+    /// storage from a look-alike), whose strong count is not 0 and whose data-pointer word
+    /// names an allocation logged before the block (its size is the storage's heap bytes).
+    ///
+    /// # Safety
+    /// Every block this join believes live (allocated and no free fed) must still be readable:
+    /// the hook must be disarmed with storage- and tensor-sized frees held since before the
+    /// last events were fed, and stay so until this returns.
+    pub(crate) unsafe fn live_storages(
+        &self,
+        tensor_storage_offset: usize,
+        block_size: usize,
+        data_ptr_offset: usize,
+        skip: impl Fn(usize) -> bool,
+    ) -> Vec<LiveAtEnd> {
+        let word = std::mem::size_of::<usize>();
+        if self.tensor_block_size == 0
+            || tensor_storage_offset + word > self.tensor_block_size
+            || data_ptr_offset + word > block_size
+        {
+            return Vec::new();
+        }
+        let pointed: HashSet<usize> = self
+            .live_tensors
+            .iter()
+            .map(|&t| ((t + tensor_storage_offset) as *const usize).read_volatile())
+            .collect();
+        let mut out = Vec::new();
+        for (&block, &block_ns) in &self.live_blocks {
+            if !pointed.contains(&block) || skip(block) {
+                continue;
+            }
+            // `ArcInner` is `repr(C)`: the strong count is the block's first word.
+            if (block as *const usize).read_volatile() == 0 {
+                continue; // died after the disarm (its free is held, not logged)
+            }
+            let data = ((block + data_ptr_offset) as *const usize).read_volatile();
+            match self.allocs.get(&data) {
+                Some(&d) if d.ts_ns <= block_ns && d.size > 0 => {
+                    out.push(LiveAtEnd { block, data: d });
+                }
+                _ => {}
+            }
+        }
+        out.sort_by_key(|l| (l.data.ts_ns, l.block));
+        out
     }
 
     /// The latest logged allocation at `addr`.

@@ -33,7 +33,7 @@ pub mod window;
 
 pub use join::JoinStats;
 pub use registry::{RegisterAs, Registration, Registry, StorageEntry};
-pub(crate) use session_plugin::StoragePlugin;
+pub(crate) use session_plugin::{DeclaredParameters, StoragePlugin};
 pub use sites::SiteCapture;
 pub use tracker::PreSessionStorages;
 pub use window::{

@@ -79,6 +79,38 @@ pub(crate) struct StoragePlugin {
     /// The last window's sites: their raw stacks (by site id) and account, taken at capture
     /// end; then their `site` events (stack ids from the session's table), written after it.
     sites: Mutex<SitesToWrite>,
+    /// The run's declared weights, registered as parameters at capture start.
+    declared: DeclaredParameters,
+}
+
+/// Weights a run declared ([`crate::ProfileRun::varmap`], [`crate::ProfileRun::parameters`]),
+/// registered as named `parameter` storages at capture start whether or not an optimizer
+/// exists.
+#[derive(Clone, Default)]
+pub(crate) struct DeclaredParameters {
+    /// The model's `VarMap` (its variables, labelled with their keys).
+    pub(crate) varmap: Option<candle_nn::VarMap>,
+    /// Plain tensors with their names.
+    pub(crate) named: Vec<(String, candle_core::Tensor)>,
+}
+
+impl DeclaredParameters {
+    /// Every declared weight as (name, tensor): the map's variables sorted by key, then the
+    /// named tensors in the order given.
+    fn list(&self) -> Vec<(String, candle_core::Tensor)> {
+        let mut out: Vec<(String, candle_core::Tensor)> = match &self.varmap {
+            Some(v) => {
+                let data = v.data().lock().unwrap_or_else(|e| e.into_inner());
+                data.iter()
+                    .map(|(k, var)| (k.clone(), var.as_tensor().clone()))
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.extend(self.named.iter().cloned());
+        out
+    }
 }
 
 /// The sites of a session on their way to the trace.
@@ -129,7 +161,37 @@ impl StoragePlugin {
                 Some(0)
             },
             sites: Mutex::new(SitesToWrite::None),
+            declared: DeclaredParameters::default(),
         }
+    }
+
+    /// The run's declared weights, registered as parameters at capture start.
+    pub(crate) fn with_parameters(mut self, declared: DeclaredParameters) -> Self {
+        self.declared = declared;
+        self
+    }
+
+    /// At capture start, before the tracker's storages are adopted: registers every declared
+    /// weight not yet known (a `ProbedOptimizer` registers its own) as a `parameter` storage
+    /// labelled with its name.
+    fn register_declared_parameters(&self) {
+        let list = self.declared.list();
+        if list.is_empty() {
+            return;
+        }
+        let mut st = capture::lock();
+        let mut created = Vec::new();
+        for (name, t) in &list {
+            let reg = st.register(
+                t,
+                RegisterAs::category(MemoryCategory::Parameter).label(name.clone()),
+            );
+            if let super::registry::Registration::New(tag) = reg {
+                created.push(tag);
+            }
+        }
+        drop(st);
+        self.remember_tags(created);
     }
 
     /// At capture start (the meta, before the measured region): the walker calibration (once per
@@ -372,6 +434,7 @@ impl CapturePlugin for StoragePlugin {
     fn on_meta(&self, meta: &mut RunMeta) {
         meta.tracking_allocator_installed = Some(crate::alloc::is_installed());
         let contract = meta.capture_contract.get_or_insert_with(Default::default);
+        self.register_declared_parameters();
         let pre_session = self.adopt_live_storages();
         self.configure_sites();
         let (level, reason) =

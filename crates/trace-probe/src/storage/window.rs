@@ -60,6 +60,12 @@ pub struct CaptureSummary {
     /// Block-sized allocations of the window still live and unidentified at its end: an upper
     /// bound on unregistered storages missing from the trace.
     pub unidentified_live_blocks: u64,
+    /// Unregistered storages allocated in the window and still live at its end (a cache that
+    /// outlives the call, a tensor kept across steps): written as an `alloc` at their data
+    /// buffer's allocation with their heap bytes and no `free` (live at the end of the trace).
+    pub live_at_end_storages: u64,
+    /// Their heap bytes.
+    pub live_at_end_bytes: u64,
     /// Unregistered storages allocated before the window and freed in it: recognised at their
     /// free (drop signature confirmed by their tensor block) and written as `pre_existing` at
     /// capture start with their heap bytes, plus their free.
@@ -338,7 +344,7 @@ impl CaptureState {
         self.summary = CaptureSummary::default();
         (self.summary.adopted_storages, self.summary.adopted_bytes) = self.adopted_figures;
         self.adopted_figures = (0, 0);
-        self.joiner = Joiner::default();
+        self.joiner = Joiner::new(calibrate().map(|c| c.tensor_block_size).unwrap_or(0));
         self.sink = None;
         if self.window_start.is_none() {
             self.interrupt_tracking("another session's captured step armed the allocator");
@@ -618,8 +624,11 @@ impl CaptureState {
         }
         drop(quiet);
         let mut events = self.drain_pending();
-        if self.window_start.take().is_some() {
-            hook::disarm();
+        let was_open = self.window_start.take().is_some();
+        if was_open {
+            // Disarmed with storage- and tensor-sized frees held: every block the join still
+            // believes live stays readable until the scan below has read it.
+            hook::disarm_and_hold();
             alloc::sites::stop();
             super::drainer::window_closed();
         }
@@ -627,12 +636,20 @@ impl CaptureState {
         // Frees that raced with disarming are still in the ring: drain them too.
         self.window_start = Some(0);
         events.extend(self.drain_pending());
+        let identified = if was_open {
+            let found = self.queue_live_at_end();
+            hold::release();
+            events.append(&mut self.pending);
+            found
+        } else {
+            rustc_hash::FxHashSet::default()
+        };
         self.window_start = None;
         self.joiner.close();
         let registry = &self.registry;
         self.summary.unidentified_live_blocks = self
             .joiner
-            .unidentified_live_blocks(|b| registry.has_block(b));
+            .unidentified_live_blocks(|b| registry.has_block(b) || identified.contains(&b));
         self.summary.join = self.joiner.stats;
         self.summary.armed_alloc_calls = armed_calls;
         self.summary.dropped_events = ring::dropped_events();
@@ -648,6 +665,64 @@ impl CaptureState {
                 });
         self.registry.clear_session_entries();
         (events, self.summary.clone())
+    }
+
+    /// Queues an `alloc` (no `free`) for every unregistered storage allocated in the window and
+    /// still live at its end (a KV cache that outlives the call, a tensor kept in a `Vec`
+    /// across steps): its data buffer's exact allocation time, heap bytes, thread and site, its
+    /// dtype read from the live block. Returns the blocks found.
+    ///
+    /// Call only after `disarm_and_hold` and the last drain, before `hold::release`.
+    fn queue_live_at_end(&mut self) -> rustc_hash::FxHashSet<usize> {
+        let mut found = rustc_hash::FxHashSet::default();
+        let Ok(calib) = calibrate() else {
+            return found;
+        };
+        let Some(data_ptr_offset) = calib.data_ptr_offset else {
+            return found;
+        };
+        if !self.device().is_cpu() {
+            return found;
+        }
+        let registry = &self.registry;
+        let key_offset = calib.key_offset;
+        let skip = |b: usize| {
+            registry.by_key(b + key_offset).is_some()
+                || crate::backward::is_marker_storage(b + key_offset)
+        };
+        // SAFETY: the caller disarmed the hook holding storage- and tensor-sized frees before
+        // the last drain fed the join, and releases the hold only after this returns.
+        let live = unsafe {
+            self.joiner.live_storages(
+                calib.tensor_storage_offset,
+                calib.block_size,
+                data_ptr_offset,
+                skip,
+            )
+        };
+        for l in live {
+            let key = l.block + key_offset;
+            let generation = self.registry.next_generation(key);
+            let storage_id = super::registry::storage_id(key, generation);
+            let bytes = l.data.size as u64;
+            let mut event = anonymous_alloc(self.device().to_string(), storage_id, bytes);
+            // SAFETY: the block is live (strong count checked) and held readable.
+            let code = unsafe { hook::dtype_code(l.block as *const u8, calib.block_size) };
+            event.dtype = alloc::dtype_of_code(code).map(|d| d.as_str().to_string());
+            let thread = u64::from(l.data.thread);
+            self.set_site(&mut event, l.data.site, thread);
+            self.pending.push(PendingEvent {
+                hook_ns: l.data.ts_ns,
+                thread,
+                session_ns: None,
+                event,
+                infer_category: true,
+            });
+            self.summary.live_at_end_storages += 1;
+            self.summary.live_at_end_bytes = self.summary.live_at_end_bytes.saturating_add(bytes);
+            found.insert(l.block);
+        }
+        found
     }
 
     /// The summary so far (of the last window once it ended).
