@@ -32,6 +32,7 @@
 
 mod advice;
 pub mod capability;
+pub mod figures;
 pub mod findings;
 pub mod gradients;
 pub mod graph;
@@ -52,6 +53,7 @@ pub use capability::{
     assess_capabilities, observed_coverage, Capability, CapabilityKind, CapabilityLevel,
     CapabilityMatrix,
 };
+pub use figures::StepFigures;
 pub use findings::{Evidence, Finding, FindingCode, Holder, Holding};
 pub use gradients::{
     summarize_gradients, GradientCounts, GradientSummary, NonParameterGradient, ParameterGradient,
