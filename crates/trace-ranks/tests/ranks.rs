@@ -79,10 +79,10 @@ fn the_slowest_rank_is_named_with_its_pass_and_span() {
     assert!(r.disagreements.is_empty(), "{:?}", r.disagreements);
     let s = r.straggler.expect("three complete ranks");
     assert_eq!(s.rank, 3);
-    // step = 5 + fwd + bwd + 10 + 5: rank 3 745 ns, others 320 and 320 → median 320
-    assert_eq!(s.step.rank_ns, 745);
+    // step = 5 + fwd + bwd + 10 + 5: rank 3 740 ns, others 320 and 320 → median 320
+    assert_eq!(s.step.rank_ns, 740);
     assert_eq!(s.step.others_median_ns, 320);
-    assert_eq!(s.step.excess_ns, 425);
+    assert_eq!(s.step.excess_ns, 420);
     assert_eq!(s.fastest_rank, 0);
     let (pass, e) = s.pass.expect("a pass with an excess");
     assert_eq!(pass, Pass::Backward);

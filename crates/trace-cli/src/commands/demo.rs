@@ -167,13 +167,14 @@ pub fn run_ranks(args: &DemoArgs, ranks: u32) -> Result<Vec<RankOutcome>> {
 pub fn describe(args: &DemoArgs, report: &TrainReport) -> String {
     let losses: Vec<String> = report.losses.iter().map(|l| format!("{l:.4}")).collect();
     format!(
-        "trained {:?} model ({} parameters in {} tensors) for {} steps on {}, loss {}; captured step 2 into {}",
+        "trained {:?} model ({} parameters in {} tensors) for {} steps on {}, loss {}; captured step {} into {}",
         args.model,
         report.parameter_count,
         report.parameter_tensors,
         report.losses.len(),
         report.device,
         losses.join(" → "),
+        args.capture_step,
         report.trace_path.display()
     )
     .replace("Llama", "llama")
