@@ -70,10 +70,10 @@ pub enum ExportError {
         column: &'static str,
     },
     /// A live-bytes change beyond `int64` (only a hostile trace has one).
-    #[error("{source}: memory event {event_index} changes live bytes by more than 2^63")]
+    #[error("{trace}: memory event {event_index} changes live bytes by more than 2^63")]
     DeltaOverflow {
         /// The trace.
-        source: String,
+        trace: String,
         /// The event.
         event_index: usize,
     },
@@ -366,7 +366,7 @@ fn live_deltas(
     for t in &logical.timeline.totals {
         let i = t.event_index as usize;
         let overflow = || ExportError::DeltaOverflow {
-            source: source.to_string(),
+            trace: source.to_string(),
             event_index: i,
         };
         let change = i128::from(t.live_bytes) - i128::from(previous);
