@@ -261,7 +261,7 @@ pub fn train_with_progress(
         .deterministic(config.deterministic)
         .backward_spans(config.backward_spans)
         .sample_hz(config.sample_hz)
-        .start(&trace_path)?;
+        .start(&requested_path)?; // `start` applies the rank naming itself
     let result = Workload::with_varmap(
         config.model,
         config.sizes.clone(),
