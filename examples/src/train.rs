@@ -112,6 +112,10 @@ pub struct TrainConfig {
     /// ([`trace_probe::ProfileRun::sample_hz`]; default [`trace_probe::DEFAULT_SAMPLE_HZ`], 0
     /// off). Deterministic mode samples nothing.
     pub sample_hz: u32,
+    /// `(rank, world_size)` of a multi-process job ([`trace_probe::ProfileRun::rank`]; `None`:
+    /// the probe reads `RANK` / `WORLD_SIZE` from the environment). A rank writes
+    /// `trace.rank<N>.jsonl` into `out_dir`.
+    pub rank: Option<(u32, u32)>,
 }
 
 impl TrainConfig {
@@ -130,6 +134,7 @@ impl TrainConfig {
             update: UpdateStyle::default(),
             backward_spans: false,
             sample_hz: trace_probe::DEFAULT_SAMPLE_HZ,
+            rank: None,
         }
     }
 
@@ -138,11 +143,23 @@ impl TrainConfig {
         format!("{}::train_step", self.model)
     }
 
+    /// Sequences (llama) or examples (MLP) per batch.
+    pub fn batch_size(&self) -> usize {
+        batch_size(self)
+    }
+
     pub(crate) fn learning_rate(&self) -> f64 {
         self.learning_rate.unwrap_or(match self.model {
             ModelKind::Llama => 1e-2,
             ModelKind::Mlp => 1e-3,
         })
+    }
+}
+
+fn batch_size(config: &TrainConfig) -> usize {
+    match config.model {
+        ModelKind::Llama => config.sizes.llama.batch_size,
+        ModelKind::Mlp => config.sizes.mlp.batch_size,
     }
 }
 
@@ -225,19 +242,26 @@ pub fn train_with_progress(
             config.capture_step, config.steps
         )));
     }
-    let trace_path = config.out_dir.join(TRACE_FILE);
+    let requested_path = config.out_dir.join(TRACE_FILE);
     let device = config.device.open().map_err(TrainError::Device)?;
     let varmap = VarMap::new();
-    let profiler = ProfileRun::training(config.entrypoint(), config.capture_step)
+    let mut run = ProfileRun::training(config.entrypoint(), config.capture_step);
+    if let Some((rank, world_size)) = config.rank {
+        run = run.rank(rank, world_size);
+    }
+    // a rank of a multi-process job writes `trace.rank<N>.jsonl`
+    let trace_path = run.trace_path(&requested_path);
+    let profiler = run
         .device(&device)
         .varmap(&varmap)
         .tag("model", config.model.as_str())
         .tag("seed", config.seed.to_string())
         .tag("steps", config.steps.to_string())
+        .tag("batch_size", batch_size(config).to_string())
         .deterministic(config.deterministic)
         .backward_spans(config.backward_spans)
         .sample_hz(config.sample_hz)
-        .start(&trace_path)?;
+        .start(&requested_path)?; // `start` applies the rank naming itself
     let result = Workload::with_varmap(
         config.model,
         config.sizes.clone(),

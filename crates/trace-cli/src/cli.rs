@@ -55,6 +55,55 @@ pub enum Command {
     /// Verify the capture on a device: train each model there and on CPU from one seed, and
     /// print pass/fail with figures for storages, memory, synchronisation, gradients and overhead.
     DeviceCheck(DeviceCheckArgs),
+    /// Publish a bundle: the trace, its derived outputs (`summary.json`, `memory.json`,
+    /// `figures.json`) and `bundle.json`, a manifest of each file's size and SHA-256, written
+    /// into a new directory (staged, verified, then renamed into place).
+    Bundle(BundleArgs),
+    /// Check a bundle against its manifest (exit 1 naming each file that does not match);
+    /// `--semantic` also re-derives its outputs from its trace and compares them byte for byte.
+    Verify(VerifyArgs),
+    /// Per-step figures (wall time, pass times, peaks, tensor statistics) across bundles of one
+    /// run captured at different steps; refuses different runs and repeated steps (exit 1).
+    Series(SeriesArgs),
+}
+
+/// `bundle` arguments.
+#[derive(Debug, Args)]
+pub struct BundleArgs {
+    /// A candle-graph trace file, or a directory holding `trace.jsonl`.
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// The bundle directory to create (must not exist).
+    #[arg(short, long, value_name = "DIR")]
+    pub output: PathBuf,
+    /// Print the verification receipt as JSON (`candle-graph/bundle/1` envelope).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `verify` arguments.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The bundle directory.
+    #[arg(value_name = "DIR")]
+    pub bundle: PathBuf,
+    /// Also re-derive the outputs from the bundle's trace and require exact equality.
+    #[arg(long)]
+    pub semantic: bool,
+    /// Print JSON (`candle-graph/verify/1`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `series` arguments.
+#[derive(Debug, Args)]
+pub struct SeriesArgs {
+    /// Bundle directories of one run, captured at different steps (any order).
+    #[arg(value_name = "DIR", required = true, num_args = 1..)]
+    pub bundles: Vec<PathBuf>,
+    /// Print JSON (`candle-graph/series/1`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `import` arguments.
@@ -127,6 +176,19 @@ pub struct DemoArgs {
     /// decode time, the KV cache at the end and its growth per token, then the summary.
     #[arg(long, conflicts_with_all = ["drop_loss_before_step", "detach_parameter_gradients", "backward_spans"])]
     pub inference: bool,
+    /// The optimizer update captured (one-based; the ones before it are warm-up; at most
+    /// `--steps`). Captures of one run at several steps make a `series`.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub capture_step: u64,
+    /// Run N ranks, each a separate process of this program with `RANK`, `LOCAL_RANK` and
+    /// `WORLD_SIZE` set, its own seed (42 + rank) and, on the last rank, four times the batch
+    /// (so it is the straggler); each writes `DIR/trace.rank<N>.jsonl` and the summary across ranks is
+    /// printed. No NCCL: the ranks do not communicate.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub ranks: Option<u32>,
+    /// Internal: this process is one rank of `--ranks` (reads `RANK` / `WORLD_SIZE`).
+    #[arg(long, hide = true)]
+    pub rank_worker: bool,
 }
 
 /// The demo's sample rate: a short step needs a high rate to get about 100 samples or more.
@@ -227,18 +289,24 @@ pub enum ExportFormat {
     /// speedscope's JSON file format: the sampled call stacks, one sampled profile per thread
     /// (weights in ns), for speedscope.app (`--span`/`--window` do not apply).
     Speedscope,
+    /// Typed Parquet tables (runs, spans, storages, memory_events, ops, gradients, findings)
+    /// of every input, keyed by run id and rank, into the directory `-o DIR` (DuckDB, Polars,
+    /// DataFusion, Spark); needs the default `parquet` feature.
+    Parquet,
 }
 
 /// `export` arguments.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// A trace file, or a directory holding `trace.jsonl`.
-    #[arg(value_name = "TRACE")]
-    pub trace: PathBuf,
+    /// A trace file, or a directory holding `trace.jsonl`; `--format parquet` takes several,
+    /// and a directory of rank traces (`trace.rank<N>.jsonl`).
+    #[arg(value_name = "TRACE", required = true, num_args = 1..)]
+    pub traces: Vec<PathBuf>,
     /// Output format.
     #[arg(long, value_enum)]
     pub format: ExportFormat,
-    /// Output file; a name ending in `.gz` is gzip-compressed; `-` is stdout.
+    /// Output file; a name ending in `.gz` is gzip-compressed; `-` is stdout. For
+    /// `--format parquet`: the directory of the tables (created).
     #[arg(short, long, value_name = "FILE", default_value = "trace.json")]
     pub output: PathBuf,
     /// Only the spans with this `/`-joined path (e.g. `llama::train_step/backward`) and their

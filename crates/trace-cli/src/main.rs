@@ -1,8 +1,9 @@
 //! `candle-graph`: profile a Candle training step and explain the trace.
 //!
 //! Exit status (ripgrep's convention): 0 when the output was produced; 1 when `check
-//! --require-valid` found the capture invalid or incomplete, or `device-check` found a failing
-//! check (after printing); 2 when it could not run (bad input, I/O), with the cause chain printed once to stderr. stdout carries only
+//! --require-valid` found the capture invalid or incomplete, `device-check` found a failing
+//! check, `verify` found a bundle that does not match (naming each file) or `series` refused its
+//! bundles (with the typed reason) — after printing; 2 when it could not run (bad input, I/O), with the cause chain printed once to stderr. stdout carries only
 //! data; a closed stdout (`| head`) exits 0.
 
 #![deny(missing_docs)]
@@ -152,6 +153,24 @@ fn run(cli: Cli) -> Result<Output> {
                 ))
             }))
         }
+        Command::Demo(args) if args.rank_worker => {
+            let report = commands::demo::run(&args, false)?;
+            eprintln!("{}", commands::demo::describe(&args, &report));
+            Ok(Output::ok(String::new()))
+        }
+        Command::Demo(args) if args.ranks.is_some() => {
+            let ranks = args.ranks.unwrap_or(1);
+            for o in commands::demo::run_ranks(&args, ranks)? {
+                if o.status != Some(0) {
+                    eprintln!(
+                        "candle-graph: warning: rank {} exited with {}; the summary says what it lacks",
+                        o.rank,
+                        o.status.map(|c| c.to_string()).unwrap_or_else(|| "a signal".into())
+                    );
+                }
+            }
+            rank_summary(&args.out, args.json)
+        }
         Command::Demo(args) => {
             let progress = !args.json && std::io::stderr().is_terminal();
             let report = commands::demo::run(&args, progress)?;
@@ -172,6 +191,9 @@ fn run(cli: Cli) -> Result<Output> {
             stream: None,
             code,
         }),
+        Command::Summary(args) if is_rank_directory(&args.trace) => {
+            rank_summary(&args.trace, args.json)
+        }
         Command::Summary(args) => {
             let (trace, analysis) = load(&args.trace, Detail::Summary)?;
             let summary = commands::summary::build(&trace.doc, analysis);
@@ -311,8 +333,15 @@ fn run(cli: Cli) -> Result<Output> {
             );
             Ok(Output::ok(String::new()))
         }
+        Command::Export(args) if args.format == cli::ExportFormat::Parquet => export_parquet(&args),
         Command::Export(args) => {
-            let (trace, analysis) = load(&args.trace, Detail::Full)?;
+            let [trace_path] = args.traces.as_slice() else {
+                anyhow::bail!(
+                    "--format {:?} exports one trace; several are for --format parquet",
+                    args.format
+                );
+            };
+            let (trace, analysis) = load(trace_path, Detail::Full)?;
             if args.format == cli::ExportFormat::Speedscope {
                 if args.span.is_some() || args.window.is_some() {
                     anyhow::bail!("--span and --window apply to --format chrome only; a speedscope export holds every sample");
@@ -351,6 +380,176 @@ fn run(cli: Cli) -> Result<Output> {
             Ok(Output::ok(String::new()))
         }
         Command::Diff(args) => diff(&args),
+        Command::Bundle(args) => bundle(&args),
+        Command::Verify(args) => verify(&args),
+        Command::Series(args) => series(&args),
+    }
+}
+
+#[cfg(feature = "parquet")]
+fn export_parquet(args: &cli::ExportArgs) -> Result<Output> {
+    anyhow::ensure!(
+        args.span.is_none() && args.window.is_none(),
+        "--span and --window apply to --format chrome only; a Parquet export holds every row"
+    );
+    anyhow::ensure!(
+        args.output != std::path::Path::new("-")
+            && args.output != std::path::Path::new("trace.json"),
+        "--format parquet writes a directory of tables: give it with -o DIR"
+    );
+    let written = commands::export_parquet::run(&args.traces, &args.output)?;
+    let rows: Vec<String> = written
+        .tables
+        .iter()
+        .map(|(p, n)| {
+            format!(
+                "{} {n}",
+                p.file_stem()
+                    .map(|s| s.to_string_lossy())
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    eprintln!(
+        "candle-graph: wrote {} tables of {} traces into {} (rows: {}); query them with DuckDB, Polars, DataFusion or Spark",
+        written.tables.len(),
+        written.traces,
+        args.output.display(),
+        rows.join(", ")
+    );
+    Ok(Output::ok(String::new()))
+}
+
+#[cfg(not(feature = "parquet"))]
+fn export_parquet(_: &cli::ExportArgs) -> Result<Output> {
+    anyhow::bail!("this candle-graph was built without the `parquet` feature (a default feature)")
+}
+
+/// A directory without `trace.jsonl` (or `.gz`) that holds rank traces (`*.rank<N>.jsonl`).
+fn is_rank_directory(path: &std::path::Path) -> bool {
+    path.is_dir()
+        && !path.join(input::TRACE_FILE).exists()
+        && !path.join(input::TRACE_FILE_GZ).exists()
+        && trace_ranks::rank_files(path).is_ok_and(|f| !f.is_empty())
+}
+
+/// The summary across the rank traces in `dir`: each loaded (a rank that fails to load is
+/// reported, not fatal), then `trace_ranks::build`.
+fn rank_summary(dir: &std::path::Path, json: bool) -> Result<Output> {
+    let files = trace_ranks::rank_files(dir)
+        .with_context(|| format!("cannot list the rank traces in {}", dir.display()))?;
+    anyhow::ensure!(
+        !files.is_empty(),
+        "{} holds no rank traces (`trace.rank<N>.jsonl`)",
+        dir.display()
+    );
+    let inputs = files
+        .into_iter()
+        .map(|(rank, file)| trace_ranks::RankInput {
+            loaded: load(&file, Detail::Summary)
+                .map(|(t, a)| (&t.doc, a))
+                .map_err(|e| format!("{e:#}")),
+            rank_in_name: Some(rank),
+            file,
+        })
+        .collect();
+    let report = trace_ranks::build(inputs, None);
+    let shown = dir.display().to_string();
+    Ok(Output::ok(if json {
+        to_json("ranks", None, &report)?
+    } else {
+        terminal_safe(commands::ranks::render(&report, &shown))
+    }))
+}
+
+fn bundle(args: &cli::BundleArgs) -> Result<Output> {
+    let (trace, analysis) = load(&args.trace, Detail::Full)?;
+    anyhow::ensure!(
+        trace.import.is_none(),
+        "{} is a PyTorch profiler trace: bundle the candle-graph trace `candle-graph import` writes from it",
+        trace.path.display()
+    );
+    let derived = commands::bundle::derive(&trace.doc, analysis)?;
+    let run = trace_bundle::RunIdentity::of(&trace.doc.meta);
+    let v = trace_bundle::publish(&trace.path, &run, &derived, &args.output)
+        .with_context(|| format!("cannot publish the bundle {}", args.output.display()))?;
+    Ok(Output::ok(if args.json {
+        to_json("bundle", Some(InputRecord::of(trace)), &v)?
+    } else {
+        terminal_safe(format!(
+            "published    {}\n{}",
+            args.output.display(),
+            commands::bundle::render_verification(&v, None)
+        ))
+    }))
+}
+
+/// `verify`'s JSON: the receipt and, with `--semantic`, whether the outputs re-derived.
+#[derive(serde::Serialize)]
+struct VerifyReport {
+    verification: trace_bundle::Verification,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    semantic_match: Option<bool>,
+}
+
+fn verify(args: &cli::VerifyArgs) -> Result<Output> {
+    let mut v = trace_bundle::verify(&args.bundle)?;
+    let mut semantic = None;
+    if args.semantic && v.is_valid() {
+        let (trace, analysis) = load(&args.bundle.join(trace_bundle::TRACE_FILE), Detail::Full)?;
+        let again = commands::bundle::derive(&trace.doc, analysis)?;
+        if let Some(manifest) = &v.manifest {
+            let problems = trace_bundle::semantic_problems(&args.bundle, manifest, &again);
+            semantic = Some(problems.is_empty());
+            v.problems.extend(problems);
+        }
+    } else if args.semantic {
+        semantic = Some(false);
+    }
+    let code = if v.is_valid() { 0 } else { 1 };
+    let stdout = if args.json {
+        to_json(
+            "verify",
+            None,
+            &VerifyReport {
+                verification: v,
+                semantic_match: semantic,
+            },
+        )?
+    } else {
+        terminal_safe(commands::bundle::render_verification(&v, semantic))
+    };
+    Ok(Output {
+        stdout,
+        stream: None,
+        code,
+    })
+}
+
+fn series(args: &cli::SeriesArgs) -> Result<Output> {
+    match trace_bundle::build_series(&args.bundles) {
+        Ok(s) => Ok(Output::ok(if args.json {
+            to_json("series", None, &s)?
+        } else {
+            terminal_safe(commands::bundle::render_series(&s))
+        })),
+        Err(trace_bundle::SeriesError::Bundle(e)) => Err(e.into()),
+        Err(e) => {
+            #[derive(serde::Serialize)]
+            struct Refused<'a> {
+                refused: &'a trace_bundle::SeriesError,
+            }
+            let stdout = if args.json {
+                to_json("series", None, &Refused { refused: &e })?
+            } else {
+                terminal_safe(commands::bundle::render_refusal(&e))
+            };
+            Ok(Output {
+                stdout,
+                stream: None,
+                code: 1,
+            })
+        }
     }
 }
 

@@ -33,6 +33,7 @@
 mod advice;
 pub mod capability;
 pub mod earlier;
+pub mod figures;
 pub mod findings;
 pub mod gradients;
 pub mod graph;
@@ -55,6 +56,7 @@ pub use capability::{
     assess_capabilities, observed_coverage, Capability, CapabilityKind, CapabilityLevel,
     CapabilityMatrix,
 };
+pub use figures::StepFigures;
 pub use findings::{batch_split, Evidence, Finding, FindingCode, Holder, Holding};
 pub use gradients::{
     summarize_gradients, GradientCounts, GradientSummary, NonParameterGradient, ParameterGradient,

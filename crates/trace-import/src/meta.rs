@@ -156,6 +156,9 @@ pub(crate) fn run_meta(header: &Header, seen: Observed) -> RunMeta {
             cpu_count: h.cpu_count,
             memory_bytes: h.memory_bytes,
         }),
+        rank: None,
+        local_rank: None,
+        world_size: None,
     }
 }
 

@@ -42,7 +42,10 @@ pub use gradients::NON_PARAMETER_ROOT;
 pub use layer::ProbeLayer;
 pub use optim::{varmap_manifest, ProbedOptimizer};
 pub use profiler::{Profiler, TracingMode};
-pub use run::{ProfileRun, DEFAULT_PARAMETER_ROOT};
+pub use run::{
+    rank_trace_path, ProfileRun, RankInfo, DEFAULT_PARAMETER_ROOT, LOCAL_RANK_ENV, RANK_ENV,
+    WORLD_SIZE_ENV,
+};
 pub use sampler::{SamplingGuard, DEFAULT_SAMPLE_HZ};
 pub use session::{SpanGuard, StepGuard, TraceSession, TraceSummary};
 pub use stats::TensorStats;

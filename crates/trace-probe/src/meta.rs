@@ -113,6 +113,9 @@ pub(crate) fn run_meta(
         probe_version: Some(PROBE_VERSION.to_string()),
         tracking_allocator_installed: None,
         host: (!deterministic).then(host_info),
+        rank: run.ranks.info().map(|i| i.rank),
+        local_rank: run.ranks.info().and_then(|i| i.local_rank),
+        world_size: run.ranks.info().map(|i| i.world_size),
     }
 }
 

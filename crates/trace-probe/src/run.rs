@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
@@ -63,6 +63,98 @@ pub struct ProfileRun {
     pub(crate) sample_hz: u32,
     pub(crate) sample_buffer_bytes: usize,
     pub(crate) alloc_site_threshold_bytes: Option<usize>,
+    pub(crate) ranks: RankSource,
+}
+
+/// Environment variable of the process's global rank (torchrun-style launchers set it).
+pub const RANK_ENV: &str = "RANK";
+/// Environment variable of the process's rank on its node.
+pub const LOCAL_RANK_ENV: &str = "LOCAL_RANK";
+/// Environment variable of the number of processes of the job.
+pub const WORLD_SIZE_ENV: &str = "WORLD_SIZE";
+
+/// Where a process sits in a multi-process (data- or tensor-parallel) job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RankInfo {
+    /// Global rank, `0..world_size`.
+    pub rank: u32,
+    /// Rank on this node, when known.
+    pub local_rank: Option<u32>,
+    /// Number of processes of the job.
+    pub world_size: u32,
+}
+
+/// The rank of a run: set by [`ProfileRun::rank`], read from the environment, or an
+/// environment that could not be read (a problem of the run, see [`ProfileRun::problems`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RankSource {
+    /// Not a multi-process run (no `RANK` / `WORLD_SIZE` in the environment).
+    None,
+    /// Known.
+    Known(RankInfo),
+    /// `RANK`, `LOCAL_RANK` or `WORLD_SIZE` is set but unusable.
+    Invalid(String),
+}
+
+impl RankSource {
+    /// From `RANK`, `LOCAL_RANK` and `WORLD_SIZE` as read by `var`: both of `RANK` and
+    /// `WORLD_SIZE` set (and numbers), or neither.
+    pub(crate) fn from_env(var: impl Fn(&str) -> Option<String>) -> Self {
+        let parse = |name: &str| -> Result<Option<u32>, String> {
+            match var(name) {
+                None => Ok(None),
+                Some(v) => v
+                    .trim()
+                    .parse::<u32>()
+                    .map(Some)
+                    .map_err(|_| format!("{name}={v:?} is not a non-negative integer")),
+            }
+        };
+        let read = || -> Result<Option<RankInfo>, String> {
+            let (rank, local, world) = (
+                parse(RANK_ENV)?,
+                parse(LOCAL_RANK_ENV)?,
+                parse(WORLD_SIZE_ENV)?,
+            );
+            match (rank, world) {
+                (None, None) => Ok(None),
+                (Some(rank), Some(world_size)) => Ok(Some(RankInfo {
+                    rank,
+                    local_rank: local,
+                    world_size,
+                })),
+                (Some(_), None) => Err(format!("{RANK_ENV} is set without {WORLD_SIZE_ENV}")),
+                (None, Some(_)) => Err(format!("{WORLD_SIZE_ENV} is set without {RANK_ENV}")),
+            }
+        };
+        match read() {
+            Ok(None) => Self::None,
+            Ok(Some(info)) => Self::Known(info),
+            Err(e) => Self::Invalid(e),
+        }
+    }
+
+    pub(crate) fn info(&self) -> Option<RankInfo> {
+        match self {
+            Self::Known(info) => Some(*info),
+            _ => None,
+        }
+    }
+}
+
+/// The trace file of `rank` for the requested `path`: `.rank<N>` inserted before the last
+/// extension (`out/trace.jsonl` → `out/trace.rank3.jsonl`; `out/t` → `out/t.rank3`), so the
+/// ranks of one job write side by side into one directory, which `candle-graph summary DIR`
+/// reads as one step of every rank.
+pub fn rank_trace_path(path: &Path, rank: u32) -> PathBuf {
+    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return path.join(format!("trace.rank{rank}.jsonl"));
+    };
+    let renamed = match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => format!("{stem}.rank{rank}.{ext}"),
+        _ => format!("{name}.rank{rank}"),
+    };
+    path.with_file_name(renamed)
 }
 
 impl ProfileRun {
@@ -101,6 +193,44 @@ impl ProfileRun {
             sample_hz: crate::sampler::DEFAULT_SAMPLE_HZ,
             sample_buffer_bytes: crate::sampler::DEFAULT_SAMPLE_BUFFER_BYTES,
             alloc_site_threshold_bytes: None,
+            ranks: RankSource::from_env(|name| std::env::var(name).ok()),
+        }
+    }
+
+    /// This process is rank `rank` of a `world_size`-process job (overrides `RANK` /
+    /// `WORLD_SIZE` from the environment, which are read by default; `LOCAL_RANK` is kept when
+    /// set). The meta event records them, and [`ProfileRun::start`] writes the trace as
+    /// [`rank_trace_path`] names it.
+    pub fn rank(mut self, rank: u32, world_size: u32) -> Self {
+        let local_rank = self.ranks.info().and_then(|i| i.local_rank);
+        self.ranks = RankSource::Known(RankInfo {
+            rank,
+            local_rank,
+            world_size,
+        });
+        self
+    }
+
+    /// The rank on this node (`LOCAL_RANK`); applies after [`ProfileRun::rank`] or a rank
+    /// from the environment, ignored otherwise.
+    pub fn local_rank(mut self, local_rank: u32) -> Self {
+        if let RankSource::Known(info) = &mut self.ranks {
+            info.local_rank = Some(local_rank);
+        }
+        self
+    }
+
+    /// The rank of this run, when it is one of a multi-process job.
+    pub fn rank_info(&self) -> Option<RankInfo> {
+        self.ranks.info()
+    }
+
+    /// The file [`ProfileRun::start`] writes for the requested `path`: `path` itself, or for a
+    /// rank of a multi-process job [`rank_trace_path`] of it.
+    pub fn trace_path(&self, path: &Path) -> PathBuf {
+        match self.ranks.info() {
+            Some(info) => rank_trace_path(path, info.rank),
+            None => path.to_path_buf(),
         }
     }
 
@@ -153,6 +283,7 @@ impl ProfileRun {
     /// [`ProbeError::WriterSpawn`], [`ProbeError::TracingInstall`].
     pub fn start(self, path: impl AsRef<Path>) -> Result<Profiler, ProbeError> {
         let tracing = self.tracing;
+        let path = self.trace_path(path.as_ref());
         Profiler::new(TraceSession::create(self, path)?, tracing)
     }
 
@@ -353,6 +484,19 @@ impl ProfileRun {
                 crate::sampler::MAX_SAMPLE_HZ
             ));
         }
+        match &self.ranks {
+            RankSource::Invalid(e) => problems.push(format!("rank environment: {e}")),
+            RankSource::Known(i) if i.rank >= i.world_size => problems.push(format!(
+                "rank {} must be less than world_size {}",
+                i.rank, i.world_size
+            )),
+            RankSource::Known(i) if i.local_rank.is_some_and(|l| l >= i.world_size) => problems
+                .push(format!(
+                    "local_rank {:?} must be less than world_size {}",
+                    i.local_rank, i.world_size
+                )),
+            _ => {}
+        }
         problems.extend(self.contract.validate());
         if let Some(identity) = &self.comparison_identity {
             problems.extend(identity.validate());
@@ -380,6 +524,63 @@ mod tests {
         assert_eq!(
             ProfileRun::inference("e", 3).default_correlation_id(),
             "e/inference-3"
+        );
+    }
+
+    #[test]
+    fn ranks_come_from_the_environment_or_the_builder() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(RankSource::from_env(env(&[])), RankSource::None);
+        assert_eq!(
+            RankSource::from_env(env(&[
+                ("RANK", "3"),
+                ("LOCAL_RANK", "1"),
+                ("WORLD_SIZE", "4")
+            ])),
+            RankSource::Known(RankInfo {
+                rank: 3,
+                local_rank: Some(1),
+                world_size: 4
+            })
+        );
+        let bad = RankSource::from_env(env(&[("RANK", "x"), ("WORLD_SIZE", "4")]));
+        assert!(
+            matches!(&bad, RankSource::Invalid(e) if e.contains("RANK=\"x\"")),
+            "{bad:?}"
+        );
+        assert!(matches!(
+            RankSource::from_env(env(&[("RANK", "1")])),
+            RankSource::Invalid(_)
+        ));
+        let mut run = ProfileRun::training("e", 2);
+        run.ranks = bad;
+        assert_eq!(run.problems().len(), 1, "{:?}", run.problems());
+        let run = run.rank(2, 4).local_rank(0);
+        assert!(run.problems().is_empty());
+        assert_eq!(
+            run.trace_path(Path::new("out/trace.jsonl")),
+            Path::new("out/trace.rank2.jsonl")
+        );
+        assert_eq!(ProfileRun::training("e", 2).rank(4, 4).problems().len(), 1);
+    }
+
+    #[test]
+    fn rank_paths_insert_the_rank_before_the_extension() {
+        assert_eq!(
+            rank_trace_path(Path::new("a/trace.jsonl"), 0),
+            Path::new("a/trace.rank0.jsonl")
+        );
+        assert_eq!(rank_trace_path(Path::new("a/t"), 7), Path::new("a/t.rank7"));
+        assert_eq!(
+            rank_trace_path(Path::new(".hidden"), 1),
+            Path::new(".hidden.rank1")
         );
     }
 }

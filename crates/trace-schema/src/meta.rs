@@ -623,6 +623,16 @@ pub struct RunMeta {
     /// Host basics (trace/11).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<HostInfo>,
+    /// Global rank of this process in a multi-process job (torchrun's `RANK`), when known
+    /// (trace/13, optional: readers that predate it ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// Rank of this process on its node (`LOCAL_RANK`), when known (trace/13, optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_rank: Option<u32>,
+    /// Number of processes of the job (`WORLD_SIZE`), when known (trace/13, optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world_size: Option<u32>,
 }
 
 impl RunMeta {
@@ -648,6 +658,20 @@ impl RunMeta {
             if warmup >= step {
                 problems.push(format!(
                     "meta warmup_steps {warmup} must be less than capture_step {step}"
+                ));
+            }
+        }
+        match (self.rank, self.world_size) {
+            (Some(rank), Some(world)) if rank >= world => problems.push(format!(
+                "meta rank {rank} must be less than world_size {world}"
+            )),
+            (_, Some(0)) => problems.push("meta world_size is 0".into()),
+            _ => {}
+        }
+        if let (Some(local), Some(world)) = (self.local_rank, self.world_size) {
+            if local >= world {
+                problems.push(format!(
+                    "meta local_rank {local} must be less than world_size {world}"
                 ));
             }
         }

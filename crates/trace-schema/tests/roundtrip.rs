@@ -211,6 +211,9 @@ fn meta() -> impl Strategy<Value = TraceEvent> {
                     probe_version,
                     tracking_allocator_installed,
                     host,
+                    rank: None,
+                    local_rank: None,
+                    world_size: None,
                 },
             })
         })

@@ -819,6 +819,9 @@ impl SynthEvents {
                 cpu_count: Some(16),
                 memory_bytes: Some(64 << 30),
             }),
+            rank: None,
+            local_rank: None,
+            world_size: None,
         };
         self.queue.push_back(TraceEvent::Meta(MetaEvent {
             schema: WRITE_VERSION.as_str().to_string(),

@@ -22,9 +22,10 @@ use crate::cli::{DemoArgs, ModelArg};
 /// # Errors
 /// Fewer than 2 steps; training or profiling failures with their cause chain.
 pub fn run(args: &DemoArgs, progress: bool) -> Result<TrainReport> {
-    if args.steps < 2 {
+    if args.capture_step < 2 || args.capture_step > args.steps {
         bail!(
-            "--steps {} is too few: step 1 is the warm-up and step 2 is captured",
+            "--capture-step {} must be within 2..={} (--steps): the steps before it are the warm-up",
+            args.capture_step,
             args.steps
         );
     }
@@ -34,6 +35,17 @@ pub fn run(args: &DemoArgs, progress: bool) -> Result<TrainReport> {
     };
     let mut config = TrainConfig::new(model, &args.out);
     config.steps = args.steps;
+    config.capture_step = args.capture_step;
+    if args.rank_worker {
+        let (rank, world) = worker_rank()?;
+        config.seed = RANK_SEED_BASE + u64::from(rank);
+        if rank + 1 == world && world > 1 {
+            // the last rank gets four times the batch: the straggler of the demo
+            config.sizes.llama.batch_size *= RANK_BATCH_SKEW;
+            config.sizes.mlp.batch_size *= RANK_BATCH_SKEW;
+        }
+        // `config.rank` stays `None`: the probe reads RANK / LOCAL_RANK / WORLD_SIZE itself
+    }
     config.device = args.device;
     if args.drop_loss_before_step {
         config.update = UpdateStyle::DropLossBeforeStep;
@@ -65,17 +77,104 @@ pub fn run(args: &DemoArgs, progress: bool) -> Result<TrainReport> {
     Ok(report)
 }
 
+/// The last rank of `demo --ranks` trains on this many times the batch (the demo's straggler:
+/// its step does that much more work, far beyond the noise of ranks sharing a few cores).
+pub const RANK_BATCH_SKEW: usize = 4;
+
+/// Seed of rank 0 of `demo --ranks` (rank N uses this + N); the single-process demo's seed.
+pub const RANK_SEED_BASE: u64 = 42;
+
+/// The rank and world size of a `--rank-worker` process, from its environment.
+fn worker_rank() -> Result<(u32, u32)> {
+    let read = |name: &str| -> Result<u32> {
+        let v = std::env::var(name).with_context(|| format!("--rank-worker needs {name}"))?;
+        v.parse()
+            .with_context(|| format!("{name}={v:?} is not a non-negative integer"))
+    };
+    Ok((
+        read(trace_probe::RANK_ENV)?,
+        read(trace_probe::WORLD_SIZE_ENV)?,
+    ))
+}
+
+/// What one rank process of `demo --ranks` did.
+pub struct RankOutcome {
+    /// The rank.
+    pub rank: u32,
+    /// Its exit status (`None`: killed by a signal).
+    pub status: Option<i32>,
+}
+
+/// `demo --ranks N`: runs this executable N times at once, each with `--rank-worker` and
+/// `RANK` / `LOCAL_RANK` / `WORLD_SIZE` set, and waits for all. A rank that fails is reported
+/// in its outcome (the summary across ranks then says it is missing), not fatal.
+///
+/// # Errors
+/// The executable cannot be found or a process cannot be started.
+pub fn run_ranks(args: &DemoArgs, ranks: u32) -> Result<Vec<RankOutcome>> {
+    if args.capture_step < 2 || args.capture_step > args.steps {
+        bail!(
+            "--capture-step {} must be within 2..={} (--steps)",
+            args.capture_step,
+            args.steps
+        );
+    }
+    let exe = std::env::current_exe().context("cannot find this executable to start the ranks")?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let model = match args.model {
+        ModelArg::Llama => "llama",
+        ModelArg::Mlp => "mlp",
+    };
+    let mut children = Vec::new();
+    for rank in 0..ranks {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.arg("demo")
+            .arg("--rank-worker")
+            .arg("--out")
+            .arg(&args.out)
+            .args(["--model", model])
+            .args(["--steps", &args.steps.to_string()])
+            .args(["--capture-step", &args.capture_step.to_string()])
+            .args(["--sample-hz", &args.sample_hz.to_string()])
+            .args(["--device", &args.device.to_string()])
+            .env(trace_probe::RANK_ENV, rank.to_string())
+            .env(trace_probe::LOCAL_RANK_ENV, rank.to_string())
+            .env(trace_probe::WORLD_SIZE_ENV, ranks.to_string())
+            .stdout(std::process::Stdio::null());
+        if args.backward_spans {
+            cmd.arg("--backward-spans");
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start rank {rank} ({})", exe.display()))?;
+        children.push((rank, child));
+    }
+    let mut outcomes = Vec::with_capacity(children.len());
+    for (rank, mut child) in children {
+        let status = child
+            .wait()
+            .with_context(|| format!("cannot wait for rank {rank}"))?;
+        outcomes.push(RankOutcome {
+            rank,
+            status: status.code(),
+        });
+    }
+    Ok(outcomes)
+}
+
 /// One stderr line describing what the demo did.
 pub fn describe(args: &DemoArgs, report: &TrainReport) -> String {
     let losses: Vec<String> = report.losses.iter().map(|l| format!("{l:.4}")).collect();
     format!(
-        "trained {:?} model ({} parameters in {} tensors) for {} steps on {}, loss {}; captured step 2 into {}",
+        "trained {:?} model ({} parameters in {} tensors) for {} steps on {}, loss {}; captured step {} into {}",
         args.model,
         report.parameter_count,
         report.parameter_tensors,
         report.losses.len(),
         report.device,
         losses.join(" → "),
+        args.capture_step,
         report.trace_path.display()
     )
     .replace("Llama", "llama")

@@ -2,6 +2,7 @@
 //! it as text; `--json` prints the same report in the [`crate::envelope`].
 
 pub mod backward;
+pub mod bundle;
 pub mod check;
 pub mod demo;
 pub mod device_check;
@@ -9,11 +10,14 @@ pub mod diff;
 pub mod diff_html;
 pub mod diff_ops;
 pub mod export;
+#[cfg(feature = "parquet")]
+pub mod export_parquet;
 pub mod import;
 pub mod memory;
 pub mod ops;
 pub mod ops_measured;
 pub mod peak;
 pub mod query;
+pub mod ranks;
 pub mod report;
 pub mod summary;

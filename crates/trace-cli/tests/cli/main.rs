@@ -2,6 +2,7 @@
 //! (hand-written traces), and insta snapshots of every command on the golden fixtures.
 
 mod bad_input;
+mod bundle;
 mod check;
 mod demo;
 mod detail;
@@ -13,6 +14,7 @@ mod hostile;
 mod import;
 mod ops;
 mod query;
+mod ranks;
 mod report;
 mod sites;
 mod snapshots;

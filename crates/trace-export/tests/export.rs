@@ -1,0 +1,141 @@
+//! The Parquet tables of synthetic traces, read back with arrow-rs: every memory event is a
+//! row, the running sum of `live_delta_bytes` in apply order reaches each trace's logical peak
+//! (and each device's) exactly, and the README documents the schema as written.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::Path;
+
+use arrow_array::{Array, Int64Array, StringArray, UInt64Array};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use trace_synth::{write_synth_trace, SynthConfig};
+
+fn column<'a, T: 'static>(batch: &'a arrow_array::RecordBatch, name: &str) -> &'a T {
+    batch
+        .column_by_name(name)
+        .unwrap_or_else(|| panic!("column {name}"))
+        .as_any()
+        .downcast_ref::<T>()
+        .unwrap_or_else(|| panic!("type of {name}"))
+}
+
+#[test]
+fn running_sums_of_the_memory_events_reach_every_peak() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut analysed = Vec::new();
+    for (seed, devices) in [(1u64, 1u32), (2, 3)] {
+        let path = tmp.path().join(format!("t{seed}.jsonl"));
+        let config = SynthConfig {
+            memory_events: 5_000,
+            spans: 200,
+            ops: 500,
+            devices,
+            seed,
+            ..SynthConfig::default()
+        };
+        write_synth_trace(&path, &config).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        // give each its own run id
+        let text = text.replacen("\"run_id\":\"", &format!("\"run_id\":\"s{seed}-"), 1);
+        std::fs::write(&path, text).unwrap();
+        let doc = trace_schema::load_path(&path).unwrap();
+        let analysis = trace_graph::analyze(&doc);
+        analysed.push((path, doc, analysis));
+    }
+    let out = tmp.path().join("tables");
+    let mut export = trace_export::ParquetExport::create(&out).unwrap();
+    for (path, doc, analysis) in &analysed {
+        export
+            .add(&path.display().to_string(), doc, analysis)
+            .unwrap();
+    }
+    let written = export.finish().unwrap();
+    assert_eq!(written.traces, 2);
+    let rows: BTreeMap<String, u64> = written
+        .tables
+        .iter()
+        .map(|(p, n)| (p.file_stem().unwrap().to_string_lossy().into_owned(), *n))
+        .collect();
+    assert_eq!(rows["runs"], 2);
+    assert_eq!(rows["memory_events"], 10_000);
+    assert_eq!(
+        rows["spans"],
+        analysed.iter().map(|a| a.1.spans.len() as u64).sum::<u64>()
+    );
+    // no temporary file is left
+    assert!(std::fs::read_dir(&out).unwrap().all(|e| !e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .ends_with(".tmp")));
+
+    // (run, device) → events (timestamp, index, delta)
+    let mut events: BTreeMap<(String, String), Vec<(u64, u64, i64)>> = BTreeMap::new();
+    let file = File::open(out.join("memory_events.parquet")).unwrap();
+    for batch in ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap()
+    {
+        let batch = batch.unwrap();
+        let run = column::<StringArray>(&batch, "run_id");
+        let device = column::<StringArray>(&batch, "device");
+        let ts = column::<UInt64Array>(&batch, "timestamp_ns");
+        let idx = column::<UInt64Array>(&batch, "event_index");
+        let delta = column::<Int64Array>(&batch, "live_delta_bytes");
+        assert_eq!(
+            column::<arrow_array::UInt32Array>(&batch, "rank").null_count(),
+            batch.num_rows()
+        );
+        for i in 0..batch.num_rows() {
+            events
+                .entry((run.value(i).to_string(), device.value(i).to_string()))
+                .or_default()
+                .push((ts.value(i), idx.value(i), delta.value(i)));
+        }
+    }
+    let peak_of = |evs: &mut Vec<(u64, u64, i64)>| -> i64 {
+        evs.sort_unstable();
+        let (mut live, mut peak) = (0i64, 0i64);
+        for e in evs.iter() {
+            live += e.2;
+            peak = peak.max(live);
+        }
+        peak
+    };
+    for (_, doc, analysis) in &analysed {
+        let logical = analysis.memory.logical.as_ref().unwrap();
+        let run = &doc.meta.run_id;
+        let mut all: Vec<(u64, u64, i64)> = events
+            .iter()
+            .filter(|((r, _), _)| r == run)
+            .flat_map(|(_, v)| v.iter().copied())
+            .collect();
+        assert_eq!(
+            peak_of(&mut all) as u64,
+            logical.peak.as_ref().unwrap().live_bytes,
+            "{run}: global peak"
+        );
+        for d in &logical.by_device {
+            let mut evs = events[&(run.clone(), d.device.clone())].clone();
+            assert_eq!(
+                peak_of(&mut evs) as u64,
+                d.peak.as_ref().unwrap().live_bytes,
+                "{run} {}: device peak",
+                d.device
+            );
+        }
+    }
+}
+
+#[test]
+fn the_readme_documents_the_schema_as_written() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
+    let schema = trace_export::schema_markdown();
+    assert!(
+        readme.contains(&schema),
+        "README.md's Parquet schema differs from trace_export::schema_markdown(); paste:\n{schema}"
+    );
+}

@@ -1,0 +1,16 @@
+-- The straggler of one job's ranks: the complete rank with the longest step (measured region),
+-- against the median step of the other ranks (rounded down to the nanosecond).
+WITH step AS (
+  SELECT rank, outer_wall_time_ns AS step_ns
+  FROM runs
+  WHERE NOT truncated AND outer_wall_time_ns IS NOT NULL AND rank IS NOT NULL
+),
+slowest AS (
+  SELECT rank, step_ns FROM step ORDER BY step_ns DESC, rank ASC LIMIT 1
+)
+SELECT s.rank, s.step_ns,
+       CAST(FLOOR((SELECT MEDIAN(o.step_ns) FROM step o WHERE o.rank <> s.rank)) AS UBIGINT)
+         AS others_median_ns,
+       s.step_ns - CAST(FLOOR((SELECT MEDIAN(o.step_ns) FROM step o WHERE o.rank <> s.rank)) AS UBIGINT)
+         AS excess_ns
+FROM slowest s;
