@@ -70,7 +70,8 @@ fn running_sums_of_the_memory_events_reach_every_peak() {
         .ends_with(".tmp")));
 
     // (run, device) → events (timestamp, index, delta)
-    let mut events: BTreeMap<(String, String), Vec<(u64, u64, i64)>> = BTreeMap::new();
+    type Events = Vec<(u64, u64, i64)>;
+    let mut events: BTreeMap<(String, String), Events> = BTreeMap::new();
     let file = File::open(out.join("memory_events.parquet")).unwrap();
     for batch in ParquetRecordBatchReaderBuilder::try_new(file)
         .unwrap()

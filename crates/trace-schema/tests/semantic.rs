@@ -205,7 +205,7 @@ fn sample_ids_must_be_defined_before_use_and_unique() {
 
     // a stack before its frame, a sample of an unknown stack, repeated ids, a second sampler
     // (the dropped stack of the first case also drops its sample)
-    let cases: [(&[&str], &[u64]); 7] = [
+    let cases: [(&[&str], &[u64]); 6] = [
         (&[stack, frame, sample], &[3, 5]),
         (
             &[
@@ -345,7 +345,7 @@ fn site_ids_must_be_defined_and_unique_and_belong_to_allocs() {
     let on_free = r#"{"kind":"memory","timestamp_ns":3,"action":"free","device":"cpu","storage_id":"a","site":0}"#;
     let bad_account = r#"{"kind":"alloc_sites","threshold_bytes":0,"unwinder":"","symbols":"none","captured":0,"lost":0,"small_allocs":0,"small_bytes":0,"sites":1}"#;
     // (body after SPAN, lines of the issues expected)
-    let cases: [(&[&str], &[u64]); 6] = [
+    let cases: [(&[&str], &[u64]); 7] = [
         // a site id no `site` defines: named at its memory line, found at the end of the load
         (&[alloc, undefined, END, frame, stack, site], &[4]),
         // a site before its stack: the site is dropped, so the alloc naming it is too

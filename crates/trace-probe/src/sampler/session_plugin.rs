@@ -19,7 +19,6 @@ use super::{signal, SamplerSettings, SamplerStats};
 use crate::plugin::{thread_key, CaptureContext, CapturePlugin};
 use crate::writer::lock;
 
-/// What the unwinder is called in the sampler event.
 
 /// A thread to sample.
 #[derive(Debug, Clone)]
