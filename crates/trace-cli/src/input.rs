@@ -98,6 +98,16 @@ pub fn resolve(input: &Path) -> Result<PathBuf> {
             input.display()
         );
     }
+    if trace_ranks::rank_files(input).is_ok_and(|f| !f.is_empty()) {
+        bail!(
+            "directory {} holds rank traces ({}): `candle-graph summary {}` compares the ranks \
+             (the straggler, the peak of each, the imbalance); pass one rank's file to read it \
+             alone",
+            input.display(),
+            others.join(", "),
+            input.display()
+        );
+    }
     bail!(
         "directory {} holds no {TRACE_FILE} (found {}; pass the trace file itself)",
         input.display(),

@@ -135,6 +135,14 @@ fn load(
     Ok((Box::leak(Box::new(trace)), Box::leak(Box::new(analysis))))
 }
 
+/// Serialises this binary's unit tests that run a captured Candle step: the tracking allocator
+/// sees every thread of the process, so a capture window would count another test's tensors.
+#[cfg(test)]
+pub(crate) fn candle_serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn run(cli: Cli) -> Result<Output> {
     match cli.command {
         Command::Demo(args) if args.inference => {

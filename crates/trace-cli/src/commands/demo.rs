@@ -357,6 +357,7 @@ mod tests {
     /// keys and values in every layer.
     #[test]
     fn inference_figures_from_a_real_generation() {
+        let _serial = crate::candle_serial();
         let dir = tempfile::tempdir().expect("tempdir");
         let report = candle_graph_examples::infer::generate(dir.path(), 4, 16).expect("generate");
         let doc = trace_schema::load_path(&report.trace_path).expect("trace");

@@ -722,6 +722,7 @@ mod tests {
     // One test: the capture window is process-wide, so the runs must not overlap.
     #[test]
     fn every_check_passes_on_real_runs_and_fails_on_a_tampered_fact() {
+        let _serial = crate::candle_serial();
         let dir = tempfile::tempdir().unwrap();
         let (dev_report, dev_doc) = train_mlp(dir.path(), "device");
         let (cpu_report, cpu_doc) = train_mlp(dir.path(), "cpu");

@@ -61,7 +61,8 @@ fn demo_json_has_no_progress_and_rejects_one_step() {
     let bad = run(&["demo", "--steps", "1", "--out", s(&out)]);
     assert_eq!(bad.code, 2);
     assert!(
-        bad.stderr.contains("--steps 1 is too few"),
+        bad.stderr
+            .contains("--capture-step 2 must be within 2..=1 (--steps)"),
         "{}",
         bad.stderr
     );

@@ -1,6 +1,8 @@
 //! `demo --ranks 4` end to end: four processes, four rank traces, the summary across them names
-//! the straggler (the rank with four times the batch) with its figures; a missing and a cut-short
-//! rank are said, not fatal; the Parquet export of the ranks keeps one run row per rank.
+//! the straggler (the slowest rank's step, whichever it is: the processes share this machine's
+//! cores, so which one is slowest is timing, not asserted) with its figures, and the memory
+//! imbalance (the rank with four times the batch has the largest peak: bytes, deterministic); a
+//! missing and a cut-short rank are said, not fatal.
 
 use crate::util::{run, s};
 
@@ -32,20 +34,31 @@ fn four_rank_processes_and_their_straggler() {
         assert_eq!(meta["tags"]["batch_size"], batch);
     }
     assert!(r.stdout.contains("4 of 4 ranks read"), "{}", r.stdout);
-    assert!(
-        r.stdout.contains("straggler    rank 3: step "),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.contains("straggler    rank "), "{}", r.stdout);
     let j = run(&["summary", s(&out), "--json"]);
     assert_eq!(j.code, 0, "{}", j.stderr);
     let v: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
     assert_eq!(v["schema"], "candle-graph/ranks/1");
     assert_eq!(v["ranks"].as_array().unwrap().len(), 4);
-    // four times the batch: the slowest step and the largest peak
-    assert_eq!(v["straggler"]["rank"], 3, "{}", j.stdout);
+    // the straggler is the rank of the slowest step, above the others' median
+    let straggler = v["straggler"]["rank"].as_u64().expect("a straggler");
     let step = &v["straggler"]["step"];
-    assert!(step["rank_ns"].as_u64().unwrap() > step["others_median_ns"].as_u64().unwrap());
+    let slowest = step["rank_ns"].as_u64().unwrap();
+    assert!(slowest >= step["others_median_ns"].as_u64().unwrap());
+    let steps: Vec<u64> = v["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["figures"]["outer_wall_time_ns"].as_u64())
+        .collect();
+    assert_eq!(steps.len(), 4, "{}", j.stdout);
+    assert_eq!(
+        steps.iter().max(),
+        Some(&slowest),
+        "rank {straggler}: {}",
+        j.stdout
+    );
+    // four times the batch: the largest peak (bytes do not depend on timing)
     assert_eq!(v["memory"]["max_rank"], 3, "{}", j.stdout);
     assert!(v["straggler"]["pass"].is_array(), "{}", j.stdout);
 
@@ -54,6 +67,16 @@ fn four_rank_processes_and_their_straggler() {
     let t2 = out.join("trace.rank2.jsonl");
     let text = std::fs::read_to_string(&t2).unwrap();
     std::fs::write(&t2, &text[..text.len() * 2 / 3]).unwrap();
+    // the one-trace commands say where the comparison of the ranks is
+    for cmd in ["memory", "report"] {
+        let r = run(&[cmd, s(&out)]);
+        assert_eq!(r.code, 2, "{cmd}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("holds rank traces") && r.stderr.contains("candle-graph summary"),
+            "{cmd}: {}",
+            r.stderr
+        );
+    }
     let r = run(&["summary", s(&out)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(

@@ -19,7 +19,6 @@ use super::{signal, SamplerSettings, SamplerStats};
 use crate::plugin::{thread_key, CaptureContext, CapturePlugin};
 use crate::writer::lock;
 
-
 /// A thread to sample.
 #[derive(Debug, Clone)]
 struct Thread {
