@@ -214,6 +214,11 @@ fn run(cli: Cli) -> Result<Output> {
                 ))
             }))
         }
+        // a directory of rank traces: the per-rank table (peak per device, what held it, the
+        // imbalance) is the summary across ranks
+        Command::Memory(args) if is_rank_directory(&args.input.trace) => {
+            rank_summary(&args.input.trace, args.input.json)
+        }
         Command::Memory(args) => {
             // A summary analysis lists the largest SUMMARY_TOP storages of each peak; grouping
             // reads every storage live at the peak: both need the full detail beyond that.
