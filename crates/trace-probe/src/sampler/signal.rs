@@ -17,12 +17,10 @@
 //! process clock), walks the stack into a local array ([`super::unwind::capture_from`]) and
 //! copies it into the slot's buffer.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use super::slots;
 use super::unwind::{self, MAX_FRAMES};
-use crate::frame_chain;
 
 /// The part of Linux's `siginfo_t` a POSIX timer fills (`_sigfault` layout of the kernel's
 /// `_timer` member): `si_tid`, `si_overrun`, `si_value`.
@@ -128,11 +126,7 @@ unsafe fn sample(info: *mut libc::siginfo_t, context: *mut libc::c_void) {
     // SAFETY: `context` is the handler's ucontext.
     let pc = unsafe { interrupted_pc(context) };
     let mut frames = [0usize; MAX_FRAMES];
-    // SAFETY: the same ucontext.
-    let (got, by_frame_pointers) = match unsafe { frame_pointer_walk(context, pc, &mut frames) } {
-        Some(got) => (got, true),
-        None => (unwind::capture_from(pc, &mut frames), false),
-    };
+    let got = unwind::capture_from(pc, &mut frames);
     let overrun = u64::try_from(info.si_overrun).unwrap_or(0);
     writing.push(
         start,
@@ -140,81 +134,7 @@ unsafe fn sample(info: *mut libc::siginfo_t, context: *mut libc::c_void) {
         &frames[..got.len.min(MAX_FRAMES)],
         got.truncated,
     );
-    writing.add_handler_ns(
-        crate::clock::process_ns().saturating_sub(start),
-        by_frame_pointers,
-    );
-}
-
-/// Whether the handler may walk frame pointers (see [`set_frame_pointers`]).
-static FRAME_POINTERS: AtomicBool = AtomicBool::new(false);
-
-/// Lets the handler walk the interrupted thread's frame-pointer chain where it can (the
-/// process's walker calibration chose frame pointers: the binary keeps them). Outside the
-/// handler; also records the executable's code range the handler checks against.
-pub(crate) fn set_frame_pointers(on: bool) {
-    if on {
-        frame_chain::note_executable();
-    }
-    FRAME_POINTERS.store(on, Ordering::Relaxed);
-}
-
-/// The frame-pointer walk from the interrupted context: the interrupted `pc`, then the return
-/// addresses of the chain from its frame pointer, inside `[sp, hi)` of this thread's stack.
-/// `None` (the caller walks with libgcc instead) unless frame pointers are allowed, this
-/// thread's stack bounds are known, the `pc` lies in the executable's code (the shared C
-/// libraries keep no frame pointers: a frame pointer read there may be any value) and the chain
-/// gives at least one caller. A signal landing in a function's first instructions, before it
-/// set up its frame, loses that function's caller (the same limit as `perf`'s frame-pointer
-/// call graphs).
-///
-/// # Safety
-/// `context` is the handler's `ucontext_t`.
-#[inline(always)]
-unsafe fn frame_pointer_walk(
-    context: *mut libc::c_void,
-    pc: usize,
-    buf: &mut [usize; MAX_FRAMES],
-) -> Option<unwind::Captured> {
-    if !FRAME_POINTERS.load(Ordering::Relaxed) || !frame_chain::in_executable(pc) {
-        return None;
-    }
-    let (lo, hi) = frame_chain::thread_bounds();
-    if hi == 0 {
-        return None;
-    }
-    // SAFETY: the caller's contract.
-    let (fp, sp) = unsafe { interrupted_fp_sp(context) };
-    if sp < lo || sp >= hi {
-        return None; // on another stack (an alternate signal stack): not ours to walk
-    }
-    buf[0] = pc;
-    let (n, truncated) = frame_chain::walk(&mut buf[1..], fp, sp, hi);
-    (n > 0).then_some(unwind::Captured {
-        len: n + 1,
-        truncated,
-    })
-}
-
-/// The interrupted frame pointer and stack pointer.
-///
-/// # Safety
-/// `context` is the handler's `ucontext_t`.
-#[inline(always)]
-unsafe fn interrupted_fp_sp(context: *mut libc::c_void) -> (usize, usize) {
-    // SAFETY: the caller's contract.
-    let uc = unsafe { &*(context as *const libc::ucontext_t) };
-    #[cfg(target_arch = "x86_64")]
-    {
-        (
-            uc.uc_mcontext.gregs[libc::REG_RBP as usize] as usize,
-            uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize,
-        )
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        (uc.uc_mcontext.regs[29] as usize, uc.uc_mcontext.sp as usize)
-    }
+    writing.add_handler_ns(crate::clock::process_ns().saturating_sub(start));
 }
 
 /// The program counter of the interrupted code.
