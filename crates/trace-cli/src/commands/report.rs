@@ -125,29 +125,8 @@ fn answer_facts(r: &SummaryReport, facts: &mut Vec<Fact>) {
         .and_then(|p| p.memory_peak.as_ref())
         .map_or(0, |m| m.live_bytes);
     if r.memory_overflow.is_none() && peak > 0 && !a.held_by.is_empty() {
-        let pct = |b: u64| 100.0 * b as f64 / peak as f64;
-        let cats: Vec<String> = a
-            .held_by
-            .iter()
-            .map(|c| {
-                format!(
-                    "{} {} ({:.0}%)",
-                    c.category.as_str(),
-                    bytes(c.bytes),
-                    pct(c.bytes)
-                )
-            })
-            .collect();
-        let mut items = Vec::new();
-        if let (Some(fixed), Some(scaled)) = (a.fixed_bytes, a.batch_scaled_bytes) {
-            items.push(Text::from(format!(
-                "fixed {} ({:.0}%: parameters, gradients, optimizer state) · batch-scaled {} ({:.0}%: activations)",
-                bytes(fixed),
-                pct(fixed),
-                bytes(scaled),
-                pct(scaled)
-            )));
-        }
+        let (cats, split) = super::summary::held_by_text(a, peak);
+        let mut items: Vec<Text> = split.into_iter().map(Text::from).collect();
         let bound = if a.groups_lower_bound { "≥ " } else { "" };
         for g in &a.top_groups {
             items.push(Text::trace(&format!(
@@ -160,7 +139,7 @@ fn answer_facts(r: &SummaryReport, facts: &mut Vec<Fact>) {
         }
         facts.push(Fact {
             label: "held by".into(),
-            value: Text::from(cats.join(" · ")),
+            value: Text::from(cats),
             data: vec![("held-by".to_string(), "categories".to_string())],
             items,
         });

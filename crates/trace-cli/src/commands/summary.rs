@@ -884,7 +884,10 @@ pub fn render_answer(out: &mut String, r: &SummaryReport) {
     let _ = writeln!(out, "time         {time}");
 }
 
-fn answer_held(out: &mut String, a: &AnswerRecord, peak_bytes: u64) {
+/// What held the peak, as the summary and the report's first screen both say it: the
+/// categories with their bytes and share of `peak_bytes` (`category 1.00 MiB (40%) · …`), and
+/// the fixed vs batch-scaled split when known.
+pub(crate) fn held_by_text(a: &AnswerRecord, peak_bytes: u64) -> (String, Option<String>) {
     let pct = |b: u64| 100.0 * b as f64 / peak_bytes.max(1) as f64;
     let cats: Vec<String> = a
         .held_by
@@ -898,18 +901,26 @@ fn answer_held(out: &mut String, a: &AnswerRecord, peak_bytes: u64) {
             )
         })
         .collect();
-    if !cats.is_empty() {
-        let _ = writeln!(out, "held by      {}", cats.join(" · "));
-    }
-    if let (Some(fixed), Some(scaled)) = (a.fixed_bytes, a.batch_scaled_bytes) {
-        let _ = writeln!(
-            out,
-            "             fixed {} ({:.0}%: parameters, gradients, optimizer state) · batch-scaled {} ({:.0}%: activations)",
+    let split = match (a.fixed_bytes, a.batch_scaled_bytes) {
+        (Some(fixed), Some(scaled)) => Some(format!(
+            "fixed {} ({:.0}%: parameters, gradients, optimizer state) · batch-scaled {} ({:.0}%: activations)",
             bytes(fixed),
             pct(fixed),
             bytes(scaled),
             pct(scaled)
-        );
+        )),
+        _ => None,
+    };
+    (cats.join(" · "), split)
+}
+
+fn answer_held(out: &mut String, a: &AnswerRecord, peak_bytes: u64) {
+    let (cats, split) = held_by_text(a, peak_bytes);
+    if !cats.is_empty() {
+        let _ = writeln!(out, "held by      {cats}");
+    }
+    if let Some(split) = split {
+        let _ = writeln!(out, "             {split}");
     }
     if !a.top_groups.is_empty() {
         let bound = if a.groups_lower_bound { "≥ " } else { "" };
