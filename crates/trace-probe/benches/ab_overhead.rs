@@ -619,8 +619,9 @@ fn main() -> Res<()> {
         let symbolize_ns = sampler_after.symbolize_ns - sampler_before.symbolize_ns;
         let finishes = sampler_after.finishes - sampler_before.finishes;
         println!(
-            "sampler: {samples} samples, {:.1} µs per sample in the handler (timestamp to record written); \
+            "sampler: {samples} samples ({} walked by frame pointers), {:.1} µs per sample in the handler (timestamp to record written); \
              symbolisation and events after the step {:.2} ms per run ({} runs, {} unique addresses in all)",
+            sampler_after.frame_pointer_samples - sampler_before.frame_pointer_samples,
             handler_ns as f64 / samples as f64 * 1e-3,
             symbolize_ns as f64 / finishes.max(1) as f64 * 1e-6,
             finishes,

@@ -1,5 +1,6 @@
-//! The bounds-checked frame-pointer walk of the allocation sites (inside the allocator hook):
-//! nothing here allocates, locks or formats once [`note_thread_bounds`] has run on the thread.
+//! The bounds-checked frame-pointer walk, shared by the allocation sites (inside the allocator
+//! hook) and the stack sampler (inside its signal handler): nothing here allocates, locks or
+//! formats once [`note_thread_bounds`] has run on the thread.
 //!
 //! A frame record is two words at the frame pointer — the caller's frame pointer, then the
 //! return address (x86_64 `rbp`, aarch64 `x29`, as the System V and AAPCS64 ABIs lay them out).
@@ -7,10 +8,12 @@
 //! (`floor`: the walker's stack pointer or the interrupted one), is 16-byte aligned and is
 //! strictly above the previous one, so a broken chain (a frame built without frame pointers)
 //! ends the walk instead of reading outside the stack. The walk is only *correct* when every
-//! frame keeps a frame pointer (`-C force-frame-pointers=yes`); the sites' calibration checks
-//! that first.
+//! frame keeps a frame pointer (`-C force-frame-pointers=yes`); callers check that first (the
+//! sites' calibration, the sampler's [`in_executable`]).
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Once;
 
 thread_local! {
     /// This thread's stack: (lowest, highest) address; (0, 0) when unknown.
@@ -114,6 +117,69 @@ pub(crate) fn frame_pointer() -> usize {
     fp
 }
 
+/// The main executable's executable segments, `[start, end)` (0, 0 until [`note_executable`]).
+static EXE_START: AtomicUsize = AtomicUsize::new(0);
+static EXE_END: AtomicUsize = AtomicUsize::new(0);
+
+/// Records the address range of the main executable's code (its executable `PT_LOAD`
+/// segments; `dl_iterate_phdr` lists the executable first). Outside any handler; once.
+pub(crate) fn note_executable() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        if let Some((start, end)) = executable_text() {
+            EXE_START.store(start, Ordering::Relaxed);
+            EXE_END.store(end, Ordering::Release);
+        }
+    });
+}
+
+/// Whether `pc` lies in the main executable's code: where, on a binary built with frame
+/// pointers, the interrupted function keeps one (the shared C libraries — libc, libm, the
+/// loader — are built without them). Async-signal-safe.
+#[inline(always)]
+pub(crate) fn in_executable(pc: usize) -> bool {
+    let end = EXE_END.load(Ordering::Acquire);
+    end != 0 && pc >= EXE_START.load(Ordering::Relaxed) && pc < end
+}
+
+#[cfg(target_os = "linux")]
+fn executable_text() -> Option<(usize, usize)> {
+    unsafe extern "C" fn first(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: the loader passes a valid `dl_phdr_info` and our `data` pointer.
+        let (info, out) = unsafe { (&*info, &mut *(data as *mut Option<(usize, usize)>)) };
+        let base = info.dlpi_addr as usize;
+        let (mut lo, mut hi) = (usize::MAX, 0usize);
+        for i in 0..usize::from(info.dlpi_phnum) {
+            // SAFETY: `dlpi_phdr` points at `dlpi_phnum` program headers.
+            let ph = unsafe { &*info.dlpi_phdr.add(i) };
+            if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 {
+                let start = base.saturating_add(ph.p_vaddr as usize);
+                lo = lo.min(start);
+                hi = hi.max(start.saturating_add(ph.p_memsz as usize));
+            }
+        }
+        if hi > lo {
+            *out = Some((lo, hi));
+        }
+        1 // the first object is the executable: stop
+    }
+    let mut found: Option<(usize, usize)> = None;
+    // SAFETY: the callback only reads the headers and writes `found`.
+    unsafe {
+        libc::dl_iterate_phdr(Some(first), &mut found as *mut _ as *mut libc::c_void);
+    }
+    found
+}
+
+#[cfg(not(target_os = "linux"))]
+fn executable_text() -> Option<(usize, usize)> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +209,15 @@ mod tests {
         assert!(hi > lo && lo < sp && sp < hi, "{lo:#x} {sp:#x} {hi:#x}");
         let (n, _) = walk_here(lo, hi);
         assert!(n <= 64);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn this_function_is_in_the_executable_and_libc_is_not() {
+        note_executable();
+        let here = this_function_is_in_the_executable_and_libc_is_not as *const () as usize;
+        assert!(in_executable(here));
+        assert!(!in_executable(libc::malloc as *const () as usize));
+        assert!(!in_executable(0));
     }
 }

@@ -109,7 +109,13 @@ fn a_sampled_training_step_is_attributed_symbolised_and_accounted() -> Res<()> {
 
     let sampler = sampling::check_samples(&doc);
     assert_eq!(sampler.hz, 5000);
-    assert_eq!(sampler.unwinder, "libgcc");
+    // This workspace builds with frame pointers (.cargo/config.toml): the handler walks them in
+    // the executable's code and falls back to libgcc in the shared C libraries (memset, memcpy).
+    assert!(
+        sampler.unwinder.starts_with("frame_pointers"),
+        "{}",
+        sampler.unwinder
+    );
     // This test binary is a dev build: candle at opt-level 3 with debuginfo.
     assert_eq!(sampler.symbols, SymbolQuality::LineTables);
     assert_eq!(sampler.threads.len(), 1, "only the capturing thread");

@@ -119,7 +119,9 @@ pub struct SamplerEvent {
     pub period_ns: u64,
     /// The clock the timer runs on: `wall` (CLOCK_MONOTONIC: waiting time is sampled too).
     pub clock: String,
-    /// How stacks were walked (e.g. `libgcc`: the DWARF unwinder through `backtrace`).
+    /// How stacks were walked: `libgcc` (the DWARF unwinder through `backtrace`),
+    /// `frame_pointers` (the bounds-checked frame-pointer chain) or `frame_pointers+libgcc`
+    /// (frame pointers where the chain passed the handler's check, libgcc for the rest).
     pub unwinder: String,
     /// How well they were symbolised.
     pub symbols: SymbolQuality,

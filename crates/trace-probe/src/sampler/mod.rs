@@ -101,6 +101,8 @@ pub struct SamplerStats {
     pub samples: u64,
     /// Time spent in the signal handler for them, ns.
     pub handler_ns: u64,
+    /// Samples whose stack was walked by frame pointers (the rest: libgcc).
+    pub frame_pointer_samples: u64,
     /// Time spent symbolising and building the events after the steps, ns.
     pub symbolize_ns: u64,
     /// Unique addresses resolved.

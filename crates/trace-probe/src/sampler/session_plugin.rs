@@ -19,9 +19,6 @@ use super::{signal, SamplerSettings, SamplerStats};
 use crate::plugin::{thread_key, CaptureContext, CapturePlugin};
 use crate::writer::lock;
 
-/// What the unwinder is called in the sampler event.
-const UNWINDER: &str = "libgcc";
-
 /// A thread to sample.
 #[derive(Debug, Clone)]
 struct Thread {
@@ -77,6 +74,7 @@ struct State {
 /// Process-wide figures (for the bench and the README; see [`super::stats`]).
 pub(super) static SAMPLES: AtomicU64 = AtomicU64::new(0);
 pub(super) static HANDLER_NS: AtomicU64 = AtomicU64::new(0);
+pub(super) static FRAME_POINTER_SAMPLES: AtomicU64 = AtomicU64::new(0);
 pub(super) static SYMBOLIZE_NS: AtomicU64 = AtomicU64::new(0);
 pub(super) static UNIQUE_ADDRESSES: AtomicU64 = AtomicU64::new(0);
 pub(super) static FINISHES: AtomicU64 = AtomicU64::new(0);
@@ -86,6 +84,7 @@ pub(super) fn stats() -> SamplerStats {
     SamplerStats {
         samples: SAMPLES.load(Ordering::Relaxed),
         handler_ns: HANDLER_NS.load(Ordering::Relaxed),
+        frame_pointer_samples: FRAME_POINTER_SAMPLES.load(Ordering::Relaxed),
         symbolize_ns: SYMBOLIZE_NS.load(Ordering::Relaxed),
         unique_addresses: UNIQUE_ADDRESSES.load(Ordering::Relaxed),
         finishes: FINISHES.load(Ordering::Relaxed),
@@ -180,6 +179,9 @@ impl SamplerPlugin {
             let c = run.slot.counts();
             counted.samples = counted.samples.saturating_add(c.samples);
             counted.handler_ns = counted.handler_ns.saturating_add(c.handler_ns);
+            counted.frame_pointer_samples = counted
+                .frame_pointer_samples
+                .saturating_add(c.frame_pointer_samples);
             threads.push(SampledThread {
                 thread: run.thread.key,
                 name: run.thread.name.clone(),
@@ -195,6 +197,7 @@ impl SamplerPlugin {
         let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         SAMPLES.fetch_add(counted.samples, Ordering::Relaxed);
         HANDLER_NS.fetch_add(counted.handler_ns, Ordering::Relaxed);
+        FRAME_POINTER_SAMPLES.fetch_add(counted.frame_pointer_samples, Ordering::Relaxed);
         SYMBOLIZE_NS.fetch_add(elapsed, Ordering::Relaxed);
         UNIQUE_ADDRESSES.fetch_add(
             ctx.stacks()
@@ -207,7 +210,7 @@ impl SamplerPlugin {
             hz: u64::from(self.settings.hz),
             period_ns: self.period_ns(),
             clock: "wall".to_string(),
-            unwinder: UNWINDER.to_string(),
+            unwinder: unwinder_name(counted.samples, counted.frame_pointer_samples).to_string(),
             // Filled from the written table in `after_stacks`.
             symbols: trace_schema::SymbolQuality::None,
             unresolved_frames: 0,
@@ -216,6 +219,18 @@ impl SamplerPlugin {
         };
         (samples, event)
         // `runs` drop here: slots freed, buffers unmapped.
+    }
+}
+
+/// The `sampler` event's `unwinder`: `frame_pointers` when every sample's stack was walked by
+/// frame pointers, `libgcc` when none was, `frame_pointers+libgcc` for a mix (a sample whose
+/// chain failed the handler's check — a shared C library's function that used the frame-pointer
+/// register for something else — is walked by libgcc).
+fn unwinder_name(samples: u64, frame_pointer_samples: u64) -> &'static str {
+    match frame_pointer_samples {
+        0 => "libgcc",
+        n if n >= samples => "frame_pointers",
+        _ => "frame_pointers+libgcc",
     }
 }
 
@@ -232,6 +247,13 @@ impl CapturePlugin for SamplerPlugin {
         match signal::install() {
             Ok(()) => {
                 lock(&self.state).active = true;
+                // Frame pointers where the process's walker calibration (one real allocation
+                // walked both ways inside the tracking allocator) found the chain whole.
+                signal::set_frame_pointers(
+                    crate::alloc::is_installed()
+                        && crate::storage::sites::walker().unwinder
+                            == crate::alloc::sites::Unwinder::FramePointers,
+                );
                 if contract.operations < CoverageLevel::Sampled {
                     contract.operations = CoverageLevel::Sampled;
                 }
@@ -254,6 +276,7 @@ impl CapturePlugin for SamplerPlugin {
             return;
         }
         state.armed = true;
+        crate::frame_chain::note_thread_bounds();
         let mut threads = vec![(Thread::current(), None)];
         for (token, t) in &state.registered {
             if threads.iter().all(|(x, _)| x.key != t.key) {
@@ -314,6 +337,7 @@ impl CapturePlugin for SamplerPlugin {
             return None;
         }
         let thread = Thread::current();
+        crate::frame_chain::note_thread_bounds();
         let mut state = lock(&self.state);
         if state.written || state.registered.iter().any(|(_, t)| t.key == thread.key) {
             return None;

@@ -61,6 +61,7 @@ struct Counters {
     lost_overrun: AtomicU64,
     lost_buffer: AtomicU64,
     handler_ns: AtomicU64,
+    frame_pointer_samples: AtomicU64,
 }
 
 impl Slot {
@@ -77,6 +78,7 @@ impl Slot {
                 lost_overrun: AtomicU64::new(0),
                 lost_buffer: AtomicU64::new(0),
                 handler_ns: AtomicU64::new(0),
+                frame_pointer_samples: AtomicU64::new(0),
             },
         }
     }
@@ -97,6 +99,8 @@ pub(crate) struct SlotCounts {
     pub(crate) lost_buffer: u64,
     /// Time spent in the handler (from its timestamp to the record's end), ns.
     pub(crate) handler_ns: u64,
+    /// Samples whose stack was walked by frame pointers (the rest by libgcc).
+    pub(crate) frame_pointer_samples: u64,
 }
 
 /// One record read back.
@@ -215,6 +219,7 @@ impl SlotHandle {
             &slot.counters.lost_overrun,
             &slot.counters.lost_buffer,
             &slot.counters.handler_ns,
+            &slot.counters.frame_pointer_samples,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -265,6 +270,7 @@ impl SlotHandle {
             lost_overrun: c.lost_overrun.load(Ordering::Acquire),
             lost_buffer: c.lost_buffer.load(Ordering::Acquire),
             handler_ns: c.handler_ns.load(Ordering::Acquire),
+            frame_pointer_samples: c.frame_pointer_samples.load(Ordering::Acquire),
         }
     }
 
@@ -373,13 +379,15 @@ impl Writing {
         c.samples.fetch_add(1, Ordering::Release);
     }
 
-    /// Adds the time this sample took in the handler.
+    /// Adds the time this sample took in the handler, and whether its stack was walked by
+    /// frame pointers.
     #[inline]
-    pub(crate) fn add_handler_ns(&self, ns: u64) {
-        self.slot
-            .counters
-            .handler_ns
-            .fetch_add(ns, Ordering::Relaxed);
+    pub(crate) fn add_handler_ns(&self, ns: u64, by_frame_pointers: bool) {
+        let c = &self.slot.counters;
+        c.handler_ns.fetch_add(ns, Ordering::Relaxed);
+        if by_frame_pointers {
+            c.frame_pointer_samples.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
