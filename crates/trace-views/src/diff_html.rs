@@ -10,14 +10,11 @@
 //! sort by their exact value. Trace text goes through [`Text::trace`] or was escaped by the
 //! terminal helpers it shares with the text output.
 
-use std::path::Path;
-
-use anyhow::Result;
 use trace_diff::{AlignmentMode, Delta, DeviceDelta, StorageGroup, TraceDiff, UnmatchedSpan};
 use trace_format::{bytes, escape};
 use trace_report::page::{Block, Cell, Column, Fact, Page, Section, Table, Text};
 
-use crate::commands::diff::{
+use crate::diff::{
     cell, identity, line, percent_share, place, ratio, render, shape_dtype, stat, storages,
     verdict_text, verdicts, Unit,
 };
@@ -28,12 +25,6 @@ pub const STORAGE_ROWS: usize = 200;
 pub const SPAN_ROWS: usize = 300;
 /// Rows of each one-side-only table and gradient table.
 pub const LIST_ROWS: usize = 200;
-
-/// What the page wrote.
-pub struct Written {
-    /// Bytes of the file.
-    pub bytes: u64,
-}
 
 /// A signed figure as a sort key (`None` when not observed or not compared).
 fn key(d: &Delta) -> Option<f64> {
@@ -122,14 +113,14 @@ fn runs_fact(label: &str, runs: &[trace_diff::RunIdentity]) -> Fact {
 fn headline_section(diff: &TraceDiff) -> Section {
     // the answer first: the changes ranked by size (the pass whose peak changed most first),
     // then the findings compared
-    let lines = crate::commands::diff::headline(diff);
+    let lines = crate::diff::headline(diff);
     let mut facts = vec![Fact {
         label: "headline".into(),
         value: Text::trace(lines.first().map_or("", String::as_str)),
         data: vec![("headline".into(), "ranked".into())],
         items: lines.iter().skip(1).map(|l| Text::trace(l)).collect(),
     }];
-    let f = crate::commands::diff::findings_lines(diff);
+    let f = crate::diff::findings_lines(diff);
     if !f.is_empty() {
         facts.push(Fact {
             label: "findings".into(),
@@ -889,14 +880,8 @@ fn gradients_section(diff: &TraceDiff) -> Section {
     }
 }
 
-/// Renders the page of `diff` into `output` (written under a temporary name, then renamed).
-///
-/// # Errors
-/// I/O errors naming the file.
-pub fn write(diff: &TraceDiff, top: usize, output: &Path) -> Result<Written> {
-    let html = trace_report::html::render(&build(diff, top));
-    crate::output_file::write(output, html.as_bytes(), "diff.html")?;
-    Ok(Written {
-        bytes: html.len() as u64,
-    })
+/// The self-contained HTML file of the diff page (what `diff --html` writes); `top` rows per
+/// table as in the text.
+pub fn html(diff: &TraceDiff, top: usize) -> String {
+    trace_report::html::render(&build(diff, top))
 }
