@@ -78,7 +78,13 @@ fn summary_text_is_what_the_cli_prints() {
 fn memory_text_is_what_the_cli_prints() {
     let doc = load("mlp");
     let analysis = trace_views::analyze(&doc);
+    // the default view: every device, the CLI's 10 rows
     let memory = trace_views::memory(&doc, &analysis).expect("memory");
+    assert!(memory
+        .render_text()
+        .contains("held at the peak (top 10 of 61)"));
+    // the snapshot's `memory --top 6`
+    let memory = trace_views::memory::build(&doc, &analysis, None, 6, None, false).expect("memory");
     let text = memory.render_text();
     assert_eq!(text.trim_end(), cli_snapshot("memory_mlp").trim_end());
 }
