@@ -269,7 +269,7 @@ fn storage_table(id: String, caption: String, groups: &[StorageGroup]) -> Table 
                 Cell::number(bytes(g.bytes), Some(g.bytes as f64)),
                 Cell::number(g.count.to_string(), Some(g.count as f64)),
                 Cell::text(g.category.as_str()),
-                Cell::text(g.pass.map_or("-", |p| p.as_str())),
+                Cell::text(g.pass_text()),
                 Cell::trace(g.span_text()),
                 Cell::trace(&shape_dtype(g)),
                 Cell::trace(g.label.as_deref().unwrap_or("-")),
@@ -334,21 +334,33 @@ fn device_blocks(i: usize, d: &DeviceDelta, blocks: &mut Vec<Block>) {
         places("baseline peak", &d.baseline_peaks),
         places("candidate peak", &d.candidate_peaks),
     ]));
+    let adds_up = d
+        .live_at_peak
+        .as_ref()
+        .filter(|_| d.baseline_peaks.len() == 1 && d.candidate_peaks.len() == 1);
     if !d.by_category.is_empty() {
+        let mut columns = vec![
+            Column::text("CATEGORY"),
+            Column::number("BASELINE"),
+            Column::number("CANDIDATE"),
+            Column::number("CHANGE"),
+        ];
+        if adds_up.is_some() {
+            columns.extend([
+                Column::number("= ENTERED"),
+                Column::number("- LEFT"),
+                Column::number("+ AT BOTH"),
+            ]);
+        }
         blocks.push(Block::Table(Table {
             id: format!("categories-{i}"),
-            caption: "Bytes by category at each side's peak".into(),
-            columns: vec![
-                Column::text("CATEGORY"),
-                Column::number("BASELINE"),
-                Column::number("CANDIDATE"),
-                Column::number("CHANGE"),
-            ],
+            caption: "Bytes by category at each side's peak: the change is what entered the live-at-peak set, minus what left it, plus the change of the storages live at both peaks".into(),
+            columns,
             rows: d
                 .by_category
                 .iter()
                 .map(|c| {
-                    vec![
+                    let mut row = vec![
                         Cell::text(c.category.as_str()),
                         Cell::number(
                             stat(c.bytes.baseline, Unit::Bytes),
@@ -359,11 +371,29 @@ fn device_blocks(i: usize, d: &DeviceDelta, blocks: &mut Vec<Block>) {
                             c.bytes.candidate.map(|s| s.median as f64),
                         ),
                         Cell::number(cell(&c.bytes, Unit::Bytes), key(&c.bytes)),
-                    ]
+                    ];
+                    if let Some(live) = adds_up {
+                        let l = live.by_category.iter().find(|l| l.category == c.category);
+                        let (entered, left, both) = l.map_or((0, 0, 0), |l| {
+                            (l.entered_bytes, l.left_bytes, l.matched_change_bytes())
+                        });
+                        row.extend([
+                            Cell::number(bytes(entered), Some(entered as f64)),
+                            Cell::number(bytes(left), Some(left as f64)),
+                            Cell::number(
+                                if both == 0 { "=".to_string() } else { trace_format::delta_bytes(both) },
+                                Some(both as f64),
+                            ),
+                        ]);
+                    }
+                    row
                 })
                 .collect(),
             footer: None,
         }));
+    }
+    if let Some(split) = crate::diff::batch_split_text(d) {
+        blocks.push(Block::Paragraph(Text::from(format!("By batch: {split}."))));
     }
     if let Some(live) = &d.live_at_peak {
         for (what, side, count, total, groups) in [
@@ -399,9 +429,8 @@ fn device_blocks(i: usize, d: &DeviceDelta, blocks: &mut Vec<Block>) {
             }
         }
         blocks.push(Block::Paragraph(Text::from(format!(
-            "Live at both peaks: {} ({} on the candidate). Storages are matched by allocating span path, shape, dtype and category, never by address.",
-            storages(live.matched_count),
-            bytes(live.matched_bytes)
+            "Live at both peaks: {}. Storages are matched by allocating span path, shape, dtype and category, never by address.",
+            crate::diff::matched_text(live)
         ))));
     }
 }
