@@ -117,3 +117,63 @@ fn unknown_device_is_a_typed_error_naming_it() {
         .expect_err("no such device");
     assert!(err.to_string().contains("cuda:7"), "{err}");
 }
+
+/// A tiny training step whose activation is `[batch, 64] f32` and whose comparison identity
+/// declares the batch: parameters 4 KiB and a 4 KiB gradient at the (backward) peak whatever
+/// the batch.
+fn tiny_step(batch: u64) -> TraceDocument {
+    let lines = [
+        format!(
+            r#"{{"kind":"meta","schema":"candle-graph/trace/11","run_id":"run-{batch}","correlation_id":"c","entrypoint":"tiny::train_step","phase":"train","timestamp":"2026-11-29T08:00:00.000Z","capture_step":2,"warmup_steps":1,"device":"cpu","timing_mode":"host","capture_contract":{{"logical_memory":"complete"}},"comparison_identity":{{"workload_id":"w","model_id":"m","config_id":"c","data_id":"d","seed_policy":"fixed","physical_batch":{batch},"accumulation_steps":1,"precision":"f32","device_state":"warm"}}}}"#
+        ),
+        r#"{"kind":"span_start","id":"s1","name":"train_step","start_ns":0,"span_kind":"function","measured":true}"#.to_string(),
+        r#"{"kind":"memory","timestamp_ns":0,"action":"alloc","device":"cpu","storage_id":"st1","bytes":4096,"category":"parameter","label":"fc.weight","pre_existing":true,"source":"registry"}"#.to_string(),
+        r#"{"kind":"span_start","id":"s2","parent_id":"s1","name":"forward","start_ns":10,"span_kind":"function","step":"forward"}"#.to_string(),
+        format!(
+            r#"{{"kind":"memory","timestamp_ns":20,"action":"alloc","device":"cpu","storage_id":"st2","bytes":{},"span_id":"s2","shape":[{batch},64],"dtype":"f32","category":"activation","source":"allocator"}}"#,
+            batch * 64 * 4
+        ),
+        r#"{"kind":"span_end","id":"s2","duration_ns":40}"#.to_string(),
+        r#"{"kind":"span_start","id":"s3","parent_id":"s1","name":"backward","start_ns":50,"span_kind":"function","step":"backward"}"#.to_string(),
+        r#"{"kind":"memory","timestamp_ns":60,"action":"alloc","device":"cpu","storage_id":"st3","bytes":4096,"span_id":"s3","shape":[64,16],"dtype":"f32","category":"gradient","source":"allocator"}"#.to_string(),
+        r#"{"kind":"memory","timestamp_ns":70,"action":"free","device":"cpu","storage_id":"st2","span_id":"s3","source":"allocator"}"#.to_string(),
+        r#"{"kind":"span_end","id":"s3","duration_ns":30}"#.to_string(),
+        r#"{"kind":"span_start","id":"s4","parent_id":"s1","name":"optimizer","start_ns":90,"span_kind":"function","step":"optimizer"}"#.to_string(),
+        r#"{"kind":"memory","timestamp_ns":95,"action":"free","device":"cpu","storage_id":"st3","span_id":"s4","source":"allocator"}"#.to_string(),
+        r#"{"kind":"span_end","id":"s4","duration_ns":10}"#.to_string(),
+        r#"{"kind":"span_end","id":"s1","duration_ns":100}"#.to_string(),
+        r#"{"kind":"terminal","outcome":"complete","timestamp_ns":100}"#.to_string(),
+    ];
+    trace_schema::load_str(&(lines.join("\n") + "\n")).expect("tiny trace loads")
+}
+
+#[test]
+fn a_batch_change_is_headlined_as_its_batch_scaled_and_fixed_parts() {
+    let (b, c) = (tiny_step(8), tiny_step(16));
+    let (ab, ac) = (trace_views::analyze(&b), trace_views::analyze(&c));
+    let run = |doc, analysis, label| trace_diff::Run {
+        doc,
+        analysis,
+        label,
+    };
+    let diff = trace_diff::compare(
+        &[run(&b, &ab, "batch-8")],
+        &[run(&c, &ac, "batch-16")],
+        &trace_diff::DiffOptions::default(),
+    )
+    .expect("comparable");
+    let text = trace_views::diff_text(&diff, 10);
+    // the peak grew by the activation only: 2 KiB → 4 KiB; 8 KiB fixed on both sides
+    let headline = "batch 8 → 16: fixed (parameters, gradients, optimizer state) 8.00 KiB → 8.00 KiB (=) · batch-scaled (activations) 2.00 KiB → 4.00 KiB (+2.00 KiB)";
+    assert!(text.contains(headline), "{text}");
+    assert!(
+        text.contains("the run's peak 10.00 KiB → 12.00 KiB"),
+        "{text}"
+    );
+    // the same split on the page
+    let html = trace_views::diff_html(&diff, 10);
+    assert!(
+        html.contains("batch-scaled (activations) 2.00 KiB → 4.00 KiB"),
+        "page"
+    );
+}
