@@ -243,7 +243,7 @@ pub struct MemoryArgs {
     /// with allocation sites (trace/13) — allocating op or site (every storage counted; the
     /// top N groups shown).
     #[arg(long, value_enum, value_name = "BY")]
-    pub group_by: Option<crate::live::GroupBy>,
+    pub group_by: Option<trace_views::live::GroupBy>,
     /// List identical storages held at the peak one by one (by default storages of the same
     /// allocation site, shape, dtype and category are one row with a count).
     #[arg(long)]

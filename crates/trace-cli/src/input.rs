@@ -59,6 +59,18 @@ pub struct LoadedTrace {
     pub import: Option<ImportReport>,
 }
 
+/// The `--json` input record of a loaded trace.
+pub trait InputRecordOf {
+    /// The record of `trace`.
+    fn of(trace: &LoadedTrace) -> Self;
+}
+
+impl InputRecordOf for trace_views::envelope::InputRecord {
+    fn of(trace: &LoadedTrace) -> Self {
+        Self::new(&trace.path, &trace.doc, trace.import.is_some())
+    }
+}
+
 /// The file a command should read: `input` itself, or `input/trace.jsonl` (else
 /// `input/trace.jsonl.gz`) for a directory.
 ///

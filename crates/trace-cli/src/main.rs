@@ -8,16 +8,12 @@
 
 #![deny(missing_docs)]
 
-mod advice;
 mod cli;
 mod commands;
-mod envelope;
 mod input;
-mod live;
 mod output_file;
-mod slice;
-mod sparkline;
-mod table;
+
+use trace_views::{envelope, slice};
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -28,7 +24,9 @@ use trace_graph::Detail;
 
 use crate::cli::{Cli, Command};
 use crate::commands::query::Filter;
-use crate::envelope::{to_json, InputRecord};
+use crate::envelope::to_json;
+use crate::input::InputRecordOf as _;
+use trace_views::envelope::InputRecord;
 
 // The probe's tracking allocator: `demo` needs it for the memory plane (disarmed it costs one
 // relaxed atomic load per allocation).
@@ -338,11 +336,12 @@ fn run(cli: Cli) -> Result<Output> {
         Command::Report(args) => {
             let (trace, analysis) = load(&args.trace, Detail::Full)?;
             let path = trace.path.display().to_string();
-            let written = commands::report::write(&trace.doc, analysis, &path, &args.output)?;
+            let html = trace_views::report_html(&trace.doc, analysis, &path);
+            output_file::write(&args.output, html.as_bytes(), "report.html")?;
             eprintln!(
                 "candle-graph: wrote {} ({}); open it in a browser (it loads nothing from the network)",
                 args.output.display(),
-                trace_format::bytes(written.bytes)
+                trace_format::bytes(html.len() as u64)
             );
             Ok(Output::ok(String::new()))
         }
@@ -497,14 +496,6 @@ fn bundle(args: &cli::BundleArgs) -> Result<Output> {
     }))
 }
 
-/// `verify`'s JSON: the receipt and, with `--semantic`, whether the outputs re-derived.
-#[derive(serde::Serialize)]
-struct VerifyReport {
-    verification: trace_bundle::Verification,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    semantic_match: Option<bool>,
-}
-
 fn verify(args: &cli::VerifyArgs) -> Result<Output> {
     let mut v = trace_bundle::verify(&args.bundle)?;
     let mut semantic = None;
@@ -524,7 +515,7 @@ fn verify(args: &cli::VerifyArgs) -> Result<Output> {
         to_json(
             "verify",
             None,
-            &VerifyReport {
+            &commands::bundle::VerifyReport {
                 verification: v,
                 semantic_match: semantic,
             },
@@ -548,12 +539,8 @@ fn series(args: &cli::SeriesArgs) -> Result<Output> {
         })),
         Err(trace_bundle::SeriesError::Bundle(e)) => Err(e.into()),
         Err(e) => {
-            #[derive(serde::Serialize)]
-            struct Refused<'a> {
-                refused: &'a trace_bundle::SeriesError,
-            }
             let stdout = if args.json {
-                to_json("series", None, &Refused { refused: &e })?
+                to_json("series", None, &commands::bundle::Refused { refused: &e })?
             } else {
                 terminal_safe(commands::bundle::render_refusal(&e))
             };
@@ -616,11 +603,12 @@ fn diff(args: &cli::DiffArgs) -> Result<Output> {
     }
     let diff = trace_diff::compare(&runs(&b, &lb), &runs(&c, &lc), &options)?;
     if let Some(path) = &args.html {
-        let written = commands::diff_html::write(&diff, args.top, path)?;
+        let html = trace_views::diff_html(&diff, args.top);
+        output_file::write(path, html.as_bytes(), "diff.html")?;
         eprintln!(
             "candle-graph: wrote {} ({}); open it in a browser (it loads nothing from the network)",
             path.display(),
-            trace_format::bytes(written.bytes)
+            trace_format::bytes(html.len() as u64)
         );
     }
     Ok(Output::ok(if args.json {

@@ -81,6 +81,10 @@ pub struct RunIdentity {
     /// Captured step.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capture_step: Option<u64>,
+    /// Samples per step on the device, from the comparison identity (absent when the trace
+    /// does not declare one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub physical_batch: Option<u64>,
     /// Warm-up steps before it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warmup_steps: Option<u64>,
@@ -110,6 +114,7 @@ impl RunIdentity {
             device: m.device.clone(),
             timing_mode: m.timing_mode,
             capture_step: m.capture_step,
+            physical_batch: m.comparison_identity.as_ref().map(|i| i.physical_batch),
             warmup_steps: m.warmup_steps,
             passes: passes.into_iter().collect(),
             candle_version: m.candle_version.clone(),

@@ -67,7 +67,9 @@ use crate::align::KeyTable;
 pub use findings::{compare_findings, FindingChange, FindingDelta, FindingSide};
 pub use gradients::{GradientDiff, GradientVerdict, NormChange, VerdictChange};
 pub use identity::{IdentityDiff, RefusalCode, RunIdentity, TimingRefusal};
-pub use memory::{CategoryDelta, DeviceDelta, LiveSetDiff, MemoryDiff, PeakPlace, StorageGroup};
+pub use memory::{
+    CategoryDelta, DeviceDelta, LiveSetCategory, LiveSetDiff, MemoryDiff, PeakPlace, StorageGroup,
+};
 pub use ops::{compare_ops, framework_of, OpsDiff, PassOps, RoleRow, RoleSide};
 pub use passes::PassDelta;
 pub use spans::{summarize, RestSummary, SpanDelta, SpanMetric, UnmatchedSpan};

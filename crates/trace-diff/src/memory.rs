@@ -92,6 +92,56 @@ impl StorageGroup {
             None => "-",
         }
     }
+
+    /// The allocating span's pass, `before capture` for a pre-existing storage without one,
+    /// else `-`.
+    pub fn pass_text(&self) -> &'static str {
+        match self.pass {
+            Some(p) => p.as_str(),
+            None if self.pre_existing => "before capture",
+            None => "-",
+        }
+    }
+}
+
+/// How one category's change at the peak adds up from the live sets (first runs): the bytes
+/// that entered minus those that left plus the change of the storages live at both peaks
+/// equals the category's change, to the byte.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LiveSetCategory {
+    /// Category.
+    pub category: MemoryCategory,
+    /// Bytes live at the baseline's peak only (they left the set).
+    pub left_bytes: u64,
+    /// Bytes live at the candidate's peak only (they entered it).
+    pub entered_bytes: u64,
+    /// Bytes of the storages live at both peaks, on the baseline.
+    pub matched_baseline_bytes: u64,
+    /// Bytes of the same storages on the candidate (a storage without a shape may differ).
+    pub matched_candidate_bytes: u64,
+}
+
+impl LiveSetCategory {
+    /// Bytes at the baseline's peak: left + matched (baseline side).
+    pub fn baseline_bytes(&self) -> u64 {
+        self.left_bytes.saturating_add(self.matched_baseline_bytes)
+    }
+
+    /// Bytes at the candidate's peak: entered + matched (candidate side).
+    pub fn candidate_bytes(&self) -> u64 {
+        self.entered_bytes
+            .saturating_add(self.matched_candidate_bytes)
+    }
+
+    /// Candidate − baseline bytes: entered − left + the matched storages' change.
+    pub fn change_bytes(&self) -> i128 {
+        i128::from(self.candidate_bytes()) - i128::from(self.baseline_bytes())
+    }
+
+    /// The matched storages' change (candidate − baseline bytes).
+    pub fn matched_change_bytes(&self) -> i128 {
+        i128::from(self.matched_candidate_bytes) - i128::from(self.matched_baseline_bytes)
+    }
 }
 
 /// Storages live at a device's peak on one side only.
@@ -101,6 +151,8 @@ pub struct LiveSetDiff {
     pub matched_count: u64,
     /// Their bytes on the candidate side.
     pub matched_bytes: u64,
+    /// Their bytes on the baseline side (a storage without a shape may differ in size).
+    pub matched_baseline_bytes: u64,
     /// Live at the baseline's peak only: they left the live-at-peak set.
     pub baseline_only: Vec<StorageGroup>,
     /// Count of those storages.
@@ -113,6 +165,9 @@ pub struct LiveSetDiff {
     pub candidate_only_count: u64,
     /// Bytes.
     pub candidate_only_bytes: u64,
+    /// Per category with bytes on either side (in [`MemoryCategory::ALL`] order): how its
+    /// change at the peak adds up.
+    pub by_category: Vec<LiveSetCategory>,
 }
 
 /// One device on both sides.
@@ -129,6 +184,12 @@ pub struct DeviceDelta {
     pub baseline_peaks: Vec<PeakPlace>,
     /// Where each candidate run reached it.
     pub candidate_peaks: Vec<PeakPlace>,
+    /// The bytes at the device peak that do not change with the batch (parameters, gradients,
+    /// optimizer state) — `trace_graph::batch_split`.
+    pub fixed_bytes: Delta,
+    /// The bytes at the device peak that scale with the batch (activations); `other` is
+    /// neither.
+    pub batch_scaled_bytes: Delta,
     /// Storages live at the peak on one side only (first runs; absent when a side has no peak
     /// on this device).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -272,20 +333,37 @@ fn live_set_diff<'p, 'a>(
     let mut out = LiveSetDiff {
         matched_count: 0,
         matched_bytes: 0,
+        matched_baseline_bytes: 0,
         baseline_only: Vec::new(),
         baseline_only_count: 0,
         baseline_only_bytes: 0,
         candidate_only: Vec::new(),
         candidate_only_count: 0,
         candidate_only_bytes: 0,
+        by_category: Vec::new(),
     };
+    let mut by_category: BTreeMap<MemoryCategory, LiveSetCategory> = BTreeMap::new();
     // Sums below are of distinct storages live at one moment on one device: bounded by that
     // device's peak, a checked figure of trace-memory.
     for key in order {
         let (bs, cs) = &groups[&key];
         let matched = bs.len().min(cs.len());
         out.matched_count += matched as u64;
-        out.matched_bytes += cs[..matched].iter().map(|l| l.bytes).sum::<u64>();
+        let matched_c: u64 = cs[..matched].iter().map(|l| l.bytes).sum();
+        let matched_b: u64 = bs[..matched].iter().map(|l| l.bytes).sum();
+        out.matched_bytes += matched_c;
+        out.matched_baseline_bytes += matched_b;
+        let category = by_category.entry(key.3).or_insert_with(|| LiveSetCategory {
+            category: key.3,
+            left_bytes: 0,
+            entered_bytes: 0,
+            matched_baseline_bytes: 0,
+            matched_candidate_bytes: 0,
+        });
+        category.matched_baseline_bytes += matched_b;
+        category.matched_candidate_bytes += matched_c;
+        category.left_bytes += bs[matched..].iter().map(|l| l.bytes).sum::<u64>();
+        category.entered_bytes += cs[matched..].iter().map(|l| l.bytes).sum::<u64>();
         for (side, rest) in [(0, &bs[matched..]), (1, &cs[matched..])] {
             let Some(first) = rest.first() else { continue };
             let bytes: u64 = rest.iter().map(|l| l.bytes).sum();
@@ -318,6 +396,7 @@ fn live_set_diff<'p, 'a>(
             }
         }
     }
+    out.by_category = by_category.into_values().collect();
     let rank = |g: &StorageGroup, h: &StorageGroup| h.bytes.cmp(&g.bytes);
     out.baseline_only.sort_by(rank);
     out.candidate_only.sort_by(rank);
@@ -383,6 +462,12 @@ pub(crate) fn compare_memory(
                 }
             })
             .collect();
+        let split = |runs: &[Prepared<'_>]| -> (Vec<u64>, Vec<u64>) {
+            runs.iter()
+                .filter_map(|p| device_peak(p).map(|d| trace_graph::batch_split(&d.by_category)))
+                .unzip()
+        };
+        let ((bf, bs), (cf, cs)) = (split(baseline), split(candidate));
         let live_at_peak = match (baseline.first(), candidate.first()) {
             (Some(b), Some(c)) => live_set_diff(b, c, &device, mode, paths),
             _ => None,
@@ -390,6 +475,8 @@ pub(crate) fn compare_memory(
         out.push(DeviceDelta {
             peak_bytes: Delta::of(peaks(baseline), peaks(candidate)),
             by_category,
+            fixed_bytes: Delta::of(bf, cf),
+            batch_scaled_bytes: Delta::of(bs, cs),
             baseline_peaks: baseline.iter().filter_map(|p| place(p, &device)).collect(),
             candidate_peaks: candidate.iter().filter_map(|p| place(p, &device)).collect(),
             live_at_peak,

@@ -411,3 +411,139 @@ fn missing_planes_are_not_compared_and_bad_options_are_errors() {
         Err(DiffError::InvalidThreshold(_))
     ));
 }
+
+/// Per category, the live sets add up: entered − left + the change of the storages live at both
+/// peaks is the category's change at the peak, to the byte; the baseline side of each is the
+/// baseline's bytes; the groups listed sum to the entered and left figures.
+fn assert_live_sets_add_up(d: &trace_diff::TraceDiff) {
+    let m = d.memory.as_ref().expect("memory compared");
+    for dev in &m.devices {
+        let live = dev.live_at_peak.as_ref().expect("both sides peak");
+        for cat in &dev.by_category {
+            let (b, c) = (
+                cat.bytes.baseline.unwrap().median,
+                cat.bytes.candidate.unwrap().median,
+            );
+            let l = live.by_category.iter().find(|l| l.category == cat.category);
+            let (lb, lc, change) = l.map_or((0, 0, 0), |l| {
+                (l.baseline_bytes(), l.candidate_bytes(), l.change_bytes())
+            });
+            assert_eq!((lb, lc), (b, c), "{:?} at the peaks", cat.category);
+            assert_eq!(
+                change,
+                cat.bytes.delta.unwrap(),
+                "{:?} change",
+                cat.category
+            );
+            let group_sum = |groups: &[trace_diff::StorageGroup]| -> u64 {
+                groups
+                    .iter()
+                    .filter(|g| g.category == cat.category)
+                    .map(|g| g.bytes)
+                    .sum()
+            };
+            if let Some(l) = l {
+                assert_eq!(group_sum(&live.baseline_only), l.left_bytes);
+                assert_eq!(group_sum(&live.candidate_only), l.entered_bytes);
+            }
+        }
+        let matched_b: u64 = live
+            .by_category
+            .iter()
+            .map(|l| l.matched_baseline_bytes)
+            .sum();
+        assert_eq!(matched_b, live.matched_baseline_bytes);
+        let peak_b: u64 = live.by_category.iter().map(|l| l.baseline_bytes()).sum();
+        assert_eq!(
+            peak_b,
+            dev.peak_bytes.baseline.unwrap().median,
+            "baseline peak"
+        );
+    }
+}
+
+#[test]
+fn the_live_sets_add_up_to_each_category_change() {
+    let with_buffer = |o: Step, buffer: u64| {
+        let mut t = mlp_step(o);
+        // an `other` storage without a shape, live at the peak on both sides, whose size
+        // differs: matched, so its change is under "live at both peaks"
+        t.untyped(90, "buffer", buffer, "s4");
+        t.load()
+    };
+    let pairs = [
+        (
+            Step::default(),
+            Step {
+                drop_loss_before_step: true,
+                ..Step::default()
+            },
+            3000,
+            3000,
+        ),
+        (
+            Step::default(),
+            Step {
+                layers: 3,
+                ..Step::default()
+            },
+            3000,
+            5000,
+        ),
+        (
+            Step::default(),
+            Step {
+                batch: 32,
+                ..Step::default()
+            },
+            5000,
+            3000,
+        ),
+    ];
+    for (b, c, bb, cb) in pairs {
+        let d = diff(&with_buffer(b, bb), &with_buffer(c, cb));
+        assert_live_sets_add_up(&d);
+        let cpu = &d.memory.as_ref().unwrap().devices[0];
+        let other = cpu.live_at_peak.as_ref().unwrap().by_category.iter();
+        let other = other
+            .clone()
+            .find(|l| l.category == MemoryCategory::Other)
+            .unwrap();
+        assert_eq!(
+            (other.matched_baseline_bytes, other.matched_candidate_bytes),
+            (bb, cb)
+        );
+    }
+}
+
+#[test]
+fn a_batch_change_is_split_into_batch_scaled_and_fixed_parts() {
+    let identity = |batch: u64| {
+        json!({"workload_id": "w", "model_id": "m", "config_id": "c", "data_id": "d",
+            "seed_policy": "fixed", "physical_batch": batch, "accumulation_steps": 1,
+            "precision": "f32", "device_state": "warm"})
+    };
+    let run = |batch: u64| {
+        mlp_step(Step {
+            batch,
+            ..Step::default()
+        })
+        .set("comparison_identity", identity(batch))
+        .load()
+    };
+    let d = diff(&run(16), &run(32));
+    assert_eq!(d.identity.baseline[0].physical_batch, Some(16));
+    assert_eq!(d.identity.candidate[0].physical_batch, Some(32));
+    let cpu = &d.memory.as_ref().unwrap().devices[0];
+    // 2 layers: activations 2 × 1 KiB → 2 × 2 KiB; parameters 8 KiB, gradients 8 KiB and
+    // optimizer state 16 KiB on both sides
+    assert_eq!(cpu.batch_scaled_bytes.baseline.unwrap().median, 2048);
+    assert_eq!(cpu.batch_scaled_bytes.delta, Some(2048));
+    assert_eq!(cpu.fixed_bytes.baseline.unwrap().median, 32_768);
+    assert_eq!(cpu.fixed_bytes.delta, Some(0));
+    assert_eq!(
+        cpu.peak_bytes.delta,
+        Some(cpu.batch_scaled_bytes.delta.unwrap() + cpu.fixed_bytes.delta.unwrap())
+    );
+    assert_live_sets_add_up(&d);
+}

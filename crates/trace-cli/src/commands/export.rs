@@ -15,27 +15,11 @@ use flate2::Compression;
 use trace_graph::Analysis;
 use trace_report::chrome::{write_chrome, ChromeOptions, ExportStats, Window};
 use trace_report::speedscope::{write_speedscope, SpeedscopeStats};
-use trace_report::FindingText;
 use trace_schema::TraceDocument;
+use trace_views::summary::finding_texts;
 
-use crate::commands::summary::findings;
 use crate::envelope::TOOL;
 use crate::output_file;
-
-/// Findings as `summary` states them (with advice), with the time of their evidence.
-pub fn finding_texts(analysis: &Analysis) -> Vec<FindingText> {
-    findings(analysis)
-        .into_iter()
-        .zip(&analysis.findings)
-        .map(|(r, f)| FindingText {
-            severity: r.severity.as_str().to_string(),
-            code: r.code,
-            summary: r.summary,
-            advice: r.advice.clone(),
-            timestamp_ns: f.evidence.timestamp_ns,
-        })
-        .collect()
-}
 
 /// The file an export wrote.
 pub struct OutputFile {

@@ -1,23 +1,13 @@
-//! One module per subcommand: each builds a serializable report from the analysis and renders
-//! it as text; `--json` prints the same report in the [`crate::envelope`].
+//! The subcommands that need this binary: training (`demo`, `device-check`, which run Candle),
+//! reading and writing files (`import`, `export`). Every view — the records, their
+//! text and the pages — is `trace_views`'s, re-exported here under the commands' names; `--json`
+//! prints the same records in the [`trace_views::envelope`].
 
-pub mod backward;
-pub mod bundle;
-pub mod check;
 pub mod demo;
 pub mod device_check;
-pub mod diff;
-pub mod diff_html;
-pub mod diff_ops;
 pub mod export;
 #[cfg(feature = "parquet")]
 pub mod export_parquet;
 pub mod import;
-pub mod memory;
-pub mod ops;
-pub mod ops_measured;
-pub mod peak;
-pub mod query;
-pub mod ranks;
-pub mod report;
-pub mod summary;
+
+pub use trace_views::{bundle, check, diff, memory, ops, ops_measured, query, ranks, summary};

@@ -408,3 +408,102 @@ fn diff_of_pytorch_against_candle_aligns_ops_by_role_and_reads_an_op_map() {
     assert_eq!(e.code, 2, "{}", e.stderr);
     assert!(e.stderr.contains("not a role map"), "{}", e.stderr);
 }
+
+/// The diff adds up, on the demo's MLP against its retention fix (`demo
+/// --drop-loss-before-step`), one layer more and detached bias gradients: per category, what
+/// entered the live-at-peak set minus what left it plus the change of the storages live at
+/// both peaks is the category's change at the peak, to the byte; the groups listed sum to the
+/// entered and left figures; the parts add up to each side's peak; the text says so in its
+/// columns and names the baseline bytes of the storages live at both peaks.
+#[test]
+fn the_live_sets_add_up_to_each_category_change_on_the_fixtures() {
+    let f = |name: &str| format!("../../examples/fixtures/{name}");
+    for candidate in ["mlp-drop-loss", "mlp-one-layer-more", "mlp-detached-bias"] {
+        let v = json(&["diff", &f("mlp"), &f(candidate), "--json"]);
+        let dev = &v["memory"]["devices"][0];
+        let live = &dev["live_at_peak"];
+        let parts = live["by_category"].as_array().unwrap();
+        let u = |x: &Value| x.as_u64().unwrap();
+        let mut peak_b = 0;
+        let mut peak_c = 0;
+        for c in dev["by_category"].as_array().unwrap() {
+            let cat = c["category"].as_str().unwrap();
+            let (b, cd) = (
+                u(&c["bytes"]["baseline"]["median"]),
+                u(&c["bytes"]["candidate"]["median"]),
+            );
+            let p = parts.iter().find(|p| p["category"] == cat);
+            let (left, entered, mb, mc) = p.map_or((0, 0, 0, 0), |p| {
+                (
+                    u(&p["left_bytes"]),
+                    u(&p["entered_bytes"]),
+                    u(&p["matched_baseline_bytes"]),
+                    u(&p["matched_candidate_bytes"]),
+                )
+            });
+            assert_eq!(left + mb, b, "{candidate} {cat}: baseline bytes");
+            assert_eq!(entered + mc, cd, "{candidate} {cat}: candidate bytes");
+            let change = i128::from(cd) - i128::from(b);
+            assert_eq!(
+                i128::from(entered) - i128::from(left) + i128::from(mc) - i128::from(mb),
+                change,
+                "{candidate} {cat}: entered − left + change at both = the category's change"
+            );
+            let listed = |side: &str| -> u64 {
+                live[side]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|g| g["category"] == cat)
+                    .map(|g| u(&g["bytes"]))
+                    .sum()
+            };
+            assert_eq!(
+                listed("baseline_only"),
+                left,
+                "{candidate} {cat}: left groups"
+            );
+            assert_eq!(
+                listed("candidate_only"),
+                entered,
+                "{candidate} {cat}: entered groups"
+            );
+            peak_b += b;
+            peak_c += cd;
+        }
+        assert_eq!(
+            peak_b,
+            u(&dev["peak_bytes"]["baseline"]["median"]),
+            "{candidate}"
+        );
+        assert_eq!(
+            peak_c,
+            u(&dev["peak_bytes"]["candidate"]["median"]),
+            "{candidate}"
+        );
+        let text = run(&["diff", &f("mlp"), &f(candidate)]).stdout;
+        assert!(
+            text.contains("= ENTERED") && text.contains("+ AT BOTH"),
+            "{text}"
+        );
+        let both = format!(
+            "live at both peaks: {} storages, ",
+            u(&live["matched_count"])
+        );
+        assert!(text.contains(&both), "{both}\n{text}");
+    }
+    // the retention fix: 97.70 KiB of activations left, nothing else moved
+    let v = json(&["diff", &f("mlp"), &f("mlp-drop-loss"), "--json"]);
+    let parts = v["memory"]["devices"][0]["live_at_peak"]["by_category"].clone();
+    let act = parts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["category"] == "activation")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (act["left_bytes"].clone(), act["entered_bytes"].clone()),
+        (100_040.into(), 0.into())
+    );
+}

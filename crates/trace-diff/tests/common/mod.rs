@@ -99,6 +99,17 @@ impl TraceText {
     }
 
     /// A pre-existing parameter.
+    /// An `other` storage without a shape (a buffer whose size can differ run to run).
+    pub fn untyped(&mut self, t: u64, storage: &str, bytes: u64, span: &str) -> &mut Self {
+        self.body.push(
+            json!({"kind": "memory", "timestamp_ns": t, "action": "alloc", "device": "cpu",
+                "storage_id": storage, "bytes": bytes, "span_id": span, "category": "other",
+                "dtype": "f32", "source": "allocator"})
+            .to_string(),
+        );
+        self
+    }
+
     pub fn parameter(&mut self, t: u64, storage: &str, bytes: u64, span: &str) -> &mut Self {
         self.body.push(
             json!({"kind": "memory", "timestamp_ns": t, "action": "alloc", "device": "cpu",
@@ -209,6 +220,9 @@ pub struct Step {
     /// The forward pass, and the gaps after forward and after backward, each take this much
     /// longer (a slower run), ns.
     pub slower_by_ns: u64,
+    /// Rows of each activation (`[batch, 16] f32`: 1 KiB at the default 16); the parameters,
+    /// gradients and optimizer state do not depend on it.
+    pub batch: u64,
 }
 
 impl Default for Step {
@@ -218,6 +232,7 @@ impl Default for Step {
             drop_loss_before_step: false,
             lost_gradient: None,
             slower_by_ns: 0,
+            batch: 16,
         }
     }
 }
@@ -255,10 +270,10 @@ pub fn mlp_step(o: Step) -> TraceText {
         t.alloc(
             start + 1,
             &format!("act{l}"),
-            1024,
+            64 * o.batch,
             &id,
             "activation",
-            &[16, 16],
+            &[o.batch, 16],
         );
     }
     t.span(

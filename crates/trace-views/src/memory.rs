@@ -4,17 +4,17 @@
 
 use std::fmt::Write as _;
 
-use anyhow::Result;
+use crate::error::{Error, Result};
 use serde::Serialize;
 use trace_format::{at, bytes, checked_bytes, escape, opt_bytes, opt_duration};
 use trace_graph::Analysis;
 use trace_memory::{BytesOverflow, CategoryTotals, LogicalDeviceStats, PhysicalDeviceStats};
 use trace_schema::{MemoryCategory, TraceDocument};
 
-use crate::commands::peak::{self, Peaks};
-use crate::commands::summary::overflow_line;
 use crate::live::{self, GroupBy, StorageRow};
+use crate::peak::{self, Peaks};
 use crate::sparkline::sparkline;
+use crate::summary::overflow_line;
 use crate::table::{Align, Table};
 
 /// Points of the timeline sparkline.
@@ -110,7 +110,9 @@ pub fn build(
         l.device(d)?;
     }
     if let (Some(d), None) = (device, logical) {
-        anyhow::bail!("device `{d}` has no memory events: this trace has no logical memory events");
+        return Err(Error::NoMemoryEvents {
+            device: d.to_string(),
+        });
     }
     let lower_bound = analysis.health.memory_lower_bound;
     let view = peak::HeldView {

@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 
-use clap::ValueEnum;
 use serde::Serialize;
 use trace_memory::{SpanIndex, StorageLifetime};
 use trace_ops::SiteProfile;
@@ -315,7 +314,8 @@ pub fn shape_dtype_of(shape: Option<&[u64]>, dtype: Option<&str>) -> String {
 }
 
 /// How storages live at a peak are grouped (`memory --group-by`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum GroupBy {
     /// The allocating span's path (`-` when the alloc named none; `(before capture)` for

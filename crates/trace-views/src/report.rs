@@ -7,9 +7,6 @@
 //! and trace-format's formatter), so it says what they say; the charts draw trace-report's
 //! pre-aggregated, peak-preserving data. Rendering is trace-report's: see `trace_report::html`.
 
-use std::path::Path;
-
-use anyhow::Result;
 use trace_format::{at, bytes, checked_bytes, duration, opt_bytes, opt_duration};
 use trace_graph::{Analysis, CapabilityLevel, NodeKind};
 use trace_ops::OpProfile;
@@ -17,12 +14,11 @@ use trace_report::data::{chart_data, ChartOptions};
 use trace_report::page::{Block, Cell, Column, Fact, Page, Section, Table, Text};
 use trace_schema::TraceDocument;
 
-use crate::commands::export::finding_texts;
-use crate::commands::ops::{few_samples_line, lost_samples_line, pct};
-use crate::commands::peak::{self, categories_line, PeakRecord, Peaks};
-use crate::commands::summary::{self, health_line, overflow_line, SummaryReport};
-use crate::commands::{check, memory};
 use crate::live::{self, GroupBy};
+use crate::ops::{few_samples_line, lost_samples_line, pct};
+use crate::peak::{self, categories_line, PeakRecord, Peaks};
+use crate::summary::{self, finding_texts, health_line, overflow_line, SummaryReport};
+use crate::{check, memory};
 
 /// Rows of each live-at-peak table (the rest is counted in its footer).
 pub const HELD_ROWS: usize = 200;
@@ -30,12 +26,6 @@ pub const HELD_ROWS: usize = 200;
 pub const GROUP_ROWS: usize = 30;
 /// Rows of the span-cost table.
 pub const SPAN_ROWS: usize = 300;
-
-/// What a report wrote.
-pub struct Written {
-    /// Bytes of the file.
-    pub bytes: u64,
-}
 
 /// Builds the page of a trace. `path` is shown as the trace's name.
 pub fn build(doc: &TraceDocument, analysis: &Analysis, path: &str) -> Page {
@@ -1226,21 +1216,10 @@ fn health_section(analysis: &Analysis) -> Section {
     }
 }
 
-/// Writes the report of `doc` to `output` (under a temporary name, renamed when complete).
-///
-/// # Errors
-/// I/O errors naming the file.
-pub fn write(
-    doc: &TraceDocument,
-    analysis: &Analysis,
-    trace_path: &str,
-    output: &Path,
-) -> Result<Written> {
-    let html = trace_report::html::render(&build(doc, analysis, trace_path));
-    crate::output_file::write(output, html.as_bytes(), "report.html")?;
-    Ok(Written {
-        bytes: html.len() as u64,
-    })
+/// The self-contained HTML file of the report of `doc` (what `report --html` writes);
+/// `trace_path` is shown as the trace's name.
+pub fn html(doc: &TraceDocument, analysis: &Analysis, trace_path: &str) -> String {
+    trace_report::html::render(&build(doc, analysis, trace_path))
 }
 
 #[cfg(test)]

@@ -10,14 +10,11 @@
 //! sort by their exact value. Trace text goes through [`Text::trace`] or was escaped by the
 //! terminal helpers it shares with the text output.
 
-use std::path::Path;
-
-use anyhow::Result;
 use trace_diff::{AlignmentMode, Delta, DeviceDelta, StorageGroup, TraceDiff, UnmatchedSpan};
 use trace_format::{bytes, escape};
 use trace_report::page::{Block, Cell, Column, Fact, Page, Section, Table, Text};
 
-use crate::commands::diff::{
+use crate::diff::{
     cell, identity, line, percent_share, place, ratio, render, shape_dtype, stat, storages,
     verdict_text, verdicts, Unit,
 };
@@ -28,12 +25,6 @@ pub const STORAGE_ROWS: usize = 200;
 pub const SPAN_ROWS: usize = 300;
 /// Rows of each one-side-only table and gradient table.
 pub const LIST_ROWS: usize = 200;
-
-/// What the page wrote.
-pub struct Written {
-    /// Bytes of the file.
-    pub bytes: u64,
-}
 
 /// A signed figure as a sort key (`None` when not observed or not compared).
 fn key(d: &Delta) -> Option<f64> {
@@ -122,14 +113,14 @@ fn runs_fact(label: &str, runs: &[trace_diff::RunIdentity]) -> Fact {
 fn headline_section(diff: &TraceDiff) -> Section {
     // the answer first: the changes ranked by size (the pass whose peak changed most first),
     // then the findings compared
-    let lines = crate::commands::diff::headline(diff);
+    let lines = crate::diff::headline(diff);
     let mut facts = vec![Fact {
         label: "headline".into(),
         value: Text::trace(lines.first().map_or("", String::as_str)),
         data: vec![("headline".into(), "ranked".into())],
         items: lines.iter().skip(1).map(|l| Text::trace(l)).collect(),
     }];
-    let f = crate::commands::diff::findings_lines(diff);
+    let f = crate::diff::findings_lines(diff);
     if !f.is_empty() {
         facts.push(Fact {
             label: "findings".into(),
@@ -278,7 +269,7 @@ fn storage_table(id: String, caption: String, groups: &[StorageGroup]) -> Table 
                 Cell::number(bytes(g.bytes), Some(g.bytes as f64)),
                 Cell::number(g.count.to_string(), Some(g.count as f64)),
                 Cell::text(g.category.as_str()),
-                Cell::text(g.pass.map_or("-", |p| p.as_str())),
+                Cell::text(g.pass_text()),
                 Cell::trace(g.span_text()),
                 Cell::trace(&shape_dtype(g)),
                 Cell::trace(g.label.as_deref().unwrap_or("-")),
@@ -343,21 +334,33 @@ fn device_blocks(i: usize, d: &DeviceDelta, blocks: &mut Vec<Block>) {
         places("baseline peak", &d.baseline_peaks),
         places("candidate peak", &d.candidate_peaks),
     ]));
+    let adds_up = d
+        .live_at_peak
+        .as_ref()
+        .filter(|_| d.baseline_peaks.len() == 1 && d.candidate_peaks.len() == 1);
     if !d.by_category.is_empty() {
+        let mut columns = vec![
+            Column::text("CATEGORY"),
+            Column::number("BASELINE"),
+            Column::number("CANDIDATE"),
+            Column::number("CHANGE"),
+        ];
+        if adds_up.is_some() {
+            columns.extend([
+                Column::number("= ENTERED"),
+                Column::number("- LEFT"),
+                Column::number("+ AT BOTH"),
+            ]);
+        }
         blocks.push(Block::Table(Table {
             id: format!("categories-{i}"),
-            caption: "Bytes by category at each side's peak".into(),
-            columns: vec![
-                Column::text("CATEGORY"),
-                Column::number("BASELINE"),
-                Column::number("CANDIDATE"),
-                Column::number("CHANGE"),
-            ],
+            caption: "Bytes by category at each side's peak: the change is what entered the live-at-peak set, minus what left it, plus the change of the storages live at both peaks".into(),
+            columns,
             rows: d
                 .by_category
                 .iter()
                 .map(|c| {
-                    vec![
+                    let mut row = vec![
                         Cell::text(c.category.as_str()),
                         Cell::number(
                             stat(c.bytes.baseline, Unit::Bytes),
@@ -368,11 +371,29 @@ fn device_blocks(i: usize, d: &DeviceDelta, blocks: &mut Vec<Block>) {
                             c.bytes.candidate.map(|s| s.median as f64),
                         ),
                         Cell::number(cell(&c.bytes, Unit::Bytes), key(&c.bytes)),
-                    ]
+                    ];
+                    if let Some(live) = adds_up {
+                        let l = live.by_category.iter().find(|l| l.category == c.category);
+                        let (entered, left, both) = l.map_or((0, 0, 0), |l| {
+                            (l.entered_bytes, l.left_bytes, l.matched_change_bytes())
+                        });
+                        row.extend([
+                            Cell::number(bytes(entered), Some(entered as f64)),
+                            Cell::number(bytes(left), Some(left as f64)),
+                            Cell::number(
+                                if both == 0 { "=".to_string() } else { trace_format::delta_bytes(both) },
+                                Some(both as f64),
+                            ),
+                        ]);
+                    }
+                    row
                 })
                 .collect(),
             footer: None,
         }));
+    }
+    if let Some(split) = crate::diff::batch_split_text(d) {
+        blocks.push(Block::Paragraph(Text::from(format!("By batch: {split}."))));
     }
     if let Some(live) = &d.live_at_peak {
         for (what, side, count, total, groups) in [
@@ -408,9 +429,8 @@ fn device_blocks(i: usize, d: &DeviceDelta, blocks: &mut Vec<Block>) {
             }
         }
         blocks.push(Block::Paragraph(Text::from(format!(
-            "Live at both peaks: {} ({} on the candidate). Storages are matched by allocating span path, shape, dtype and category, never by address.",
-            storages(live.matched_count),
-            bytes(live.matched_bytes)
+            "Live at both peaks: {}. Storages are matched by allocating span path, shape, dtype and category, never by address.",
+            crate::diff::matched_text(live)
         ))));
     }
 }
@@ -889,14 +909,8 @@ fn gradients_section(diff: &TraceDiff) -> Section {
     }
 }
 
-/// Renders the page of `diff` into `output` (written under a temporary name, then renamed).
-///
-/// # Errors
-/// I/O errors naming the file.
-pub fn write(diff: &TraceDiff, top: usize, output: &Path) -> Result<Written> {
-    let html = trace_report::html::render(&build(diff, top));
-    crate::output_file::write(output, html.as_bytes(), "diff.html")?;
-    Ok(Written {
-        bytes: html.len() as u64,
-    })
+/// The self-contained HTML file of the diff page (what `diff --html` writes); `top` rows per
+/// table as in the text.
+pub fn html(diff: &TraceDiff, top: usize) -> String {
+    trace_report::html::render(&build(diff, top))
 }

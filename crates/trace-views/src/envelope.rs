@@ -14,9 +14,9 @@
 
 use serde::Serialize;
 
-use crate::input::LoadedTrace;
+use trace_schema::TraceDocument;
 
-/// Name and version of this binary.
+/// Name and version of the tool that wrote the output.
 #[derive(Debug, Clone, Serialize)]
 pub struct Tool {
     /// Always `candle-graph`.
@@ -25,7 +25,7 @@ pub struct Tool {
     pub version: &'static str,
 }
 
-/// This binary's [`Tool`] record.
+/// The `candle-graph` [`Tool`] record (every crate of the workspace shares one version).
 pub const TOOL: Tool = Tool {
     name: "candle-graph",
     version: env!("CARGO_PKG_VERSION"),
@@ -46,13 +46,14 @@ pub struct InputRecord {
 }
 
 impl InputRecord {
-    /// The record of a loaded trace.
-    pub fn of(trace: &LoadedTrace) -> Self {
+    /// The record of `doc` read from `path`; `imported` when it was a PyTorch profiler trace
+    /// imported on the fly.
+    pub fn new(path: &std::path::Path, doc: &TraceDocument, imported: bool) -> Self {
         Self {
-            path: trace.path.display().to_string(),
-            trace_schema: trace.doc.version.as_str(),
-            truncated: trace.doc.is_truncated(),
-            imported_from: trace.import.as_ref().map(|_| "pytorch-profiler"),
+            path: path.display().to_string(),
+            trace_schema: doc.version.as_str(),
+            truncated: doc.is_truncated(),
+            imported_from: imported.then_some("pytorch-profiler"),
         }
     }
 }
@@ -62,7 +63,7 @@ impl InputRecord {
 pub struct Envelope<'a, T: Serialize> {
     /// `candle-graph/<command>/1`.
     pub schema: String,
-    /// This binary.
+    /// The tool ([`TOOL`]).
     pub tool: Tool,
     /// The trace read; absent for commands without one.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -5,7 +5,9 @@
 
 use std::fmt::Write as _;
 
-use anyhow::Result;
+use serde::Serialize;
+
+use crate::error::Result;
 use trace_bundle::{DerivedFile, Series, SeriesError, Verification};
 use trace_format::{bytes, opt_duration};
 use trace_graph::Analysis;
@@ -26,8 +28,8 @@ pub const MEMORY_FILE: &str = "memory.json";
 /// # Errors
 /// Serialisation errors; `memory`'s errors (an unknown device cannot happen here).
 pub fn derive(doc: &TraceDocument, analysis: &Analysis) -> Result<Vec<DerivedFile>> {
-    let summary = crate::commands::summary::build(doc, analysis);
-    let memory = crate::commands::memory::build(doc, analysis, None, 10, None, false)?;
+    let summary = crate::summary::build(doc, analysis);
+    let memory = crate::memory::build(doc, analysis, None, 10, None, false)?;
     let figures = trace_graph::StepFigures::of(doc, analysis);
     Ok(vec![
         DerivedFile {
@@ -40,6 +42,23 @@ pub fn derive(doc: &TraceDocument, analysis: &Analysis) -> Result<Vec<DerivedFil
         },
         trace_bundle::figures_file(&figures)?,
     ])
+}
+
+/// `verify`'s JSON: the receipt and, with `--semantic`, whether the outputs re-derived.
+#[derive(Debug, Serialize)]
+pub struct VerifyReport {
+    /// The receipt.
+    pub verification: Verification,
+    /// With `--semantic`: whether the derived outputs re-derived to the same bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub semantic_match: Option<bool>,
+}
+
+/// `series --json` when the bundles cannot form a series: the typed reason.
+#[derive(Debug, Serialize)]
+pub struct Refused<'a> {
+    /// Why.
+    pub refused: &'a SeriesError,
 }
 
 /// The text of a verification: `verified` with its counts, or each problem on its own line.

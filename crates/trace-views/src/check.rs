@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use trace_graph::{Analysis, CapabilityMatrix, HealthIssue};
 
-use crate::commands::summary::{health_line, HealthRecord};
+use crate::summary::{health_line, HealthRecord};
 use crate::table::{Align, Table};
 
 /// The `check` report (`candle-graph/check/1`).

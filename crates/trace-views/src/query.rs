@@ -19,18 +19,19 @@
 //! every array of the result keeps its first `N` elements and the objects that are array
 //! elements keep the named fields only (see [`crate::slice`]); the envelope echoes both.
 
-use anyhow::{bail, Result};
-use clap::ValueEnum;
+use crate::error::{Error, Result};
+
 use serde::Serialize;
 use serde_json::{json, Value};
 use trace_graph::{Analysis, NodeKind};
 use trace_schema::TraceDocument;
 
-use crate::commands::summary::findings;
 use crate::slice::{Slice, Sliced};
+use crate::summary::findings;
 
 /// What to return.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum QueryKind {
     /// Graph nodes and edges.
@@ -224,12 +225,12 @@ pub fn run<'a>(
         QueryKind::Spans | QueryKind::Tensors | QueryKind::TensorStats | QueryKind::Gradients
     );
     if filter.is_some() && !filterable {
-        bail!(
-            "--label/--label-prefix apply to spans, tensors, tensor-stats and gradients, not {}",
-            kind.to_possible_value()
-                .map(|v| v.get_name().to_string())
-                .unwrap_or_default()
-        );
+        return Err(Error::FilterNotApplicable {
+            kind: serde_json::to_value(kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+        });
     }
     let needs_graph = matches!(
         kind,

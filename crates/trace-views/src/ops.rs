@@ -9,7 +9,6 @@
 
 use std::fmt::Write as _;
 
-use clap::ValueEnum;
 use serde::Serialize;
 use trace_format::duration;
 use trace_ops::{
@@ -20,7 +19,8 @@ use trace_schema::Pass;
 use crate::table::{Align, Table};
 
 /// `--by`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum ByArg {
     /// One row per op, every pass and module together.
     Op,
@@ -31,7 +31,8 @@ pub enum ByArg {
 }
 
 /// `--pass`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum PassArg {
     /// The forward pass.
     Forward,
@@ -53,7 +54,8 @@ impl PassArg {
 }
 
 /// `--sort`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum SortArg {
     /// Most samples first.
     #[default]

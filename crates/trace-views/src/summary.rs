@@ -11,8 +11,8 @@ use trace_memory::BytesOverflow;
 use trace_schema::{Device, TraceDocument};
 
 use crate::advice::advice;
-use crate::commands::backward::{self, BackwardModules};
-use crate::commands::peak::{self, Peaks};
+use crate::backward::{self, BackwardModules};
+use crate::peak::{self, Peaks};
 
 /// Rows shown in the "held at the peak" table.
 pub const HELD_ROWS: usize = 8;
@@ -569,7 +569,7 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis) -> SummaryReport {
     let spans = &analysis.spans;
     let lower_bound = analysis.health.memory_lower_bound;
     let peaks = analysis.memory.logical.as_ref().map(|l| {
-        let view = crate::commands::peak::HeldView {
+        let view = crate::peak::HeldView {
             sites: analysis.sites.as_ref(),
             ..Default::default()
         };
@@ -943,7 +943,7 @@ fn answer_held(out: &mut String, a: &AnswerRecord, peak_bytes: u64) {
 
 /// Renders the slowest operations: one line when they were not captured.
 pub fn render_operations(out: &mut String, s: &SlowestOperations) {
-    use crate::commands::ops::{few_samples_line, header, lost_samples_line, pct};
+    use crate::ops::{few_samples_line, header, lost_samples_line, pct};
     let Some(t) = s.totals.as_ref().filter(|_| s.available) else {
         let _ = writeln!(
             out,
@@ -999,4 +999,19 @@ pub fn render_findings(out: &mut String, findings: &[FindingRecord]) {
             let _ = writeln!(out, "      → {a}");
         }
     }
+}
+
+/// Findings as `summary` states them (with advice), with the time of their evidence.
+pub fn finding_texts(analysis: &Analysis) -> Vec<trace_report::FindingText> {
+    findings(analysis)
+        .into_iter()
+        .zip(&analysis.findings)
+        .map(|(r, f)| trace_report::FindingText {
+            severity: r.severity.as_str().to_string(),
+            code: r.code,
+            summary: r.summary,
+            advice: r.advice.clone(),
+            timestamp_ns: f.evidence.timestamp_ns,
+        })
+        .collect()
 }

@@ -222,7 +222,7 @@ fn storage_table(out: &mut String, groups: &[StorageGroup], indent: &str) {
             bytes(g.bytes),
             g.count.to_string(),
             g.category.as_str().to_string(),
-            g.pass.map_or("-", |p| p.as_str()).to_string(),
+            g.pass_text().to_string(),
             Table::path(g.span_text()),
             Table::text(&shape_dtype(g)),
             Table::text(g.label.as_deref().unwrap_or("-")),
@@ -271,34 +271,96 @@ fn render_live(out: &mut String, live: &LiveSetDiff, indent: &str) {
         );
         storage_table(out, &live.candidate_only, &format!("{indent}  "));
     }
-    let _ = writeln!(
-        out,
-        "{indent}live at both peaks: {} ({} on the candidate)",
+    let _ = writeln!(out, "{indent}live at both peaks: {}", matched_text(live));
+}
+
+/// `44 storages, 31.77 MiB → 31.77 MiB` (baseline → candidate bytes of the matched storages).
+pub(crate) fn matched_text(live: &LiveSetDiff) -> String {
+    format!(
+        "{}, {} → {}",
         storages(live.matched_count),
+        bytes(live.matched_baseline_bytes),
         bytes(live.matched_bytes)
-    );
+    )
+}
+
+/// `=` or the signed bytes.
+fn signed_cell(d: i128) -> String {
+    if d == 0 {
+        "=".to_string()
+    } else {
+        delta_bytes(d)
+    }
+}
+
+/// The fixed and batch-scaled parts of a device's peak on both sides, when both are known:
+/// `fixed 10.24 MiB → 10.24 MiB (=) · batch-scaled 97.70 KiB → 0 B (-97.70 KiB)`.
+pub(crate) fn batch_split_text(d: &DeviceDelta) -> Option<String> {
+    let part = |name: &str, what: &str, x: &Delta| -> Option<String> {
+        let (b, c) = (x.baseline?, x.candidate?);
+        Some(format!(
+            "{name} ({what}) {} → {} ({})",
+            bytes(b.median),
+            bytes(c.median),
+            signed_cell(i128::from(c.median) - i128::from(b.median))
+        ))
+    };
+    Some(format!(
+        "{} · {}",
+        part(
+            "fixed",
+            "parameters, gradients, optimizer state",
+            &d.fixed_bytes
+        )?,
+        part("batch-scaled", "activations", &d.batch_scaled_bytes)?
+    ))
 }
 
 /// Where each side peaked, the categories at the peak and the live-set difference.
 fn render_device_body(out: &mut String, d: &DeviceDelta, indent: &str) {
     render_places(out, "baseline", &d.baseline_peaks, indent);
     render_places(out, "candidate", &d.candidate_peaks, indent);
+    // with one run a side the live sets are the runs' own: each category's change is what
+    // entered, minus what left, plus the change of the storages live at both peaks
+    let adds_up = d
+        .live_at_peak
+        .as_ref()
+        .filter(|_| d.baseline_peaks.len() == 1 && d.candidate_peaks.len() == 1);
     if !d.by_category.is_empty() {
-        let mut t = Table::new(&[
+        let mut columns = vec![
             ("AT THE PEAK", Align::Left),
             ("BASELINE", Align::Right),
             ("CANDIDATE", Align::Right),
             ("CHANGE", Align::Right),
-        ]);
+        ];
+        if adds_up.is_some() {
+            columns.extend([
+                ("= ENTERED", Align::Right),
+                ("- LEFT", Align::Right),
+                ("+ AT BOTH", Align::Right),
+            ]);
+        }
+        let mut t = Table::new(&columns);
         for c in &d.by_category {
-            t.row([
+            let mut row = vec![
                 c.category.as_str().to_string(),
                 stat(c.bytes.baseline, Unit::Bytes),
                 stat(c.bytes.candidate, Unit::Bytes),
                 cell(&c.bytes, Unit::Bytes),
-            ]);
+            ];
+            if let Some(live) = adds_up {
+                let l = live.by_category.iter().find(|l| l.category == c.category);
+                let (entered, left, both) = l.map_or((0, 0, 0), |l| {
+                    (l.entered_bytes, l.left_bytes, l.matched_change_bytes())
+                });
+                row.extend([bytes(entered), bytes(left), signed_cell(both)]);
+            }
+            t.row(row);
         }
         out.push_str(&t.render(indent));
+    }
+    if let Some(split) = batch_split_text(d) {
+        let _ = writeln!(out, "{indent}by batch     {split}");
     }
     if let Some(live) = &d.live_at_peak {
         render_live(out, live, indent);
@@ -630,6 +692,19 @@ pub fn headline(diff: &TraceDiff) -> Vec<String> {
             }
         }
         parts.push(run);
+        // a batch-size change: how much of the peak's change scaled with the batch
+        let batch = |runs: &[RunIdentity]| runs.first().and_then(|r| r.physical_batch);
+        let (bb, cb) = (
+            batch(&diff.identity.baseline),
+            batch(&diff.identity.candidate),
+        );
+        if let (Some(bb), Some(cb), [one]) = (bb, cb, m.devices.as_slice()) {
+            if bb != cb {
+                if let Some(split) = batch_split_text(one) {
+                    parts.push(format!("batch {bb} → {cb}: {split}"));
+                }
+            }
+        }
     }
     for p in parts {
         lines.push(p);

@@ -1,0 +1,141 @@
+//! `demo --inference`'s figures, read from the trace: `prefill` vs `decode` time, the storages
+//! live at the end (the KV cache) and how live memory grows per decoded token.
+
+/// What an inference trace says about its forward calls: `prefill` vs `decode` time, the
+/// storages live at the end (the KV cache) and how live memory grows per decoded token, read
+/// from the trace (spans, memory events), never from the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InferenceFigures {
+    /// `prefill` spans' total duration, ns.
+    pub prefill_ns: Option<u64>,
+    /// `decode` spans: count, and their durations (ns), in order.
+    pub decode_ns: Vec<u64>,
+    /// Storages allocated in the capture and live at its end, and their bytes.
+    pub live_at_end: (u64, u64),
+    /// Live bytes at the end of each `decode` span, in order.
+    pub live_after_decode: Vec<u64>,
+}
+
+impl InferenceFigures {
+    /// Reads them from `doc` (one replay of the memory events, O(n log n) for the sorts).
+    pub fn of(doc: &trace_schema::TraceDocument) -> Self {
+        let name_of = |s: &trace_schema::SpanRecord| doc.str(s.name);
+        let mut prefill_ns = None;
+        let mut decodes: Vec<(u64, u64)> = Vec::new();
+        for s in &doc.spans {
+            match (name_of(s), s.duration_ns) {
+                ("prefill", Some(d)) => {
+                    prefill_ns = Some(prefill_ns.unwrap_or(0u64).saturating_add(d));
+                }
+                ("decode", Some(d)) => decodes.push((s.start_ns, d)),
+                _ => {}
+            }
+        }
+        decodes.sort_unstable();
+        let mut ends: Vec<u64> = decodes
+            .iter()
+            .map(|&(start, d)| start.saturating_add(d))
+            .collect();
+        ends.sort_unstable();
+        // Replay: live bytes after every event; sample at each decode end.
+        let mut live: std::collections::HashMap<(trace_schema::Sym, String), u64> =
+            std::collections::HashMap::new();
+        let mut fresh: std::collections::HashSet<(trace_schema::Sym, String)> =
+            std::collections::HashSet::new();
+        let mut total = 0u64;
+        let mut next_end = 0usize;
+        let mut live_after_decode = Vec::with_capacity(ends.len());
+        doc.for_each_memory(trace_schema::MemoryOrder::Replay, |m| {
+            while next_end < ends.len() && m.timestamp_ns > ends[next_end] {
+                live_after_decode.push(total);
+                next_end += 1;
+            }
+            let key = (m.device, m.storage.or(m.tensor).unwrap_or("").to_string());
+            match m.action {
+                trace_schema::MemoryAction::Alloc => {
+                    let b = m.bytes.unwrap_or(0);
+                    if let Some(old) = live.insert(key.clone(), b) {
+                        total = total.saturating_sub(old);
+                    }
+                    total = total.saturating_add(b);
+                    if m.pre_existing {
+                        fresh.remove(&key);
+                    } else {
+                        fresh.insert(key);
+                    }
+                }
+                trace_schema::MemoryAction::Free => {
+                    if let Some(old) = live.remove(&key) {
+                        total = total.saturating_sub(old);
+                    }
+                    fresh.remove(&key);
+                }
+            }
+        });
+        while next_end < ends.len() {
+            live_after_decode.push(total);
+            next_end += 1;
+        }
+        let live_at_end = fresh.iter().fold((0u64, 0u64), |(n, b), k| {
+            (n + 1, b.saturating_add(live.get(k).copied().unwrap_or(0)))
+        });
+        Self {
+            prefill_ns,
+            decode_ns: decodes.iter().map(|&(_, d)| d).collect(),
+            live_at_end,
+            live_after_decode,
+        }
+    }
+
+    /// Mean growth of live bytes per decoded token between the first and the last decode's
+    /// end; `None` with fewer than two decodes.
+    pub fn growth_per_token_bytes(&self) -> Option<f64> {
+        let (first, last) = (
+            self.live_after_decode.first()?,
+            self.live_after_decode.last()?,
+        );
+        let steps = self
+            .live_after_decode
+            .len()
+            .checked_sub(1)
+            .filter(|n| *n > 0)?;
+        Some((*last as f64 - *first as f64) / steps as f64)
+    }
+
+    /// The lines `demo --inference` prints before the summary.
+    pub fn render(&self) -> String {
+        use trace_format::{bytes, duration};
+        let mut out = String::from("inference (from the trace)\n");
+        match self.prefill_ns {
+            Some(p) => out.push_str(&format!("  prefill       {}\n", duration(p))),
+            None => out.push_str("  prefill       no prefill span\n"),
+        }
+        if self.decode_ns.is_empty() {
+            out.push_str("  decode        no decode span\n");
+        } else {
+            let sum: u64 = self
+                .decode_ns
+                .iter()
+                .fold(0u64, |s, d| s.saturating_add(*d));
+            let mean = sum / self.decode_ns.len() as u64;
+            out.push_str(&format!(
+                "  decode        {} calls, {} in all, {} per token\n",
+                self.decode_ns.len(),
+                duration(sum),
+                duration(mean)
+            ));
+        }
+        out.push_str(&format!(
+            "  live at end   {} in {} storages allocated in the call (the KV cache and its mask)\n",
+            bytes(self.live_at_end.1),
+            self.live_at_end.0
+        ));
+        if let Some(g) = self.growth_per_token_bytes() {
+            out.push_str(&format!(
+                "  growth        {} per decoded token (live bytes at the end of each decode call)\n",
+                bytes(g.max(0.0).round() as u64)
+            ));
+        }
+        out
+    }
+}
