@@ -240,7 +240,7 @@ fn place(p: &Prepared<'_>, device: &str) -> Option<PeakPlace> {
         .context
         .span_id
         .as_deref()
-        .and_then(|id| p.run.analysis.spans.path_of_id(doc, id));
+        .and_then(|id| p.run.analysis.spans.indexed_path_of_id(doc, id));
     Some(PeakPlace {
         run: p.run.label.to_string(),
         live_bytes: peak.live_bytes,

@@ -673,7 +673,7 @@ fn time_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
                     .map(|n| {
                         let path = analysis
                             .spans
-                            .path_of_id(doc, &n.id)
+                            .indexed_path_of_id(doc, &n.id)
                             .unwrap_or_else(|| n.name.to_string());
                         let pass = doc
                             .sym(&n.id)

@@ -177,3 +177,52 @@ fn a_batch_change_is_headlined_as_its_batch_scaled_and_fixed_parts() {
         "page"
     );
 }
+
+#[test]
+fn llama_layers_are_two_span_rows_with_their_own_bytes() {
+    // llama's two decoder layers are both `model/block/attn` by name; by call order they are
+    // `block#1` and `block#2`, so grouping by span keeps them apart: 27 storages and 648 KiB
+    // each (not one merged 54-storage, 1.27 MiB row)
+    let doc = load("llama");
+    let analysis = trace_views::analyze(&doc);
+    let report = trace_views::memory::build(
+        &doc,
+        &analysis,
+        None,
+        8,
+        Some(trace_views::live::GroupBy::Span),
+        false,
+    )
+    .unwrap();
+    let json = serde_json::to_value(&report).unwrap();
+    let groups = json["memory_peak"]["held_groups"]["groups"]
+        .as_array()
+        .expect("groups");
+    let row = |key: &str| {
+        groups.iter().find(|g| g["key"] == key).map(|g| {
+            (
+                g["storages"].as_u64().unwrap(),
+                g["bytes"].as_u64().unwrap(),
+            )
+        })
+    };
+    let attn = "llama::train_step/forward/model/block#N/attn";
+    assert_eq!(row(&attn.replace('N', "1")), Some((27, 648 * 1024)));
+    assert_eq!(row(&attn.replace('N', "2")), Some((27, 648 * 1024)));
+    assert_eq!(row("llama::train_step/forward/model/block/attn"), None);
+
+    // the summary and the report page name the layers the same way
+    let summary = trace_views::summary(&doc, &analysis).render_text(&fixture("llama"));
+    assert!(
+        summary.contains("model/block#1/attn (27 storages)"),
+        "{summary}"
+    );
+    let html = trace_views::report_html(&doc, &analysis, "llama");
+    for layer in ["model/block#1/attn", "model/block#2/attn"] {
+        assert!(html.contains(layer), "report lacks {layer}");
+    }
+    assert!(
+        !html.contains("model/block/attn"),
+        "a merged layer path in the report"
+    );
+}
