@@ -121,6 +121,12 @@ fn block(b: &Block) -> Markup {
                 pre { (text.0) }
             }
         },
+        Block::Collapsed { summary, table: t } => html! {
+            details.rows id={ (t.id) "-rows" } {
+                summary { (summary.0) }
+                (table(t))
+            }
+        },
         Block::MemoryChart { device } => html! {
             div.chart data-device=(device) {
                 div.chart-controls {

@@ -84,6 +84,15 @@ pub enum Block {
         /// The text.
         text: Text,
     },
+    /// A table of rows collapsed under a summary line that counts them (`<details>`, closed):
+    /// grouped tables come first and the rows one by one on request (a click, Enter or Space on
+    /// the summary). Rendered as `details.rows` with the id `{table.id}-rows`.
+    Collapsed {
+        /// The summary line (what the rows are, counted).
+        summary: Text,
+        /// The rows.
+        table: Table,
+    },
     /// The memory chart of one device (index into the chart data's `devices`).
     MemoryChart {
         /// Index into `devices`.

@@ -226,3 +226,30 @@ fn llama_layers_are_two_span_rows_with_their_own_bytes() {
         "a merged layer path in the report"
     );
 }
+
+#[test]
+fn held_rows_are_collapsed_under_their_groups() {
+    // the MLP's peak: 200 rows for the largest storages, shown grouped first (by span, shape,
+    // category) with their counts; the rows one by one sit in a closed <details> after them
+    let doc = load("mlp");
+    let analysis = trace_views::analyze(&doc);
+    let html = trace_views::report_html(&doc, &analysis, "mlp");
+    let details = html
+        .find(r#"<details class="rows" id="held-0-rows">"#)
+        .expect("the held rows are collapsed");
+    let rows = html.find(r#"id="held-0""#).expect("the held rows");
+    let by_span = html.find(r#"id="held-0-by-span""#).expect("by span");
+    let by_category = html
+        .find(r#"id="held-0-by-category""#)
+        .expect("by category");
+    assert!(by_span < details && by_category < details && details < rows);
+    // closed by default, and its summary counts the rows
+    let open_tag = &html[details..details + html[details..].find('>').unwrap()];
+    assert!(!open_tag.contains("open"), "{open_tag}");
+    let summary = &html[details..rows];
+    assert!(summary.contains("One row per storage: "), "{summary}");
+    assert!(
+        summary.contains(" rows, identical storages merged"),
+        "{summary}"
+    );
+}
