@@ -253,3 +253,56 @@ fn held_rows_are_collapsed_under_their_groups() {
         "{summary}"
     );
 }
+
+#[test]
+fn the_diff_page_overlays_both_memory_timelines() {
+    // batch 8 peaks at 10 KiB (4 KiB parameter + 2 KiB activation + 4 KiB gradient at 60 ns),
+    // batch 16 at 12 KiB; both timelines on one chart, time from each measured start
+    let (b, c) = (tiny_step(8), tiny_step(16));
+    let (ab, ac) = (trace_views::analyze(&b), trace_views::analyze(&c));
+    let run = |doc, analysis, label| trace_diff::Run {
+        doc,
+        analysis,
+        label,
+    };
+    let diff = trace_diff::compare(
+        &[run(&b, &ab, "batch-8")],
+        &[run(&c, &ac, "batch-16")],
+        &trace_diff::DiffOptions::default(),
+    )
+    .expect("comparable");
+    let device = &diff.memory.as_ref().expect("memory compared").devices[0];
+    let max = |t: &[(i64, u64)]| t.iter().map(|p| p.1).max();
+    assert_eq!(max(&device.baseline_timeline), Some(10 * 1024));
+    assert_eq!(max(&device.candidate_timeline), Some(12 * 1024));
+    // the peak's time is on the series, counted from the measured start (0)
+    assert!(
+        device.baseline_timeline.contains(&(60, 10 * 1024)),
+        "{:?}",
+        device.baseline_timeline
+    );
+    assert!(device.baseline_timeline.iter().all(|p| p.0 >= 0));
+    let html = trace_views::diff_html(&diff, 10);
+    let chart = html
+        .find(r#"<figure class="overlay" id="overlay-0">"#)
+        .expect("one overlaid chart");
+    let end = chart + html[chart..].find("</figure>").unwrap();
+    let fig = &html[chart..end];
+    assert_eq!(fig.matches("<path class=\"series").count(), 2, "{fig}");
+    assert!(
+        fig.contains(r#"data-series="baseline (batch-8)" data-series-max="10240""#),
+        "{fig}"
+    );
+    assert!(
+        fig.contains(r#"data-series="candidate (batch-16)" data-series-max="12288""#),
+        "{fig}"
+    );
+    assert!(
+        fig.contains("candidate (batch-16): peak 12.00 KiB"),
+        "{fig}"
+    );
+    assert!(
+        fig.contains(">12.00 KiB</text>"),
+        "the y-axis is labelled with the larger peak: {fig}"
+    );
+}

@@ -252,6 +252,14 @@ test("the diff view states the peak change, sorts its tables and runs nothing fr
   const peak = page.locator("[data-bytes-delta][data-device]").first();
   assert.equal(Number(await peak.getAttribute("data-bytes-delta")), diff.memory.devices[0].peak_bytes.delta);
   assert.equal(Number(await peak.getAttribute("data-bytes-baseline")), diff.memory.devices[0].peak_bytes.baseline.median);
+  // both memory timelines on one chart, each series reaching its run's peak on the device
+  const overlay = page.locator("#overlay-0");
+  assert.equal(await overlay.locator("path.series").count(), 2);
+  const maxes = await overlay.locator("path.series").evaluateAll((ps) => ps.map((p) => Number(p.dataset.seriesMax)));
+  const devPeak = diff.memory.devices[0].peak_bytes;
+  assert.deepEqual(maxes, [devPeak.baseline.median, devPeak.candidate.median]);
+  const box = await overlay.locator("svg").boundingBox();
+  assert.ok(box.width > 200 && box.height > 60, `the overlay is drawn (${JSON.stringify(box)})`);
   // the span table sorts by impact, both ways
   const spans = page.locator("#spans-table");
   const impacts = async () => Promise.all(
