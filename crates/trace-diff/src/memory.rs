@@ -194,6 +194,39 @@ pub struct DeviceDelta {
     /// on this device).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub live_at_peak: Option<LiveSetDiff>,
+    /// The device's live bytes over time in the baseline's first run, for the page's overlaid
+    /// chart: `(ns from the run's measured-region start, live bytes)`, at most
+    /// [`TIMELINE_POINTS`] points, each its time bucket's highest value (the run's exact peak is
+    /// one of them); empty without memory events on the device. Not in `--json` (the peaks and
+    /// live sets are).
+    #[serde(skip)]
+    pub baseline_timeline: Vec<(i64, u64)>,
+    /// The same for the candidate's first run.
+    #[serde(skip)]
+    pub candidate_timeline: Vec<(i64, u64)>,
+}
+
+/// Points of each side's memory timeline in [`DeviceDelta`].
+pub const TIMELINE_POINTS: usize = 200;
+
+/// The memory timeline of `device` in run `p` (see [`DeviceDelta::baseline_timeline`]).
+fn timeline(p: &Prepared<'_>, device: &str) -> Vec<(i64, u64)> {
+    let Some(l) = logical(p) else {
+        return Vec::new();
+    };
+    let origin = i128::from(p.run.analysis.time_origin_ns);
+    l.display_timeline(TIMELINE_POINTS, Some(device))
+        .map(|series| {
+            series
+                .iter()
+                .map(|pt| {
+                    let t = (i128::from(pt.timestamp_ns) - origin)
+                        .clamp(i128::from(i64::MIN), i128::from(i64::MAX));
+                    (t as i64, pt.live_bytes)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The memory comparison.
@@ -240,7 +273,7 @@ fn place(p: &Prepared<'_>, device: &str) -> Option<PeakPlace> {
         .context
         .span_id
         .as_deref()
-        .and_then(|id| p.run.analysis.spans.path_of_id(doc, id));
+        .and_then(|id| p.run.analysis.spans.indexed_path_of_id(doc, id));
     Some(PeakPlace {
         run: p.run.label.to_string(),
         live_bytes: peak.live_bytes,
@@ -480,6 +513,12 @@ pub(crate) fn compare_memory(
             baseline_peaks: baseline.iter().filter_map(|p| place(p, &device)).collect(),
             candidate_peaks: candidate.iter().filter_map(|p| place(p, &device)).collect(),
             live_at_peak,
+            baseline_timeline: baseline
+                .first()
+                .map_or_else(Vec::new, |p| timeline(p, &device)),
+            candidate_timeline: candidate
+                .first()
+                .map_or_else(Vec::new, |p| timeline(p, &device)),
             device,
         });
     }

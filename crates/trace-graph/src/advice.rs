@@ -55,7 +55,7 @@ fn largest(doc: &TraceDocument, spans: &SpanIndex, members: &[&Member]) -> Strin
 fn release_at(doc: &TraceDocument, spans: &SpanIndex, r: &Release, origin_ns: u64) -> String {
     let path = r
         .span
-        .and_then(|s| spans.path_of_id(doc, doc.str(s)))
+        .and_then(|s| spans.indexed_path_of_id(doc, doc.str(s)))
         .map(|p| format!(" in {p}"))
         .unwrap_or_default();
     format!("at {}{path}", at(r.timestamp_ns, origin_ns))

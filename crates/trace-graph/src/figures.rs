@@ -189,7 +189,7 @@ impl StepFigures {
             logical_peak_pass: peak.and_then(|p| p.context.pass),
             logical_peak_span: peak
                 .and_then(|p| p.context.span_id.as_deref())
-                .and_then(|id| analysis.spans.path_of_id(doc, id)),
+                .and_then(|id| analysis.spans.indexed_path_of_id(doc, id)),
             logical_peak_dominant_category: peak.and_then(|p| p.context.dominant_category),
             device_peak_bytes: logical
                 .map(|l| {

@@ -422,7 +422,7 @@ pub(crate) fn describe(
     } else if let Some(path) = l
         .span_id
         .as_deref()
-        .and_then(|id| spans.path_of_id(doc, id))
+        .and_then(|id| spans.indexed_path_of_id(doc, id))
     {
         s.push_str(&format!(", allocated in {path}"));
     }
@@ -453,7 +453,7 @@ fn peak_finding(
         pass_name(context.pass)
     );
     let span = context.span_id.as_deref();
-    if let Some(path) = span.and_then(|id| spans.path_of_id(doc, id)) {
+    if let Some(path) = span.and_then(|id| spans.indexed_path_of_id(doc, id)) {
         summary.push_str(&format!(" (in {path})"));
     }
     if let Some(c) = context.dominant_category {
@@ -589,7 +589,7 @@ pub(crate) fn memory_findings(
             .map(|b| format!(", {} still live when it ends", human_bytes(b)))
             .unwrap_or_default();
         let path = spans
-            .path_of_id(doc, &opt.span_id)
+            .indexed_path_of_id(doc, &opt.span_id)
             .unwrap_or_else(|| opt.span_name.to_string());
         let listed = match logical.detail {
             trace_memory::Detail::Full => usize::MAX,

@@ -36,6 +36,9 @@ pub struct SpanIndex {
     /// Per span: its ancestor (or itself) at depth `PATH_HEAD_NAMES - 1`, the last name of the
     /// head a capped path shows (see [`SpanIndex::path`]).
     head_anchor: Vec<u32>,
+    /// Per span: its 1-based occurrence among same-named siblings in canonical order when its
+    /// name repeats among them, else 0 (see [`SpanIndex::indexed_path`]).
+    occurrence: Vec<u32>,
 }
 
 /// A displayed path deeper than [`PATH_HEAD_NAMES`] + [`PATH_TAIL_NAMES`] levels shows its
@@ -199,6 +202,28 @@ impl SpanIndex {
                 }
             }
         }
+        let mut occurrence = vec![0u32; n];
+        let mut counts: rustc_hash::FxHashMap<&str, u32> = rustc_hash::FxHashMap::default();
+        for list in children.iter().chain(std::iter::once(&roots)) {
+            counts.clear();
+            for &c in list {
+                *counts
+                    .entry(doc.str(doc.spans[c as usize].name))
+                    .or_insert(0) += 1;
+            }
+            if counts.len() == list.len() {
+                continue; // no repeated name among these siblings
+            }
+            let mut seen: rustc_hash::FxHashMap<&str, u32> = rustc_hash::FxHashMap::default();
+            for &c in list {
+                let name = doc.str(doc.spans[c as usize].name);
+                if counts[name] > 1 {
+                    let k = seen.entry(name).or_insert(0);
+                    *k += 1;
+                    occurrence[c as usize] = *k;
+                }
+            }
+        }
         let measured = preorder
             .iter()
             .map(|&s| s as usize)
@@ -215,6 +240,7 @@ impl SpanIndex {
             pass,
             measured,
             head_anchor,
+            occurrence,
         }
     }
 
@@ -233,7 +259,38 @@ impl SpanIndex {
     /// below a root; a span on a parent cycle walks the cycle once (at most 32 names, then
     /// `…/` first). Raw trace text: escape before display.
     pub fn path(&self, doc: &TraceDocument, i: usize) -> String {
-        let name = |s: usize| doc.str(doc.spans[s].name);
+        self.path_with(doc, i, false)
+    }
+
+    /// [`Self::path`] with layer indices: a name repeated among its siblings carries its
+    /// 1-based call order, `name#k` (llama's two decoder layers are `model/block#1/attn` and
+    /// `model/block#2/attn`), as `trace-diff` keys spans. Views that list or group spans by
+    /// path use this one, so distinct layers are distinct rows. Same cost and cap as
+    /// [`Self::path`]. Raw trace text: escape before display.
+    pub fn indexed_path(&self, doc: &TraceDocument, i: usize) -> String {
+        self.path_with(doc, i, true)
+    }
+
+    /// [`Self::indexed_path`] of a span id; `None` for an id that is not a span.
+    pub fn indexed_path_of_id(&self, doc: &TraceDocument, id: &str) -> Option<String> {
+        let i = doc.span_index(doc.sym(id)?)?;
+        Some(self.indexed_path(doc, i))
+    }
+
+    /// The 1-based call order of span `i` among same-named siblings when its name repeats
+    /// among them; `None` for a name that occurs once.
+    pub fn occurrence(&self, i: usize) -> Option<u32> {
+        self.occurrence.get(i).copied().filter(|&k| k > 0)
+    }
+
+    fn path_with(&self, doc: &TraceDocument, i: usize, indexed: bool) -> String {
+        let name = |s: usize| -> std::borrow::Cow<'_, str> {
+            let n = doc.str(doc.spans[s].name);
+            match self.occurrence[s] {
+                k if indexed && k > 0 => format!("{n}#{k}").into(),
+                _ => n.into(),
+            }
+        };
         let cap = PATH_HEAD_NAMES + PATH_TAIL_NAMES;
         let mut tail: Vec<usize> = vec![i];
         if self.in_cycle.get(i).copied().unwrap_or(true) {
@@ -244,13 +301,13 @@ impl SpanIndex {
                     break;
                 }
                 if tail.len() == cap {
-                    let names: Vec<&str> = tail.iter().rev().map(|&s| name(s)).collect();
+                    let names: Vec<_> = tail.iter().rev().map(|&s| name(s)).collect();
                     return format!("…/{}", names.join("/"));
                 }
                 tail.push(p);
                 cur = self.parent[p];
             }
-            let names: Vec<&str> = tail.iter().rev().map(|&s| name(s)).collect();
+            let names: Vec<_> = tail.iter().rev().map(|&s| name(s)).collect();
             return names.join("/");
         }
         let levels = self.depth[i] as usize + 1;
@@ -265,7 +322,7 @@ impl SpanIndex {
             tail.push(p as usize);
             cur = self.parent[p as usize];
         }
-        let mut head: Vec<&str> = Vec::new();
+        let mut head: Vec<_> = Vec::new();
         if levels > cap {
             let mut cur = Some(self.head_anchor[i]);
             while let Some(p) = cur {
@@ -274,7 +331,7 @@ impl SpanIndex {
             }
             head.reverse();
         }
-        let tail: Vec<&str> = tail.iter().rev().map(|&s| name(s)).collect();
+        let tail: Vec<_> = tail.iter().rev().map(|&s| name(s)).collect();
         join_capped_path(&head, &tail, levels)
     }
 
@@ -394,6 +451,33 @@ mod tests {
         // every path of the chain: linear output, not 2·10^8 names
         let total: usize = (0..doc.spans.len()).map(|i| ix.path(&doc, i).len()).sum();
         assert!(total < n * 300, "{total}");
+    }
+
+    #[test]
+    fn indexed_paths_number_repeated_siblings_in_call_order() {
+        // two `block`s under `model` (started out of file order), each with an `attn`; one `lm_head`
+        let doc = trace_schema::load_str(concat!(
+            r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t"}"#, "\n",
+            r#"{"kind":"span_start","id":"s1","name":"model","start_ns":0,"span_kind":"module"}"#, "\n",
+            r#"{"kind":"span_start","id":"s4","parent_id":"s1","name":"block","start_ns":20,"span_kind":"module"}"#, "\n",
+            r#"{"kind":"span_start","id":"s2","parent_id":"s1","name":"block","start_ns":10,"span_kind":"module"}"#, "\n",
+            r#"{"kind":"span_start","id":"s3","parent_id":"s2","name":"attn","start_ns":11,"span_kind":"module"}"#, "\n",
+            r#"{"kind":"span_start","id":"s5","parent_id":"s4","name":"attn","start_ns":21,"span_kind":"module"}"#, "\n",
+            r#"{"kind":"span_start","id":"s6","parent_id":"s1","name":"lm_head","start_ns":30,"span_kind":"module"}"#, "\n",
+        ))
+        .unwrap();
+        let ix = SpanIndex::build(&doc);
+        let p = |id: &str| ix.indexed_path_of_id(&doc, id).unwrap();
+        assert_eq!(p("s3"), "model/block#1/attn");
+        assert_eq!(p("s5"), "model/block#2/attn");
+        assert_eq!(p("s4"), "model/block#2");
+        assert_eq!(p("s6"), "model/lm_head");
+        assert_eq!(p("s1"), "model");
+        // the plain path keeps the names only
+        assert_eq!(ix.path_of_id(&doc, "s5").unwrap(), "model/block/attn");
+        let i = |id: &str| doc.span_index(doc.sym(id).unwrap()).unwrap();
+        assert_eq!(ix.occurrence(i("s2")), Some(1));
+        assert_eq!(ix.occurrence(i("s6")), None);
     }
 
     #[test]

@@ -401,8 +401,13 @@
         ". Every storage live then is in the table ");
       var a = el("a", null, "“held at the peak”");
       a.href = "#held-" + this.d;
+      var d = this.d;
+      a.addEventListener("click", function () { // the rows are collapsed under their groups: open them
+        var t = document.getElementById("held-" + d), det = t && t.closest("details");
+        if (det) det.open = true;
+      });
       p.appendChild(a);
-      p.appendChild(document.createTextNode(" and the icicle below it."));
+      p.appendChild(document.createTextNode(" (one row per storage, under the groups) and the icicle."));
       panel.appendChild(p);
       return;
     }

@@ -297,11 +297,21 @@ impl Range {
     }
 }
 
-/// Span indices whose path is `path`.
+/// Span indices whose path is `path`: the names-only path (every span of that path, e.g. both
+/// layers' `model/block/attn`) or the path with layer indices the views show
+/// ([`SpanIndex::indexed_path`], one layer: `model/block#2/attn`).
 fn spans_with_path(doc: &TraceDocument, spans: &SpanIndex, path: &str) -> Vec<usize> {
+    let last = path.rsplit('/').next().unwrap_or(path);
+    let last_name = match last.rsplit_once('#') {
+        Some((name, k)) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => last,
+    };
     (0..doc.spans.len())
-        .filter(|&i| doc.str(doc.spans[i].name) == path.rsplit('/').next().unwrap_or(path))
-        .filter(|&i| spans.path(doc, i) == path)
+        .filter(|&i| {
+            let name = doc.str(doc.spans[i].name);
+            name == last || name == last_name
+        })
+        .filter(|&i| spans.path(doc, i) == path || spans.indexed_path(doc, i) == path)
         .collect()
 }
 

@@ -478,7 +478,9 @@ fn lifetime_data(
             Some(id) => match paths.get(id) {
                 Some(&i) => i,
                 None => {
-                    let p = spans.path_of_id(doc, id).unwrap_or_else(|| id.to_string());
+                    let p = spans
+                        .indexed_path_of_id(doc, id)
+                        .unwrap_or_else(|| id.to_string());
                     let i = intern(esc(&p));
                     paths.insert(id, i);
                     i

@@ -11,7 +11,7 @@ use base64::Engine as _;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use sha2::{Digest, Sha256};
 
-use crate::page::{Block, Fact, Page, Table};
+use crate::page::{Block, Fact, Overlay, Page, Table};
 use crate::FindingText;
 
 /// The stylesheet, embedded as written.
@@ -121,6 +121,13 @@ fn block(b: &Block) -> Markup {
                 pre { (text.0) }
             }
         },
+        Block::Collapsed { summary, table: t } => html! {
+            details.rows id={ (t.id) "-rows" } {
+                summary { (summary.0) }
+                (table(t))
+            }
+        },
+        Block::Overlay(o) => overlay(o),
         Block::MemoryChart { device } => html! {
             div.chart data-device=(device) {
                 div.chart-controls {
@@ -224,6 +231,69 @@ fn table(t: &Table) -> Markup {
                 }
             }
             @if let Some(f) = &t.footer { p.footer { (f.0) } }
+        }
+    }
+}
+
+/// The overlay's SVG: steps (a value holds until the next point), y from 0 to the largest
+/// value, x over every series' time range; the largest value and the time range labelled.
+fn overlay(o: &Overlay) -> Markup {
+    const W: f64 = 640.0;
+    const H: f64 = 220.0;
+    const LEFT: f64 = 72.0;
+    const RIGHT: f64 = 8.0;
+    const TOP: f64 = 10.0;
+    const BOTTOM: f64 = 26.0;
+    let all = o.series.iter().flat_map(|s| s.points.iter());
+    let t0 = all.clone().map(|p| p.0).min().unwrap_or(0).min(0);
+    let t1 = all.clone().map(|p| p.0).max().unwrap_or(0).max(t0 + 1);
+    let ymax = all.map(|p| p.1).max().unwrap_or(0).max(1);
+    let x = |t: i64| LEFT + (t - t0) as f64 / (t1 - t0) as f64 * (W - LEFT - RIGHT);
+    let y = |v: u64| TOP + (1.0 - v as f64 / ymax as f64) * (H - TOP - BOTTOM);
+    let path = |pts: &[(i64, u64)]| {
+        let mut d = String::new();
+        for (k, &(t, v)) in pts.iter().enumerate() {
+            if k == 0 {
+                d.push_str(&format!("M{:.1},{:.1}", x(t), y(v)));
+            } else {
+                d.push_str(&format!(" H{:.1} V{:.1}", x(t), y(v)));
+            }
+        }
+        d
+    };
+    let ns = |t: i64| {
+        let s = trace_format::duration(t.unsigned_abs());
+        if t < 0 {
+            format!("-{s}")
+        } else {
+            s
+        }
+    };
+    html! {
+        figure.overlay id=(o.id) {
+            figcaption { (o.caption.0) }
+            svg viewBox={ "0 0 " (W) " " (H) } role="img" aria-label=(o.caption.0) {
+                line.axis x1=(LEFT) y1=(H - BOTTOM) x2=(W - RIGHT) y2=(H - BOTTOM) {}
+                line.axis x1=(LEFT) y1=(TOP) x2=(LEFT) y2=(H - BOTTOM) {}
+                text.label x=(LEFT - 4.0) y=(TOP + 10.0) text-anchor="end" { (trace_format::bytes(ymax)) }
+                text.label x=(LEFT - 4.0) y=(H - BOTTOM) text-anchor="end" { "0 B" }
+                text.label x=(LEFT) y=(H - 8.0) text-anchor="start" { (ns(t0)) }
+                text.label x=(W - RIGHT) y=(H - 8.0) text-anchor="end" { (ns(t1)) }
+                @for (k, s) in o.series.iter().enumerate() {
+                    @let max = s.points.iter().map(|p| p.1).max();
+                    path class={ "series s" (k.min(3)) } d=(path(&s.points))
+                        data-series=(s.name.0) data-series-max=[max] data-points=(s.points.len()) {}
+                }
+            }
+            ul.overlay-legend {
+                @for (k, s) in o.series.iter().enumerate() {
+                    li class={ "s" (k.min(3)) } {
+                        span.swatch {} " " (s.name.0)
+                        @if let Some(m) = s.points.iter().map(|p| p.1).max() { ": peak " (trace_format::bytes(m)) }
+                        @else { ": no memory events" }
+                    }
+                }
+            }
         }
     }
 }

@@ -84,6 +84,18 @@ pub enum Block {
         /// The text.
         text: Text,
     },
+    /// A table of rows collapsed under a summary line that counts them (`<details>`, closed):
+    /// grouped tables come first and the rows one by one on request (a click, Enter or Space on
+    /// the summary). Rendered as `details.rows` with the id `{table.id}-rows`.
+    Collapsed {
+        /// The summary line (what the rows are, counted).
+        summary: Text,
+        /// The rows.
+        table: Table,
+    },
+    /// Series of bytes over time overlaid on one chart, drawn server-side as an inline SVG (no
+    /// script): the diff page's baseline and candidate memory timelines.
+    Overlay(Overlay),
     /// The memory chart of one device (index into the chart data's `devices`).
     MemoryChart {
         /// Index into `devices`.
@@ -130,6 +142,26 @@ pub struct Table {
     pub rows: Vec<Vec<Cell>>,
     /// A line under the table (e.g. what the rows left out, counted).
     pub footer: Option<Text>,
+}
+
+/// Series of live bytes over time on one chart (see [`Block::Overlay`]).
+#[derive(Debug, Clone)]
+pub struct Overlay {
+    /// Element id.
+    pub id: String,
+    /// Caption (what is drawn, and from where time counts).
+    pub caption: Text,
+    /// The series, drawn in order (the first solid, the others dashed).
+    pub series: Vec<OverlaySeries>,
+}
+
+/// One series of an [`Overlay`].
+#[derive(Debug, Clone)]
+pub struct OverlaySeries {
+    /// Legend name.
+    pub name: Text,
+    /// `(time in ns, bytes)` in time order; each value holds until the next point.
+    pub points: Vec<(i64, u64)>,
 }
 
 /// A column.

@@ -385,6 +385,25 @@ fn a_truncated_trace_exports_open_spans_as_begin_events() {
 }
 
 #[test]
+fn the_span_filter_takes_the_indexed_path_the_views_show() {
+    // llama's two layers: `model/block/attn` keeps both, `model/block#2/attn` (as the report
+    // and summary name it) only the second
+    let doc = fixture("llama");
+    let kept = |path: &str| {
+        let mut o = opts();
+        o.span_path = Some(path.into());
+        let (v, _) = export(&doc, &o);
+        events(&v)
+            .iter()
+            .filter(|e| e["cat"] == "span" && e["name"] == "attn")
+            .count()
+    };
+    assert_eq!(kept("llama::train_step/forward/model/block/attn"), 2);
+    assert_eq!(kept("llama::train_step/forward/model/block#2/attn"), 1);
+    assert_eq!(kept("llama::train_step/forward/model/block#1"), 1);
+}
+
+#[test]
 fn span_and_window_filters_keep_a_subtree_and_a_range() {
     let doc = fixture("llama");
     let analysis = trace_graph::analyze(&doc);

@@ -91,7 +91,7 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis, rows: usize) -> Option<Ba
             let id = doc.str(s.id);
             let path = analysis
                 .spans
-                .path_of_id(doc, id)
+                .indexed_path_of_id(doc, id)
                 .unwrap_or_else(|| doc.str(s.name).to_string());
             let self_time = s
                 .end_ns()
@@ -153,7 +153,7 @@ fn pass_relative(
         if s.kind == SpanKind::Function && s.pass.is_some() {
             let prefix = s
                 .parent
-                .and_then(|p| analysis.spans.path_of_id(doc, doc.str(p)));
+                .and_then(|p| analysis.spans.indexed_path_of_id(doc, doc.str(p)));
             return match prefix
                 .and_then(|p| path.strip_prefix(&format!("{p}/")).map(str::to_string))
             {

@@ -12,7 +12,9 @@
 
 use trace_diff::{AlignmentMode, Delta, DeviceDelta, StorageGroup, TraceDiff, UnmatchedSpan};
 use trace_format::{bytes, escape};
-use trace_report::page::{Block, Cell, Column, Fact, Page, Section, Table, Text};
+use trace_report::page::{
+    Block, Cell, Column, Fact, Overlay, OverlaySeries, Page, Section, Table, Text,
+};
 
 use crate::diff::{
     cell, identity, line, percent_share, place, ratio, render, shape_dtype, stat, storages,
@@ -334,6 +336,29 @@ fn device_blocks(i: usize, d: &DeviceDelta, blocks: &mut Vec<Block>) {
         places("baseline peak", &d.baseline_peaks),
         places("candidate peak", &d.candidate_peaks),
     ]));
+    if !d.baseline_timeline.is_empty() || !d.candidate_timeline.is_empty() {
+        let run = |list: &[trace_diff::PeakPlace]| {
+            list.first()
+                .map_or_else(String::new, |p| format!(" ({})", escape(&p.run)))
+        };
+        blocks.push(Block::Overlay(Overlay {
+            id: format!("overlay-{i}"),
+            caption: Text::trace(&format!(
+                "Live bytes on {} over time, both first runs overlaid; time from each run's measured-region start",
+                d.device
+            )),
+            series: vec![
+                OverlaySeries {
+                    name: Text::from(format!("baseline{}", run(&d.baseline_peaks))),
+                    points: d.baseline_timeline.clone(),
+                },
+                OverlaySeries {
+                    name: Text::from(format!("candidate{}", run(&d.candidate_peaks))),
+                    points: d.candidate_timeline.clone(),
+                },
+            ],
+        }));
+    }
     let adds_up = d
         .live_at_peak
         .as_ref()

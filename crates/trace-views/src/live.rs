@@ -90,7 +90,7 @@ impl StorageRow {
             category: l.category,
             category_inferred: l.category_source == Some(CategorySource::Inferred),
             device: l.device.to_string(),
-            span_path: span.and_then(|s| spans.path_of_id(doc, s)),
+            span_path: span.and_then(|s| spans.indexed_path_of_id(doc, s)),
             pass: span.and_then(|s| spans.pass_of_id(doc, s)),
             op_name: l.op_name.as_deref().map(str::to_string),
             shape: l.shape.as_deref().map(<[u64]>::to_vec),
@@ -386,7 +386,11 @@ pub fn group(
             GroupBy::Span => match l.span_id.as_deref() {
                 Some(id) => paths
                     .entry(id)
-                    .or_insert_with(|| spans.path_of_id(doc, id).unwrap_or_else(|| id.to_string()))
+                    .or_insert_with(|| {
+                        spans
+                            .indexed_path_of_id(doc, id)
+                            .unwrap_or_else(|| id.to_string())
+                    })
                     .clone(),
                 None if l.pre_existing => "(before capture)".to_string(),
                 None => "-".to_string(),

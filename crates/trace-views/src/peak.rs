@@ -240,7 +240,9 @@ impl PeakRecord {
             live_bytes,
             timestamp_ns,
             by_device,
-            span_path: span_id.as_deref().and_then(|s| spans.path_of_id(doc, s)),
+            span_path: span_id
+                .as_deref()
+                .and_then(|s| spans.indexed_path_of_id(doc, s)),
             span_id,
             pass: context.pass,
             dominant_category: context.dominant_category,

@@ -280,7 +280,7 @@ pub fn run<'a>(
                 .take(TOP)
                 .map(|c| {
                     let mut v = json!(c);
-                    v["path"] = json!(analysis.spans.path_of_id(doc, &c.id));
+                    v["path"] = json!(analysis.spans.indexed_path_of_id(doc, &c.id));
                     v
                 })
                 .collect();

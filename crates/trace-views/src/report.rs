@@ -463,7 +463,17 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
                 checked_bytes(p.held_more_bytes)
             ))
         });
-        blocks.push(Block::Table(Table {
+        let shown_storages: u64 = p.held.iter().map(live::StorageRow::storages).sum();
+        let rows_summary = Text::from(format!(
+            "One row per storage: {} ({} rows, identical storages merged with their count) — show the rows",
+            if p.held_more_count > 0 {
+                format!("the {shown_storages} largest of {total}")
+            } else {
+                format!("all {total}")
+            },
+            p.held.len()
+        ));
+        let held_rows = Table {
             id: format!("held-{d}"),
             caption: Text::from(format!(
                 "held at the peak (top {} of {total}; * category inferred from the pass it was allocated in)",
@@ -519,7 +529,7 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
                 })
                 .collect(),
             footer,
-        }));
+        };
         blocks.push(Block::Paragraph(
             "By allocating span path (every storage live at the peak; width is bytes; click a span to zoom into it):".into(),
         ));
@@ -588,6 +598,10 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
                 }),
             }));
         }
+        blocks.push(Block::Collapsed {
+            summary: rows_summary,
+            table: held_rows,
+        });
     }
     Section {
         id: "held".into(),
@@ -673,7 +687,7 @@ fn time_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
                     .map(|n| {
                         let path = analysis
                             .spans
-                            .path_of_id(doc, &n.id)
+                            .indexed_path_of_id(doc, &n.id)
                             .unwrap_or_else(|| n.name.to_string());
                         let pass = doc
                             .sym(&n.id)

@@ -586,7 +586,7 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis) -> SummaryReport {
                 .map(|c| SlowSpan {
                     id: c.id.to_string(),
                     path: spans
-                        .path_of_id(doc, &c.id)
+                        .indexed_path_of_id(doc, &c.id)
                         .unwrap_or_else(|| c.name.to_string()),
                     host_self_time_ns: c.host_self_time_ns,
                     host_total_time_ns: c.host_total_time_ns,

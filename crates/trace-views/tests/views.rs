@@ -177,3 +177,132 @@ fn a_batch_change_is_headlined_as_its_batch_scaled_and_fixed_parts() {
         "page"
     );
 }
+
+#[test]
+fn llama_layers_are_two_span_rows_with_their_own_bytes() {
+    // llama's two decoder layers are both `model/block/attn` by name; by call order they are
+    // `block#1` and `block#2`, so grouping by span keeps them apart: 27 storages and 648 KiB
+    // each (not one merged 54-storage, 1.27 MiB row)
+    let doc = load("llama");
+    let analysis = trace_views::analyze(&doc);
+    let report = trace_views::memory::build(
+        &doc,
+        &analysis,
+        None,
+        8,
+        Some(trace_views::live::GroupBy::Span),
+        false,
+    )
+    .unwrap();
+    let json = serde_json::to_value(&report).unwrap();
+    let groups = json["memory_peak"]["held_groups"]["groups"]
+        .as_array()
+        .expect("groups");
+    let row = |key: &str| {
+        groups.iter().find(|g| g["key"] == key).map(|g| {
+            (
+                g["storages"].as_u64().unwrap(),
+                g["bytes"].as_u64().unwrap(),
+            )
+        })
+    };
+    let attn = "llama::train_step/forward/model/block#N/attn";
+    assert_eq!(row(&attn.replace('N', "1")), Some((27, 648 * 1024)));
+    assert_eq!(row(&attn.replace('N', "2")), Some((27, 648 * 1024)));
+    assert_eq!(row("llama::train_step/forward/model/block/attn"), None);
+
+    // the summary and the report page name the layers the same way
+    let summary = trace_views::summary(&doc, &analysis).render_text(&fixture("llama"));
+    assert!(
+        summary.contains("model/block#1/attn (27 storages)"),
+        "{summary}"
+    );
+    let html = trace_views::report_html(&doc, &analysis, "llama");
+    for layer in ["model/block#1/attn", "model/block#2/attn"] {
+        assert!(html.contains(layer), "report lacks {layer}");
+    }
+    assert!(
+        !html.contains("model/block/attn"),
+        "a merged layer path in the report"
+    );
+}
+
+#[test]
+fn held_rows_are_collapsed_under_their_groups() {
+    // the MLP's peak: 200 rows for the largest storages, shown grouped first (by span, shape,
+    // category) with their counts; the rows one by one sit in a closed <details> after them
+    let doc = load("mlp");
+    let analysis = trace_views::analyze(&doc);
+    let html = trace_views::report_html(&doc, &analysis, "mlp");
+    let details = html
+        .find(r#"<details class="rows" id="held-0-rows">"#)
+        .expect("the held rows are collapsed");
+    let rows = html.find(r#"id="held-0""#).expect("the held rows");
+    let by_span = html.find(r#"id="held-0-by-span""#).expect("by span");
+    let by_category = html
+        .find(r#"id="held-0-by-category""#)
+        .expect("by category");
+    assert!(by_span < details && by_category < details && details < rows);
+    // closed by default, and its summary counts the rows
+    let open_tag = &html[details..details + html[details..].find('>').unwrap()];
+    assert!(!open_tag.contains("open"), "{open_tag}");
+    let summary = &html[details..rows];
+    assert!(summary.contains("One row per storage: "), "{summary}");
+    assert!(
+        summary.contains(" rows, identical storages merged"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn the_diff_page_overlays_both_memory_timelines() {
+    // batch 8 peaks at 10 KiB (4 KiB parameter + 2 KiB activation + 4 KiB gradient at 60 ns),
+    // batch 16 at 12 KiB; both timelines on one chart, time from each measured start
+    let (b, c) = (tiny_step(8), tiny_step(16));
+    let (ab, ac) = (trace_views::analyze(&b), trace_views::analyze(&c));
+    let run = |doc, analysis, label| trace_diff::Run {
+        doc,
+        analysis,
+        label,
+    };
+    let diff = trace_diff::compare(
+        &[run(&b, &ab, "batch-8")],
+        &[run(&c, &ac, "batch-16")],
+        &trace_diff::DiffOptions::default(),
+    )
+    .expect("comparable");
+    let device = &diff.memory.as_ref().expect("memory compared").devices[0];
+    let max = |t: &[(i64, u64)]| t.iter().map(|p| p.1).max();
+    assert_eq!(max(&device.baseline_timeline), Some(10 * 1024));
+    assert_eq!(max(&device.candidate_timeline), Some(12 * 1024));
+    // the peak's time is on the series, counted from the measured start (0)
+    assert!(
+        device.baseline_timeline.contains(&(60, 10 * 1024)),
+        "{:?}",
+        device.baseline_timeline
+    );
+    assert!(device.baseline_timeline.iter().all(|p| p.0 >= 0));
+    let html = trace_views::diff_html(&diff, 10);
+    let chart = html
+        .find(r#"<figure class="overlay" id="overlay-0">"#)
+        .expect("one overlaid chart");
+    let end = chart + html[chart..].find("</figure>").unwrap();
+    let fig = &html[chart..end];
+    assert_eq!(fig.matches("<path class=\"series").count(), 2, "{fig}");
+    assert!(
+        fig.contains(r#"data-series="baseline (batch-8)" data-series-max="10240""#),
+        "{fig}"
+    );
+    assert!(
+        fig.contains(r#"data-series="candidate (batch-16)" data-series-max="12288""#),
+        "{fig}"
+    );
+    assert!(
+        fig.contains("candidate (batch-16): peak 12.00 KiB"),
+        "{fig}"
+    );
+    assert!(
+        fig.contains(">12.00 KiB</text>"),
+        "the y-axis is labelled with the larger peak: {fig}"
+    );
+}

@@ -83,13 +83,31 @@ test("the demo report renders, says the analyser's peak, and works by keyboard",
   await page.keyboard.press("Enter");
   assert.match(await page.locator("#liveset").textContent(), /Live on cpu after every event at or before|The peak of cpu/);
   assert.equal(await page.locator("#tooltip").isHidden(), false);
-  // sortable tables: sort the held table by bytes, ascending
+  // grouped by default: the groups with their counts are shown, the rows one by one are
+  // collapsed after them and open on a click of their summary line
+  const groups = page.locator("#held-0-by-span");
+  assert.equal(await groups.isVisible(), true);
+  assert.ok((await groups.locator("tbody tr").count()) >= 1);
+  assert.ok(Number(await groups.locator("tbody tr td").nth(2).getAttribute("data-sort")) >= 1, "a group counts its storages");
   const held = page.locator("#held-0");
+  const rows = page.locator("#held-0-rows");
+  assert.equal(await rows.evaluate((d) => d.open), false, "the rows are collapsed by default");
+  assert.equal(await held.isVisible(), false);
+  assert.match(await rows.locator("summary").textContent(), /^One row per storage: .* rows, identical storages merged/);
+  await rows.locator("summary").click();
+  assert.equal(await rows.evaluate((d) => d.open), true);
+  assert.equal(await held.isVisible(), true);
+  // sortable tables: sort the held table by bytes, ascending
   await held.locator("th button").first().click();
   await held.locator("th button").first().click();
   const first = Number(await held.locator("tbody tr td").first().getAttribute("data-sort"));
   const last = Number(await held.locator("tbody tr:last-child td").first().getAttribute("data-sort"));
   assert.ok(first <= last, `ascending sort: ${first} <= ${last}`);
+  // the live-set panel's link to the peak's rows opens them
+  await rows.evaluate((d) => { d.open = false; });
+  await page.locator("button.jump").first().click();
+  await page.locator("#liveset a").first().click();
+  assert.equal(await rows.evaluate((d) => d.open), true, "the peak's link opens the rows");
   // icicles drew nodes
   assert.ok((await page.locator(".icicle.held .node").count()) > 1);
   assert.ok((await page.locator(".icicle.spans .node").count()) >= 4);
@@ -234,6 +252,14 @@ test("the diff view states the peak change, sorts its tables and runs nothing fr
   const peak = page.locator("[data-bytes-delta][data-device]").first();
   assert.equal(Number(await peak.getAttribute("data-bytes-delta")), diff.memory.devices[0].peak_bytes.delta);
   assert.equal(Number(await peak.getAttribute("data-bytes-baseline")), diff.memory.devices[0].peak_bytes.baseline.median);
+  // both memory timelines on one chart, each series reaching its run's peak on the device
+  const overlay = page.locator("#overlay-0");
+  assert.equal(await overlay.locator("path.series").count(), 2);
+  const maxes = await overlay.locator("path.series").evaluateAll((ps) => ps.map((p) => Number(p.dataset.seriesMax)));
+  const devPeak = diff.memory.devices[0].peak_bytes;
+  assert.deepEqual(maxes, [devPeak.baseline.median, devPeak.candidate.median]);
+  const box = await overlay.locator("svg").boundingBox();
+  assert.ok(box.width > 200 && box.height > 60, `the overlay is drawn (${JSON.stringify(box)})`);
   // the span table sorts by impact, both ways
   const spans = page.locator("#spans-table");
   const impacts = async () => Promise.all(
