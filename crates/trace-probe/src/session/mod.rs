@@ -87,10 +87,19 @@ pub(crate) struct Inner {
     pub(crate) backward: crate::backward::BackwardSpans,
     /// The forward pass the step guard opened, until backward (or the step's end) closes it.
     auto_forward: Mutex<Option<(OpenSpan, u64)>>,
+    /// The span of the step now running in a multi-step capture, with its step number.
+    step_span: Mutex<Option<(OpenSpan, u64)>>,
+    /// The last step begun in the capture (0 before the capture).
+    pub(crate) last_step_begun: AtomicU64,
+    /// The root span's start, session ns (its end closes the last step of a capture).
+    root_start_ns: AtomicU64,
     /// Forward calls [`TraceSession::forward`] has spanned in the captured step so far.
     pub(crate) forward_calls: std::sync::atomic::AtomicU64,
     /// Module spans opened in the captured step (0: nothing says which module ran).
     pub(crate) module_spans: std::sync::atomic::AtomicU64,
+    /// Module instances seen per (open parent span, module name), in call order: tells apart
+    /// two layers of one name under one parent (`linear`, `linear#2`).
+    pub(crate) module_instances: Mutex<std::collections::HashMap<(u64, String), Vec<u64>>>,
     first_error: Mutex<Option<ProbeError>>,
     /// The trace's symbol table (samples and allocation sites), written at finish.
     pub(crate) stacks: crate::stacks::SessionStacks,
@@ -106,7 +115,7 @@ impl std::fmt::Debug for Inner {
     }
 }
 
-/// A probe session writing one `candle-graph/trace/12` trace: the handle behind a
+/// A probe session writing one `candle-graph/trace/13` trace: the handle behind a
 /// [`crate::Profiler`] (which derefs to it), for recording from other threads or without the
 /// guard.
 ///
@@ -193,8 +202,12 @@ impl TraceSession {
             plugins,
             spans: Arc::default(),
             auto_forward: Mutex::new(None),
+            step_span: Mutex::new(None),
+            last_step_begun: AtomicU64::new(0),
+            root_start_ns: AtomicU64::new(0),
             forward_calls: std::sync::atomic::AtomicU64::new(0),
             module_spans: std::sync::atomic::AtomicU64::new(0),
+            module_instances: Mutex::default(),
             first_error: Mutex::new(None),
             stacks: Default::default(),
         };

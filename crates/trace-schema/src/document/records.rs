@@ -30,6 +30,9 @@ pub struct SpanRecord {
     pub module_kind: Option<Sym>,
     /// On a backward module span, the forward module span it mirrors (trace/11, optional).
     pub forward_span: Option<Sym>,
+    /// On a step span of a multi-step capture, the one-based step (or call) number
+    /// (trace/13, optional).
+    pub step_index: Option<u64>,
     /// The extent is inferred, not observed exactly (from `span_end`, trace/11, optional).
     pub inferred: bool,
     /// Why (trace/11, optional).
