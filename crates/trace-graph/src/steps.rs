@@ -190,13 +190,13 @@ pub(crate) fn finding(
             String::new()
         };
         format!(
-            "+{}{exact} per {unit} (exactly, at each of {} {units})",
+            "+{}{exact} per {unit} (exactly, from each of {} {units} to the next)",
             human_bytes(g.bytes_per_step),
             g.steps
         )
     } else {
-        let min = g.per_step_bytes.iter().min().copied().unwrap_or(0);
-        let max = g.per_step_bytes.iter().max().copied().unwrap_or(0);
+        let min = g.per_step_bytes[1..].iter().min().copied().unwrap_or(0);
+        let max = g.per_step_bytes[1..].iter().max().copied().unwrap_or(0);
         format!(
             "+{} per {unit} on average over {} {units} (from {} to {})",
             human_bytes(g.bytes_per_step),

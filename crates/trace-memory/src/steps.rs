@@ -98,11 +98,14 @@ pub struct MemoryGrowth {
     /// Live bytes at the last step's end.
     pub end_bytes: u64,
     /// Per step, how much higher its end is than the end before it (the first step: than its
-    /// start), bytes; every one above 0.
+    /// start, which misses what the loop allocated before the first step's guard), bytes;
+    /// every one above 0.
     pub per_step_bytes: Vec<u64>,
-    /// The mean growth per step, bytes (`(end - start) / steps`, rounded down).
+    /// The growth per step, bytes: from the first step's end to the last's, over the steps in
+    /// between (`(end - first end) / (steps - 1)`, rounded down) — whole loop iterations,
+    /// what happens between two steps' guards included.
     pub bytes_per_step: u64,
-    /// Every step grew by the same number of bytes.
+    /// Every step after the first grew by the same number of bytes.
     pub constant: bool,
 }
 
@@ -335,13 +338,14 @@ pub fn memory_growth(steps: &[StepMemory]) -> Option<MemoryGrowth> {
         before = end;
     }
     let start = steps[0].live_at_start_bytes;
+    let first_end = start + per_step[0];
     let n = steps.len() as u64;
     Some(MemoryGrowth {
         steps: n,
         start_bytes: start,
         end_bytes: before,
-        bytes_per_step: (before - start) / n,
-        constant: per_step.windows(2).all(|w| w[0] == w[1]),
+        bytes_per_step: (before - first_end) / (n - 1),
+        constant: per_step[1..].windows(2).all(|w| w[0] == w[1]),
         per_step_bytes: per_step,
     })
 }
@@ -422,7 +426,12 @@ mod tests {
         assert_eq!(memory_growth(&steady), None);
         assert_eq!(memory_growth(&grows[..1]), None);
         assert_eq!(memory_growth(&[step(1, Some(2)), step(2, None)]), None);
-        let uneven = [step(0, Some(10)), step(10, Some(30))];
+        // The first step is measured from its own start: the rate is from its end on.
+        let first_short = [step(5, Some(10)), step(12, Some(30)), step(30, Some(50))];
+        let g = memory_growth(&first_short).expect("growth");
+        assert_eq!(g.per_step_bytes, vec![5, 20, 20]);
+        assert_eq!((g.bytes_per_step, g.constant), (20, true));
+        let uneven = [step(0, Some(10)), step(10, Some(30)), step(30, Some(40))];
         let g = memory_growth(&uneven).expect("growth");
         assert_eq!((g.bytes_per_step, g.constant), (15, false));
     }
