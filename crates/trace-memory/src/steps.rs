@@ -136,7 +136,7 @@ pub fn step_spans(doc: &TraceDocument) -> Vec<(usize, u64)> {
         .spans
         .iter()
         .enumerate()
-        .filter_map(|(i, s)| s.step_index.map(|n| (i, n)))
+        .filter_map(|(i, s)| s.step_index.map(|n| (i, u64::from(n.get()))))
         .collect();
     steps.sort_by_key(|&(i, n)| (doc.spans[i].start_ns, n));
     steps
