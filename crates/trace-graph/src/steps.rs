@@ -190,7 +190,7 @@ pub(crate) fn finding(
             String::new()
         };
         format!(
-            "+{}{exact} per {unit} (exactly, from each of {} {units} to the next)",
+            "+{}{exact} per {unit} (exactly: each {unit} ends that much above the one before; {} {units})",
             human_bytes(g.bytes_per_step),
             g.steps
         )
@@ -215,14 +215,17 @@ pub(crate) fn finding(
         .map(|m| m.retained.iter().map(group_text).collect())
         .unwrap_or_default();
     let left_text = match last {
-        Some(m) if !left.is_empty() => format!(
-            "; what {} {} left live ({} in {} storages): {}",
-            unit,
-            m.step_index,
-            human_bytes(m.retained_bytes.unwrap_or(0)),
-            m.retained_count.unwrap_or(0),
-            left.join(", ")
-        ),
+        Some(m) if !left.is_empty() => {
+            let n = m.retained_count.unwrap_or(0);
+            format!(
+                "; what {} {} left live ({} in {n} storage{}): {}",
+                unit,
+                m.step_index,
+                human_bytes(m.retained_bytes.unwrap_or(0)),
+                if n == 1 { "" } else { "s" },
+                left.join(", ")
+            )
+        }
         _ => String::new(),
     };
     let cause = if inference {

@@ -230,10 +230,7 @@ pub fn step_memory(doc: &TraceDocument, spans: &SpanIndex) -> Vec<StepMemory> {
             }
             break;
         }
-        let key = (
-            m.device,
-            m.storage.or(m.tensor).unwrap_or_default().into(),
-        );
+        let key = (m.device, m.storage.or(m.tensor).unwrap_or_default().into());
         match m.action {
             MemoryAction::Alloc => {
                 if live.contains_key(&key) {
@@ -397,17 +394,26 @@ mod tests {
         assert_eq!(steps.len(), 2);
         let (a, b) = (&steps[0], &steps[1]);
         assert_eq!((a.step_index, a.span_id.as_str()), (2, "s2"));
-        assert_eq!((a.live_at_start_bytes, a.live_at_end_bytes), (100, Some(110)));
+        assert_eq!(
+            (a.live_at_start_bytes, a.live_at_end_bytes),
+            (100, Some(110))
+        );
         assert_eq!((a.peak_bytes, a.peak_timestamp_ns), (160, 13));
         assert_eq!((a.allocation_count, a.allocated_bytes), (2, 60));
         assert_eq!((a.retained_count, a.retained_bytes), (Some(1), Some(10)));
         assert_eq!(a.retained.len(), 1);
         let g = &a.retained[0];
         assert_eq!(g.span.as_deref(), Some("e/step 2"));
-        assert_eq!((g.shape.as_deref(), g.dtype.as_deref()), (Some(&[2, 5][..]), Some("u8")));
+        assert_eq!(
+            (g.shape.as_deref(), g.dtype.as_deref()),
+            (Some(&[2, 5][..]), Some("u8"))
+        );
         // X was allocated between the steps (in neither) and freed in step 3; B's second
         // alloc is an alias.
-        assert_eq!((b.live_at_start_bytes, b.live_at_end_bytes), (117, Some(120)));
+        assert_eq!(
+            (b.live_at_start_bytes, b.live_at_end_bytes),
+            (117, Some(120))
+        );
         assert_eq!((b.allocation_count, b.allocated_bytes), (1, 10));
         assert_eq!((b.retained_count, b.retained_bytes), (Some(1), Some(10)));
         let growth = memory_growth(&steps).expect("grows");
@@ -417,7 +423,11 @@ mod tests {
 
     #[test]
     fn growth_needs_every_step_to_end_higher() {
-        let grows = [step(100, Some(110)), step(110, Some(120)), step(115, Some(130))];
+        let grows = [
+            step(100, Some(110)),
+            step(110, Some(120)),
+            step(115, Some(130)),
+        ];
         let g = memory_growth(&grows).expect("growth");
         assert_eq!(g.per_step_bytes, vec![10, 10, 10]);
         assert_eq!((g.bytes_per_step, g.constant), (10, true));

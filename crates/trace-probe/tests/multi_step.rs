@@ -213,7 +213,7 @@ fn several_steps_per_step_figures_and_growth() -> Res<()> {
     assert_eq!(f.evidence.bytes, Some(HIDDEN_BYTES));
     assert_eq!(f.evidence.count, Some(4));
     assert!(
-        f.summary.contains("+32.00 KiB (32,768 B) per step (exactly, from each of 4 steps to the next)"),
+        f.summary.contains("+32.00 KiB (32,768 B) per step (exactly: each step ends that much above the one before; 4 steps)"),
         "{}",
         f.summary
     );
@@ -267,7 +267,12 @@ fn several_steps_per_step_figures_and_growth() -> Res<()> {
         .collect();
     assert!(ends.windows(2).all(|w| w[0] == w[1]), "{ends:?}");
     for r in &a.steps.rows {
-        assert_eq!(r.memory.as_ref().unwrap().retained_bytes, Some(0), "{}", r.name);
+        assert_eq!(
+            r.memory.as_ref().unwrap().retained_bytes,
+            Some(0),
+            "{}",
+            r.name
+        );
     }
 
     // 4. Decoding with a KV cache, one token per call: one position's keys and values per
@@ -293,10 +298,16 @@ fn several_steps_per_step_figures_and_growth() -> Res<()> {
     assert_eq!(last.retained_count, Some(2 * cfg.n_layers as u64));
     let f = growth_finding(&a).expect("memory_growth");
     assert!(
-        f.summary.contains("+256 B per call (exactly, from each of 4 calls to the next)"),
+        f.summary.contains(
+            "+256 B per call (exactly: each call ends that much above the one before; 4 calls)"
+        ),
         "{}",
         f.summary
     );
-    assert!(f.summary.contains("4,096 more calls → +1.00 MiB"), "{}", f.summary);
+    assert!(
+        f.summary.contains("4,096 more calls → +1.00 MiB"),
+        "{}",
+        f.summary
+    );
     Ok(())
 }

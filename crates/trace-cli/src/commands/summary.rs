@@ -852,7 +852,11 @@ pub fn render_steps(out: &mut String, steps: &trace_graph::Steps) -> bool {
     let growth = match &steps.growth {
         Some(g) => format!(
             " · live memory grows {}+{} per step",
-            if g.constant { "exactly " } else { "on average " },
+            if g.constant {
+                "exactly "
+            } else {
+                "on average "
+            },
             bytes(g.bytes_per_step)
         ),
         None if steps.rows.iter().all(|r| r.memory.is_some()) => {

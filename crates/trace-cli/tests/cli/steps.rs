@@ -53,13 +53,18 @@ fn several_steps_get_a_table_and_growth_is_a_finding() {
     let text = stdout(&["summary", p]);
     assert!(text.contains("steps 2–3 after 1 warm-up"), "{text}");
     assert!(
-        text.contains("steps        2 captured (2–3) · live memory grows exactly +1.00 KiB per step"),
+        text.contains(
+            "steps        2 captured (2–3) · live memory grows exactly +1.00 KiB per step"
+        ),
         "{text}"
     );
     assert!(text.contains("step 2"), "{text}");
     assert!(text.contains("1.00 KiB in 1"), "{text}");
     assert!(text.contains("+1.00 KiB (1,024 B) per step"), "{text}");
-    assert!(text.contains("1 × (16, 16) f32 in mlp::train/step 3/forward"), "{text}");
+    assert!(
+        text.contains("1 × (16, 16) f32 in mlp::train/step 3/forward"),
+        "{text}"
+    );
 
     let v: serde_json::Value = serde_json::from_str(&stdout(&["summary", p, "--json"])).unwrap();
     let steps = &v["steps"];
@@ -82,7 +87,10 @@ fn several_steps_get_a_table_and_growth_is_a_finding() {
     // Steady: the table, no growth, no finding.
     let (_dir, path) = write("steady.jsonl", two_steps(false).as_bytes());
     let text = stdout(&["summary", s(&path)]);
-    assert!(text.contains("2 captured (2–3) · no growth across steps"), "{text}");
+    assert!(
+        text.contains("2 captured (2–3) · no growth across steps"),
+        "{text}"
+    );
     assert!(!text.contains("memory_growth"), "{text}");
     assert!(!text.contains("live memory grows"), "{text}");
 
