@@ -279,6 +279,29 @@ impl TraceSession {
         Ok(())
     }
 
+    /// Declares weights held as plain tensors after the session started, as
+    /// [`ProfileRun::parameters`] does before it: each is a `parameter` storage labelled `name`,
+    /// written live at capture start with its heap bytes. For weights loaded after
+    /// [`ProfileRun::start`]: the session tracker then saw their allocation, so no tensor
+    /// older than the session leaves logical memory `partial` (weights given to
+    /// `ProfileRun::parameters` necessarily exist before the session). Returns `false`, and
+    /// declares nothing, once the capture has begun. The tensors are held (cheap `Arc`
+    /// clones) until the session ends.
+    pub fn declare_parameters(&self, named: &[(&str, &candle_core::Tensor)]) -> bool {
+        let state = lock(&self.inner.state);
+        if state.phase != Phase::Waiting || state.meta_written {
+            return false;
+        }
+        let named: Vec<(String, candle_core::Tensor)> = named
+            .iter()
+            .map(|(n, t)| ((*n).to_string(), (*t).clone()))
+            .collect();
+        for plugin in &self.inner.plugins {
+            plugin.on_declared_parameters(&named);
+        }
+        true
+    }
+
     pub(crate) fn plugins(&self) -> &[Arc<dyn CapturePlugin>] {
         &self.inner.plugins
     }
