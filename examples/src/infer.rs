@@ -2,7 +2,8 @@
 //! random weights loaded as plain tensors, no download) generating tokens with its KV cache, one
 //! generation captured by the probe ([`ProfileRun::inference`]): the prompt in one `prefill`
 //! forward call, then one `decode` call per token ([`trace_probe::TraceSession::forward`]), the
-//! weights registered as parameters ([`ProfileRun::parameters`]), the cache created before the
+//! weights declared as parameters on the started session
+//! ([`trace_probe::TraceSession::declare_parameters`]), the cache created before the
 //! call and kept after it (its storages are live at the end of the trace).
 //!
 //! The weights are detached tensors, as `candle_core::safetensors::load` gives them: with
@@ -85,14 +86,17 @@ pub fn generate(
     }
     std::fs::create_dir_all(out)?;
     let trace_path = out.join("trace.jsonl");
-    let weights = seeded_weights(&cfg, 42)?;
-    let mut named: Vec<(&str, &Tensor)> = weights.iter().map(|(k, t)| (k.as_str(), t)).collect();
-    named.sort_by(|a, b| a.0.cmp(b.0));
+    // The profiler starts first, so the session tracker sees the weights being made; they are
+    // declared on the session (weights given to `ProfileRun::parameters` would exist before
+    // it, and logical memory would read `partial`).
     let profiler = ProfileRun::inference("llama2_c::generate", 2)
-        .parameters(&named)
         .tag("prompt_tokens", prompt.to_string())
         .tag("generated_tokens", generate.to_string())
         .start(&trace_path)?;
+    let weights = seeded_weights(&cfg, 42)?;
+    let mut named: Vec<(&str, &Tensor)> = weights.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    named.sort_by(|a, b| a.0.cmp(b.0));
+    profiler.declare_parameters(&named);
     let model = Llama::load(
         VarBuilder::from_tensors(weights.clone(), DType::F32, &Device::Cpu),
         cfg.clone(),

@@ -93,7 +93,17 @@ pub(crate) fn finding(
     if !caps.allows(&requires) {
         return;
     }
-    let pass_of = |s: Sym| doc.span_index(s).and_then(|i| spans.pass[i]);
+    // In a capture of several steps, "this step" is the first captured one: the storages live
+    // at capture start are compared with its own forward bytes.
+    let step_of = crate::steps::step_of_spans(doc, spans);
+    let first_step = trace_memory::steps::step_spans(doc)
+        .first()
+        .map(|&(i, _)| i);
+    let pass_of = |s: Sym| {
+        doc.span_index(s)
+            .filter(|&i| first_step.is_none() || step_of[i] == first_step)
+            .and_then(|i| spans.pass[i])
+    };
     let Some(r) = EarlierStepsRetained::find(doc, pass_of) else {
         return;
     };

@@ -124,7 +124,7 @@ pub fn pass_times(doc: &TraceDocument) -> BTreeMap<Pass, u64> {
 }
 
 /// Total length of the union of `intervals` (sorted in place).
-fn merged_length(intervals: &mut [(u64, u64)]) -> u64 {
+pub(crate) fn merged_length(intervals: &mut [(u64, u64)]) -> u64 {
     intervals.sort_unstable();
     let mut total = 0u64;
     let mut current: Option<(u64, u64)> = None;

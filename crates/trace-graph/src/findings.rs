@@ -50,6 +50,11 @@ pub enum FindingCode {
     /// labelled (what earlier steps left alive), at least half this step's forward bytes: their
     /// bytes, count and ratio (`share`) to this step's activations.
     EarlierStepsRetained,
+    /// Live memory higher at the end of every step of a multi-step capture than at the end of
+    /// the step before: the growth per step (`bytes`), the steps (`count`), the total growth
+    /// (`allocated_bytes`) and the live bytes at the end (`of_bytes`); the step spans in
+    /// `node_ids`.
+    MemoryGrowth,
     /// A capability that is not complete.
     CoverageGap,
 }

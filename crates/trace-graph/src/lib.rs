@@ -43,6 +43,7 @@ pub mod operations;
 pub mod optimizer;
 pub mod rank;
 mod retention;
+pub mod steps;
 mod timing;
 pub mod what_if;
 
@@ -70,6 +71,7 @@ pub use health::{
     MAX_ISSUES_PER_CODE,
 };
 pub use rank::{impact, ranked, Impact};
+pub use steps::{StepRow, Steps};
 pub use what_if::{WhatIf, DROP_LOSS_SNIPPET};
 
 /// Everything the analyzers say about one trace.
@@ -90,6 +92,9 @@ pub struct Analysis {
     /// Why the graph was refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub graph_refusal: Option<GraphRefusal>,
+    /// The per-step table of a capture of several steps (empty for a single-step capture).
+    #[serde(skip_serializing_if = "Steps::is_empty")]
+    pub steps: Steps,
     /// Findings, in a fixed order: the capture (no warm-up), time, memory, gradients, coverage
     /// gaps.
     pub findings: Vec<Finding>,
@@ -245,6 +250,8 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
         &mut findings,
     );
     earlier::finding(doc, &index.spans, &capabilities, &mut findings);
+    let steps = steps::steps(doc, &index.spans);
+    steps::finding(doc, &steps, &capabilities, &mut findings);
     findings::gradient_findings(&gradients, &capabilities, &mut findings);
     findings::coverage_gaps(&capabilities, &mut findings);
     Analysis {
@@ -254,6 +261,7 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
         memory,
         graph,
         graph_refusal,
+        steps,
         findings,
         spans: index.spans,
         time_origin_ns,

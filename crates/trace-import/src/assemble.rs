@@ -163,6 +163,7 @@ pub(crate) fn assemble(
                 instance_key: None,
                 module_kind: None,
                 forward_span_id: None,
+                step_index: None,
             }),
         ));
         let end_key = if end == start {

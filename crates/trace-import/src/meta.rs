@@ -159,6 +159,7 @@ pub(crate) fn run_meta(header: &Header, seen: Observed) -> RunMeta {
         rank: None,
         local_rank: None,
         world_size: None,
+        last_capture_step: None,
     }
 }
 

@@ -10,7 +10,9 @@
 //!   extremes, each `None` when never observed, and the logical-vs-physical comparison.
 //!
 //! An absent plane is `None`, never zeros; an unknown figure is `None`, never 0.
-//! [`node_memory_metrics`] attaches per-span and per-operation figures.
+//! [`node_memory_metrics`] attaches per-span and per-operation figures; [`step_memory`] gives
+//! each step of a multi-step capture its own figures and what it left live, and
+//! [`memory_growth`] says whether that grows.
 //!
 //! # Semantics
 //! - Events apply one at a time in `(timestamp_ns, file order)` — file order inside one tick is
@@ -66,6 +68,7 @@ mod replay;
 mod segtree;
 pub mod select;
 pub mod spans;
+pub mod steps;
 pub mod timeline;
 pub mod what_if;
 
@@ -87,6 +90,7 @@ pub use physical::{
 pub use replay::{alloc_bytes_overflow, Detail, SUMMARY_TOP};
 pub use select::first_k_by;
 pub use spans::{natural_cmp, SpanIndex};
+pub use steps::{memory_growth, step_memory, MemoryGrowth, RetainedGroup, StepMemory};
 pub use timeline::{CellChange, LogicalTimeline, TimelinePoint, TotalPoint};
 pub use what_if::{replay_with_releases, ReleasePlan, Replayed, ReplayedPassPeak};
 

@@ -112,6 +112,8 @@ where
             Some(name) => (name.as_str(), Some(kind)),
             None => (kind, None),
         };
+        let name = self.session.inner.module_instance_name(name, id.into_u64());
+        let name = name.as_str();
         let Some(open) =
             self.session
                 .inner

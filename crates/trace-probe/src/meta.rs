@@ -94,6 +94,8 @@ pub(crate) fn run_meta(
         }),
         capture_step: Some(run.capture_step),
         warmup_steps: Some(run.warmup_steps),
+        last_capture_step: (run.last_capture_step > run.capture_step)
+            .then_some(run.last_capture_step),
         device: Some(device.to_string()),
         measured_region_device_synchronized: !device.is_cpu(),
         timing_mode: Some(TimingMode::Host),

@@ -36,7 +36,8 @@ pub fn varmap_manifest(root: &str, varmap: &VarMap) -> Vec<(String, String)> {
 ///   profiler it is plain `O`.
 /// - [`Optimizer::backward_step`] closes the forward pass the step guard opened, runs
 ///   `loss.backward()` in a `backward` pass, records a gradient fact for every parameter and
-///   every non-parameter gradient, then runs `O::step` in an `optimizer` pass.
+///   every non-parameter gradient (in a capture of several steps, in its last step only), then
+///   runs `O::step` in an `optimizer` pass.
 ///   [`Optimizer::step`] (for loops that call `backward` themselves) records the facts and runs
 ///   `O::step` in an `optimizer` pass. Outside the captured step each is `O`'s plus one atomic
 ///   load.
@@ -109,11 +110,14 @@ impl<O: Optimizer> ProbedOptimizer<O> {
     }
 
     fn facts_and_step(probe: &Probe, inner: &mut O, grads: &GradStore) -> candle_core::Result<()> {
-        if let Err(err) = probe
-            .session
-            .gradient_facts(&probe.root, &probe.params, grads)
-        {
-            probe.session.inner.record_error(err);
+        // One fact per parameter: a capture of several steps records the last step's.
+        if probe.session.inner.in_last_captured_step() {
+            if let Err(err) = probe
+                .session
+                .gradient_facts(&probe.root, &probe.params, grads)
+            {
+                probe.session.inner.record_error(err);
+            }
         }
         let _optimizer = probe.session.pass(Pass::Optimizer);
         inner.step(grads)

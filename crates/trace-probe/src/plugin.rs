@@ -63,6 +63,9 @@ pub(crate) trait CapturePlugin: Send + Sync {
     }
     /// A `ProbedOptimizer` is being built: its named parameters, sorted by name.
     fn on_parameters(&self, _params: &[(String, Var)]) {}
+    /// Weights declared on the session after it started
+    /// ([`crate::TraceSession::declare_parameters`]), before the capture.
+    fn on_declared_parameters(&self, _named: &[(String, Tensor)]) {}
     /// Right after the root span opened.
     fn on_capture_start(&self, _ctx: &CaptureContext<'_>) {}
     /// `ProbedOptimizer::backward_step`, before `loss.backward()` (e.g. walk

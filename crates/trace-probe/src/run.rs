@@ -46,6 +46,8 @@ pub struct ProfileRun {
     pub(crate) entrypoint: String,
     pub(crate) phase: ExecutionPhase,
     pub(crate) capture_step: u64,
+    /// The last captured step (`capture_step` on a single-step capture).
+    pub(crate) last_capture_step: u64,
     pub(crate) warmup_steps: u64,
     pub(crate) device: Device,
     pub(crate) tags: BTreeMap<String, String>,
@@ -174,6 +176,7 @@ impl ProfileRun {
             entrypoint,
             phase,
             capture_step,
+            last_capture_step: capture_step,
             warmup_steps: capture_step.saturating_sub(1),
             device: Device::Cpu,
             tags: BTreeMap::new(),
@@ -297,6 +300,40 @@ impl ProfileRun {
     ) -> Result<Profiler, ProbeError> {
         let tracing = self.tracing;
         Profiler::new(TraceSession::new(self, out)?, tracing)
+    }
+
+    /// Captures the consecutive steps (or inference calls) `steps` in one trace: the measured
+    /// region runs from the start of the first to the end of the last, and each step is a span
+    /// of its own under it (named `step <n>`, or `call <n>` for inference, with its
+    /// `step_index`), holding that step's passes. Between two captured steps the allocator and
+    /// the sampler stay armed (what the loop does there is in the trace, under the measured
+    /// region). The warm-up becomes `steps.start() - 1`. A one-step range is
+    /// [`ProfileRun::training`]'s capture of that step, unchanged. Gradient facts are
+    /// recorded in the last step only (one fact per parameter); memory and time in every step.
+    ///
+    /// ```
+    /// use trace_probe::ProfileRun;
+    /// let run = ProfileRun::training("mlp::train_step", 2).capture_steps(2..=5);
+    /// assert_eq!((run.capture_step(), run.last_capture_step()), (2, 5));
+    /// assert_eq!(run.warmup_steps(), 1);
+    /// ```
+    pub fn capture_steps(mut self, steps: std::ops::RangeInclusive<u64>) -> Self {
+        let (first, last) = steps.into_inner();
+        self.capture_step = first;
+        self.last_capture_step = last;
+        self.warmup_steps = first.saturating_sub(1);
+        self
+    }
+
+    /// The last captured step (equal to [`ProfileRun::capture_step`] on a single-step
+    /// capture).
+    pub fn last_capture_step(&self) -> u64 {
+        self.last_capture_step
+    }
+
+    /// Whether the capture records several steps ([`ProfileRun::capture_steps`]).
+    pub fn is_multi_step(&self) -> bool {
+        self.last_capture_step > self.capture_step
     }
 
     /// How many steps finished before the captured one (default `capture_step - 1`); must be
@@ -462,6 +499,12 @@ impl ProfileRun {
         if self.entrypoint.trim().is_empty() {
             problems.push("entrypoint is empty".to_string());
         }
+        if self.last_capture_step < self.capture_step {
+            problems.push(format!(
+                "capture_steps {}..={} is empty (the last step is before the first)",
+                self.capture_step, self.last_capture_step
+            ));
+        }
         if self.capture_step == 0 {
             problems.push("capture_step is 0 (steps are one-based)".to_string());
         } else if self.warmup_steps >= self.capture_step {
@@ -505,9 +548,23 @@ impl ProfileRun {
     }
 
     pub(crate) fn default_correlation_id(&self) -> String {
+        let steps = if self.is_multi_step() {
+            format!("{}-{}", self.capture_step, self.last_capture_step)
+        } else {
+            self.capture_step.to_string()
+        };
         match self.phase {
-            ExecutionPhase::Train => format!("{}/update-{}", self.entrypoint, self.capture_step),
-            ExecutionPhase::Infer => format!("{}/inference-{}", self.entrypoint, self.capture_step),
+            ExecutionPhase::Train => format!("{}/update-{steps}", self.entrypoint),
+            ExecutionPhase::Infer => format!("{}/inference-{steps}", self.entrypoint),
+        }
+    }
+
+    /// The name of the span of step `n` in a multi-step capture: `step <n>` (training) or
+    /// `call <n>` (inference).
+    pub(crate) fn step_span_name(&self, n: u64) -> String {
+        match self.phase {
+            ExecutionPhase::Train => format!("step {n}"),
+            ExecutionPhase::Infer => format!("call {n}"),
         }
     }
 }
@@ -525,6 +582,17 @@ mod tests {
             ProfileRun::inference("e", 3).default_correlation_id(),
             "e/inference-3"
         );
+        let multi = ProfileRun::training("e", 2).capture_steps(2..=5);
+        assert!(multi.problems().is_empty());
+        assert!(multi.is_multi_step());
+        assert_eq!(multi.default_correlation_id(), "e/update-2-5");
+        assert_eq!(multi.step_span_name(3), "step 3");
+        let one = ProfileRun::training("e", 2).capture_steps(3..=3);
+        assert!(!one.is_multi_step());
+        assert_eq!((one.capture_step(), one.warmup_steps()), (3, 2));
+        #[allow(clippy::reversed_empty_ranges)]
+        let empty = ProfileRun::training("e", 2).capture_steps(5..=2);
+        assert_eq!(empty.problems().len(), 1, "{:?}", empty.problems());
     }
 
     #[test]

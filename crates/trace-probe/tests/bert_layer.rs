@@ -79,6 +79,16 @@ fn bert_module_spans_and_missing_gradients() -> Result<(), Box<dyn std::error::E
         "{paths:?}"
     );
     assert!(paths.iter().any(|p| p.ends_with("/linear")), "{paths:?}");
+    // Identical names told apart by call order under one parent: the two encoder layers, the
+    // query, key and value linears of each self-attention.
+    for path in [
+        "model/encoder/layer#2/attn/self-attn",
+        "model/encoder/layer/attn/self-attn/linear#2",
+        "model/encoder/layer#2/attn/self-attn/linear#3",
+    ] {
+        assert!(paths.contains(&path), "{path} in {paths:?}");
+    }
+    assert!(!paths.iter().any(|p| p.contains("#4")), "{paths:?}");
     let forward = doc
         .spans
         .iter()

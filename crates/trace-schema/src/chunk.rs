@@ -128,6 +128,7 @@ pub(crate) struct LocalSpanStart {
     pub instance_key: Option<LocalId>,
     pub module_kind: Option<LocalId>,
     pub forward_span: Option<LocalId>,
+    pub step_index: Option<u64>,
 }
 
 /// One parsed line.
@@ -269,6 +270,7 @@ impl ParsedChunk {
                 instance_key: self.o(&e.instance_key),
                 module_kind: self.o(&e.module_kind),
                 forward_span: self.o(&e.forward_span_id),
+                step_index: e.step_index,
             }),
             Fast::SpanEnd(e) => Item::SpanEnd {
                 id: self.s(&e.id),

@@ -225,6 +225,12 @@ pub struct SpanStartEvent {
     /// backward it is (trace/11, optional: readers that predate it ignore it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forward_span_id: Option<String>,
+    /// On a step span of a capture of several consecutive steps: the one-based training step
+    /// (or inference call) it is, as counted by the loop (`session.step(n)`) (trace/13,
+    /// optional: readers that predate it ignore it). Absent on every other span, and on a
+    /// single-step capture, whose step is the measured region itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_index: Option<u64>,
 }
 
 /// Closes a span.

@@ -147,6 +147,8 @@ pub(crate) struct FastLine<'a> {
     #[serde(default, borrow)]
     forward_span_id: F<Str<'a>>,
     #[serde(default)]
+    step_index: F<u64>,
+    #[serde(default)]
     inferred: F<bool>,
     #[serde(default, borrow)]
     inferred_reason: F<Str<'a>>,
@@ -204,6 +206,7 @@ pub(crate) struct FastSpanStart<'a> {
     pub instance_key: Option<Cow<'a, str>>,
     pub module_kind: Option<Cow<'a, str>>,
     pub forward_span_id: Option<Cow<'a, str>>,
+    pub step_index: Option<u64>,
 }
 
 /// A `span_end` event from the fast path.
@@ -330,6 +333,7 @@ pub(crate) fn parse_fast(bytes: &[u8], version: SchemaVersion) -> Option<Fast<'_
             instance_key: opt(l.instance_key)?.map(s),
             module_kind: opt(l.module_kind)?.map(s),
             forward_span_id: opt(l.forward_span_id)?.map(s),
+            step_index: opt(l.step_index)?,
         }),
         "span_end" => Fast::SpanEnd(FastSpanEnd {
             id: s(req(l.id)?),

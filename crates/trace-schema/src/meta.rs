@@ -592,6 +592,11 @@ pub struct RunMeta {
     /// Calls finished before the captured one (< `capture_step`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup_steps: Option<u64>,
+    /// The last step captured when one capture records several consecutive steps
+    /// (`capture_step..=last_capture_step`, each a span with its `step_index`); absent on a
+    /// single-step capture (trace/13, optional: readers that predate it ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_capture_step: Option<u64>,
     /// `cpu`, `cuda:0`, `metal:0`, ….
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
@@ -658,6 +663,13 @@ impl RunMeta {
             if warmup >= step {
                 problems.push(format!(
                     "meta warmup_steps {warmup} must be less than capture_step {step}"
+                ));
+            }
+        }
+        if let (Some(first), Some(last)) = (self.capture_step, self.last_capture_step) {
+            if last < first {
+                problems.push(format!(
+                    "meta last_capture_step {last} must not be less than capture_step {first}"
                 ));
             }
         }

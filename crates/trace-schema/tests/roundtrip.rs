@@ -214,6 +214,7 @@ fn meta() -> impl Strategy<Value = TraceEvent> {
                     rank: None,
                     local_rank: None,
                     world_size: None,
+                    last_capture_step: None,
                 },
             })
         })
@@ -250,6 +251,7 @@ fn span_start() -> impl Strategy<Value = TraceEvent> {
                     instance_key: ik,
                     module_kind: mk,
                     forward_span_id: fwd,
+                    step_index: None,
                 })
             },
         )

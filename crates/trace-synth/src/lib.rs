@@ -431,6 +431,7 @@ impl SynthEvents {
             instance_key,
             module_kind: None,
             forward_span_id: None,
+            step_index: None,
         }));
         self.stack.push(OpenSpan {
             id,
@@ -822,6 +823,7 @@ impl SynthEvents {
             rank: None,
             local_rank: None,
             world_size: None,
+            last_capture_step: None,
         };
         self.queue.push_back(TraceEvent::Meta(MetaEvent {
             schema: WRITE_VERSION.as_str().to_string(),

@@ -102,6 +102,9 @@ fn static_advice(f: &Finding) -> Option<&'static str> {
         FindingCode::EarlierStepsRetained => {
             "keep what you log as plain numbers (`loss.to_scalar::<f32>()?`, or `loss.detach()`), not the tensor: a stored loss or output holds its step's whole autograd graph; a capture of several steps (or a second capture at a later step) shows whether it grows"
         }
+        FindingCode::MemoryGrowth => {
+            "find what each step leaves live (listed by span, op and shape): a tensor pushed to a Vec, a stored loss or output (keep `loss.to_scalar::<f32>()?` or `detach()` instead), a cache never cleared; a KV cache grows by design: bound it (a maximum length, a sliding window)"
+        }
         FindingCode::CoverageGap => return None,
     })
 }

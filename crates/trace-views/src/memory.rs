@@ -90,6 +90,9 @@ pub struct MemoryReport {
     /// Physical device samples per device; absent when none were captured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub physical: Option<Vec<PhysicalDeviceStats>>,
+    /// Per step of a capture of several steps (absent for a single-step capture).
+    #[serde(skip_serializing_if = "trace_graph::Steps::is_empty")]
+    pub steps: trace_graph::Steps,
 }
 
 /// Builds the report.
@@ -214,6 +217,7 @@ pub fn build(
         live_at_end,
         timeline,
         physical,
+        steps: analysis.steps.clone(),
     })
 }
 
@@ -232,6 +236,10 @@ pub fn render(r: &MemoryReport) -> String {
         return out;
     };
     peak::render(&mut out, peaks, origin);
+    if !r.steps.is_empty() {
+        out.push('\n');
+        crate::commands::summary::render_steps(&mut out, &r.steps);
+    }
     if r.aliases_detectable == Some(false) {
         out.push_str("  note: storages are identified by tensor (trace/6): shared storages count once per tensor\n");
     }

@@ -73,6 +73,9 @@ pub struct RunRecord {
     /// Captured step (one-based).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capture_step: Option<u64>,
+    /// The last captured step, when the capture has several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_capture_step: Option<u64>,
     /// Warm-up steps before it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warmup_steps: Option<u64>,
@@ -98,6 +101,7 @@ impl RunRecord {
             entrypoint: m.entrypoint.clone(),
             phase: m.phase.map(|p| p.as_str().to_string()),
             capture_step: m.capture_step,
+            last_capture_step: m.last_capture_step,
             warmup_steps: m.warmup_steps,
             device: m.device.clone(),
             candle_version: m.candle_version.clone(),
@@ -294,6 +298,10 @@ pub struct SummaryReport {
     pub backward_modules: Option<BackwardModules>,
     /// Gradient verdicts.
     pub gradients: GradientRecord,
+    /// Per step of a capture of several steps (absent for a single-step capture): time,
+    /// passes, memory, what each step left live, and the growth when memory grows.
+    #[serde(skip_serializing_if = "trace_graph::Steps::is_empty")]
+    pub steps: trace_graph::Steps,
     /// Findings.
     pub findings: Vec<FindingRecord>,
 }
@@ -633,6 +641,7 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis) -> SummaryReport {
         slowest_operations: SlowestOperations::of(analysis),
         backward_modules: backward::build(doc, analysis, SLOWEST_ROWS),
         gradients,
+        steps: analysis.steps.clone(),
         findings,
     }
 }
@@ -696,7 +705,14 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
         let _ = write!(identity, " · {phase}");
     }
     if let Some(step) = run.capture_step {
-        let _ = write!(identity, " · step {step}");
+        match run.last_capture_step.filter(|&l| l > step) {
+            Some(last) => {
+                let _ = write!(identity, " · steps {step}–{last}");
+            }
+            None => {
+                let _ = write!(identity, " · step {step}");
+            }
+        }
         if let Some(w) = run.warmup_steps {
             let _ = write!(identity, " after {w} warm-up");
         }
@@ -752,6 +768,9 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
         out.push_str(&t.render("  "));
     }
     out.push('\n');
+    if render_steps(&mut out, &r.steps) {
+        out.push('\n');
+    }
     render_operations(&mut out, &r.slowest_operations);
     if let Some(b) = &r.backward_modules {
         out.push('\n');
@@ -820,6 +839,67 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
     out.push('\n');
     render_findings(&mut out, &r.findings);
     out
+}
+
+/// The per-step table of a capture of several steps (nothing for a single step); true when it
+/// wrote one.
+pub fn render_steps(out: &mut String, steps: &trace_graph::Steps) -> bool {
+    if steps.rows.len() < 2 {
+        return false;
+    }
+    let first = steps.rows.first().map_or(0, |r| r.step_index);
+    let last = steps.rows.last().map_or(0, |r| r.step_index);
+    let growth = match &steps.growth {
+        Some(g) => format!(
+            " · live memory grows {}+{} per step",
+            if g.constant {
+                "exactly "
+            } else {
+                "on average "
+            },
+            bytes(g.bytes_per_step)
+        ),
+        None if steps.rows.iter().all(|r| r.memory.is_some()) => {
+            " · no growth across steps".to_string()
+        }
+        None => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "steps        {} captured ({first}–{last}){growth}",
+        steps.rows.len()
+    );
+    use crate::table::{Align, Table};
+    use trace_schema::Pass;
+    let mut t = Table::new(&[
+        ("STEP", Align::Left),
+        ("TIME", Align::Right),
+        ("FORWARD", Align::Right),
+        ("BACKWARD", Align::Right),
+        ("OPTIMIZER", Align::Right),
+        ("PEAK", Align::Right),
+        ("LIVE AT END", Align::Right),
+        ("LEFT LIVE", Align::Right),
+    ]);
+    let pass = |r: &trace_graph::StepRow, p: Pass| opt_duration(r.pass_time_ns.get(&p).copied());
+    for r in &steps.rows {
+        let m = r.memory.as_ref();
+        t.row([
+            Table::text(&r.name),
+            opt_duration(r.duration_ns),
+            pass(r, Pass::Forward),
+            pass(r, Pass::Backward),
+            pass(r, Pass::Optimizer),
+            m.map_or("-".to_string(), |m| bytes(m.peak_bytes)),
+            m.and_then(|m| m.live_at_end_bytes)
+                .map_or("-".to_string(), bytes),
+            m.and_then(|m| m.retained_bytes.zip(m.retained_count))
+                .map_or("-".to_string(), |(b, n)| format!("{} in {n}", bytes(b))),
+        ]);
+    }
+    out.push_str(&t.render("  "));
+    out.push_str("  (LEFT LIVE: storages the step allocated and still live at its end)\n");
+    true
 }
 
 /// The answer first: the peak (when, where, which pass), what held it, what would lower it

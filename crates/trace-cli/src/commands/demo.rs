@@ -240,6 +240,15 @@ mod tests {
             "{f:?}"
         );
         assert_eq!(f.growth_per_token_bytes(), Some(per_token as f64), "{f:?}");
+        // The weights are made after the profiler started and declared on the session: no
+        // tensor older than the session, so logical memory is complete (not `partial`).
+        let contract = doc.meta.capture_contract.as_ref().expect("contract");
+        assert_eq!(
+            contract.logical_memory,
+            trace_schema::CoverageLevel::Complete,
+            "{:?}",
+            contract.reasons
+        );
         let text = f.render();
         assert!(text.contains("prefill"), "{text}");
         assert!(text.contains("15 calls"), "{text}");

@@ -18,4 +18,5 @@ mod ranks;
 mod report;
 mod sites;
 mod snapshots;
+mod steps;
 mod util;

@@ -48,6 +48,7 @@ pub fn start(id: &str, parent: Option<&str>, name: &str, start_ns: u64) -> Trace
         instance_key: None,
         module_kind: None,
         forward_span_id: None,
+        step_index: None,
     })
 }
 

@@ -128,6 +128,7 @@ pub fn span_start(id: &str, parent: Option<&str>, start: u64, step: Option<Pass>
         instance_key: None,
         module_kind: None,
         forward_span_id: None,
+        step_index: None,
     })
 }
 

@@ -155,13 +155,18 @@ impl Inner {
                     .store(false, std::sync::atomic::Ordering::Release);
                 drop(state);
                 self.run_capture_end_plugins();
+                let reason = match self.steps_cut_short() {
+                    Some(after) => format!(
+                        "the capture of steps {}..={} ended after step {after}: finish() ran before step {} began",
+                        self.run.capture_step,
+                        self.run.last_capture_step,
+                        after + 1
+                    ),
+                    None => "finish() was called inside the captured step".to_string(),
+                };
                 let finished = self.finish_plugins();
                 let dropped = finished.dropped;
-                self.terminal(
-                    TerminalOutcome::Failed,
-                    Some("finish() was called inside the captured step".to_string()),
-                    finished,
-                );
+                self.terminal(TerminalOutcome::Failed, Some(reason), finished);
                 state = lock(&self.state);
                 (TerminalOutcome::Failed, dropped)
             }

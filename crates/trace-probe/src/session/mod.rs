@@ -87,10 +87,19 @@ pub(crate) struct Inner {
     pub(crate) backward: crate::backward::BackwardSpans,
     /// The forward pass the step guard opened, until backward (or the step's end) closes it.
     auto_forward: Mutex<Option<(OpenSpan, u64)>>,
+    /// The span of the step now running in a multi-step capture, with its step number.
+    step_span: Mutex<Option<(OpenSpan, u64)>>,
+    /// The last step begun in the capture (0 before the capture).
+    pub(crate) last_step_begun: AtomicU64,
+    /// The root span's start, session ns (its end closes the last step of a capture).
+    root_start_ns: AtomicU64,
     /// Forward calls [`TraceSession::forward`] has spanned in the captured step so far.
     pub(crate) forward_calls: std::sync::atomic::AtomicU64,
     /// Module spans opened in the captured step (0: nothing says which module ran).
     pub(crate) module_spans: std::sync::atomic::AtomicU64,
+    /// Module instances seen per (open parent span, module name), in call order: tells apart
+    /// two layers of one name under one parent (`linear`, `linear#2`).
+    pub(crate) module_instances: Mutex<std::collections::HashMap<(u64, String), Vec<u64>>>,
     first_error: Mutex<Option<ProbeError>>,
     /// The trace's symbol table (samples and allocation sites), written at finish.
     pub(crate) stacks: crate::stacks::SessionStacks,
@@ -106,7 +115,7 @@ impl std::fmt::Debug for Inner {
     }
 }
 
-/// A probe session writing one `candle-graph/trace/12` trace: the handle behind a
+/// A probe session writing one `candle-graph/trace/13` trace: the handle behind a
 /// [`crate::Profiler`] (which derefs to it), for recording from other threads or without the
 /// guard.
 ///
@@ -193,8 +202,12 @@ impl TraceSession {
             plugins,
             spans: Arc::default(),
             auto_forward: Mutex::new(None),
+            step_span: Mutex::new(None),
+            last_step_begun: AtomicU64::new(0),
+            root_start_ns: AtomicU64::new(0),
             forward_calls: std::sync::atomic::AtomicU64::new(0),
             module_spans: std::sync::atomic::AtomicU64::new(0),
+            module_instances: Mutex::default(),
             first_error: Mutex::new(None),
             stacks: Default::default(),
         };
@@ -264,6 +277,29 @@ impl TraceSession {
             state.contract.gradient_contract = Some(contract);
         }
         Ok(())
+    }
+
+    /// Declares weights held as plain tensors after the session started, as
+    /// [`ProfileRun::parameters`] does before it: each is a `parameter` storage labelled `name`,
+    /// written live at capture start with its heap bytes. For weights loaded after
+    /// [`ProfileRun::start`]: the session tracker then saw their allocation, so no tensor
+    /// older than the session leaves logical memory `partial` (weights given to
+    /// `ProfileRun::parameters` necessarily exist before the session). Returns `false`, and
+    /// declares nothing, once the capture has begun. The tensors are held (cheap `Arc`
+    /// clones) until the session ends.
+    pub fn declare_parameters(&self, named: &[(&str, &candle_core::Tensor)]) -> bool {
+        let state = lock(&self.inner.state);
+        if state.phase != Phase::Waiting || state.meta_written {
+            return false;
+        }
+        let named: Vec<(String, candle_core::Tensor)> = named
+            .iter()
+            .map(|(n, t)| ((*n).to_string(), (*t).clone()))
+            .collect();
+        for plugin in &self.inner.plugins {
+            plugin.on_declared_parameters(&named);
+        }
+        true
     }
 
     pub(crate) fn plugins(&self) -> &[Arc<dyn CapturePlugin>] {

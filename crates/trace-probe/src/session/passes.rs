@@ -2,6 +2,11 @@
 //! (the measured region) and right under it the forward pass; the optimizer wrapper's backward
 //! closes the forward pass and opens `backward`, then `optimizer`. A user writes no pass spans
 //! unless they want them (see [`TraceSession::pass`]).
+//!
+//! A capture of several steps ([`crate::ProfileRun::capture_steps`]) opens the root span with
+//! the first step's guard and closes it with the last one's; each step's guard opens a step
+//! span (`step <n>` / `call <n>`, with its `step_index`) under the root, and the passes under
+//! it.
 
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
@@ -23,7 +28,7 @@ use crate::writer::lock;
 #[derive(Debug)]
 pub struct StepGuard {
     inner: Option<Arc<Inner>>,
-    start_ns: u64,
+    step: u64,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -31,7 +36,7 @@ impl StepGuard {
     fn inactive() -> Self {
         Self {
             inner: None,
-            start_ns: 0,
+            step: 0,
             _not_send: PhantomData,
         }
     }
@@ -45,7 +50,7 @@ impl StepGuard {
 impl Drop for StepGuard {
     fn drop(&mut self) {
         if let Some(inner) = self.inner.take() {
-            inner.end_capture(self.start_ns);
+            inner.end_step(self.step);
         }
     }
 }
@@ -64,11 +69,18 @@ impl TraceSession {
     /// integer type (a negative or oversized number is never the captured step). On the
     /// configured capture step this writes `meta`, opens the root span (named after the
     /// entrypoint, the single measured region, synchronizing CUDA/Metal devices first) and the
-    /// forward pass, and records until the guard drops. On every other step it costs one integer
-    /// comparison and returns an inactive guard.
+    /// forward pass, and records until the guard drops. In a capture of several steps
+    /// ([`crate::ProfileRun::capture_steps`]) every step of the range opens its step span and
+    /// its forward pass, and the root span stays open from the first step's start to the last
+    /// step's end. On every other step it costs two integer comparisons and returns an
+    /// inactive guard.
     pub fn step<N: TryInto<u64>>(&self, step: N) -> StepGuard {
+        let run = &self.inner.run;
         match step.try_into() {
-            Ok(n) if n == self.inner.run.capture_step => self.inner.begin_capture(&self.inner),
+            Ok(n) if n == run.capture_step => self.inner.begin_capture(&self.inner, n),
+            Ok(n) if n > run.capture_step && n <= run.last_capture_step => {
+                self.inner.begin_next_step(&self.inner, n)
+            }
             _ => StepGuard::inactive(),
         }
     }
@@ -142,7 +154,7 @@ impl Inner {
         }
     }
 
-    fn begin_capture(&self, this: &Arc<Inner>) -> StepGuard {
+    fn begin_capture(&self, this: &Arc<Inner>, n: u64) -> StepGuard {
         let mut state = lock(&self.state);
         if state.phase != Phase::Waiting {
             return StepGuard::inactive();
@@ -162,6 +174,7 @@ impl Inner {
             instance_key: None,
             module_kind: None,
             forward_span_id: None,
+            step_index: None,
         }));
         self.spans.opened(
             SpanInfo {
@@ -177,6 +190,8 @@ impl Inner {
             start_real,
         );
         stack::push(self.uid, ROOT_SPAN);
+        self.root_start_ns.store(start_ns, Ordering::Relaxed);
+        self.last_step_begun.store(n, Ordering::Relaxed);
         state.phase = Phase::Capturing;
         crate::panic_hook::register(self.uid, Arc::downgrade(this));
         state.panic_hook_registered = true;
@@ -184,6 +199,49 @@ impl Inner {
         drop(state);
         for plugin in &self.plugins {
             plugin.on_capture_start(&self.plugin_context());
+        }
+        self.open_step_passes(n);
+        StepGuard {
+            inner: Some(Arc::clone(this)),
+            step: n,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// A later step of a multi-step capture begins: its step span and forward pass, when the
+    /// capture is running and no step is open (a step begun twice, or inside another, gets an
+    /// inactive guard).
+    fn begin_next_step(&self, this: &Arc<Inner>, n: u64) -> StepGuard {
+        {
+            let state = lock(&self.state);
+            if state.phase != Phase::Capturing
+                || lock(&self.step_span).is_some()
+                || n <= self.last_step_begun.load(Ordering::Relaxed)
+            {
+                return StepGuard::inactive();
+            }
+        }
+        self.last_step_begun.store(n, Ordering::Relaxed);
+        self.forward_calls.store(0, Ordering::Relaxed);
+        self.open_step_passes(n);
+        StepGuard {
+            inner: Some(Arc::clone(this)),
+            step: n,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Opens step `n`'s span (multi-step captures only) and its forward pass.
+    fn open_step_passes(&self, n: u64) {
+        if self.run.is_multi_step() {
+            let name = self.run.step_span_name(n);
+            let extras = super::spans::SpanExtras {
+                step_index: Some(n),
+                ..Default::default()
+            };
+            if let Some(open) = self.open_span_with(&name, SpanKind::Function, None, extras) {
+                *lock(&self.step_span) = Some((open, n));
+            }
         }
         if let Some(open) = self.open_span_raw(
             pass_name(Pass::Forward),
@@ -193,11 +251,43 @@ impl Inner {
         ) {
             *lock(&self.auto_forward) = Some((open, thread_key()));
         }
-        StepGuard {
-            inner: Some(Arc::clone(this)),
-            start_ns,
-            _not_send: PhantomData,
+    }
+
+    /// Whether the step running now is the capture's last (gradient facts are recorded there).
+    pub(crate) fn in_last_captured_step(&self) -> bool {
+        self.last_step_begun.load(Ordering::Relaxed) >= self.run.last_capture_step
+    }
+
+    /// The guard of step `n` dropped: the step's passes and span close; the last step (or a
+    /// single-step capture's) ends the capture.
+    fn end_step(&self, n: u64) {
+        if n >= self.run.last_capture_step {
+            self.end_capture(self.root_start_ns.load(Ordering::Relaxed));
+            return;
         }
+        self.backward.end_of_capture(self);
+        self.close_auto_forward();
+        *lock(&self.auto_forward) = None;
+        self.close_step_span();
+    }
+
+    /// Closes the open step span, if any.
+    fn close_step_span(&self) {
+        let open = lock(&self.step_span).take();
+        if let Some((open, _)) = open {
+            self.end_span(open.id, open.start_ns);
+        }
+    }
+
+    /// Where a multi-step capture stands when it did not reach its last step: `Some(k)` after
+    /// step `k` of `first..=last` ended with later steps never begun.
+    pub(crate) fn steps_cut_short(&self) -> Option<u64> {
+        let begun = self.last_step_begun.load(Ordering::Relaxed);
+        (self.run.is_multi_step()
+            && begun >= self.run.capture_step
+            && begun < self.run.last_capture_step
+            && lock(&self.step_span).is_none())
+        .then_some(begun)
     }
 
     /// Closes the forward pass the step guard opened, when it is still open and this is its
@@ -222,6 +312,11 @@ impl Inner {
         self.backward.end_of_capture(self);
         self.close_auto_forward();
         *lock(&self.auto_forward) = None;
+        if lock(&self.state).phase == Phase::Capturing {
+            self.close_step_span();
+        } else {
+            *lock(&self.step_span) = None;
+        }
         if lock(&self.state).phase != Phase::Capturing {
             stack::pop(self.uid, ROOT_SPAN);
             return;

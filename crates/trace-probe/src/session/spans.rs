@@ -23,6 +23,8 @@ pub(crate) struct SpanExtras {
     pub(crate) module_path: Option<String>,
     /// The forward module span a backward module span mirrors.
     pub(crate) forward_span: Option<u64>,
+    /// The step number of a multi-step capture's step span.
+    pub(crate) step_index: Option<u64>,
 }
 
 /// An open span recorded outside of a guard (the tracing layer keeps these in span extensions).
@@ -114,6 +116,29 @@ impl Inner {
         open
     }
 
+    /// The name of module instance `instance` (its tracing span id) called `name`, opened under
+    /// this thread's innermost open span: `name` for the first instance of that name there,
+    /// `name#2`, `name#3`, … for other instances in the order they are first called (two
+    /// candle-transformers `with_tracing` linears of one attention block both read `linear`).
+    /// The same instance called again keeps its name.
+    pub(crate) fn module_instance_name(&self, name: &str, instance: u64) -> String {
+        let parent = stack::innermost(self.uid).unwrap_or(ROOT_SPAN);
+        let mut seen = crate::writer::lock(&self.module_instances);
+        let list = seen.entry((parent, name.to_string())).or_default();
+        let ordinal = match list.iter().position(|&i| i == instance) {
+            Some(p) => p + 1,
+            None => {
+                list.push(instance);
+                list.len()
+            }
+        };
+        if ordinal == 1 {
+            name.to_string()
+        } else {
+            format!("{name}#{ordinal}")
+        }
+    }
+
     /// Opens a span without a guard (the caller must call [`Inner::end_span`]).
     pub(crate) fn open_span_raw(
         &self,
@@ -149,6 +174,7 @@ impl Inner {
             module_kind,
             module_path,
             forward_span,
+            step_index,
         } = extras;
         let id = self.next_span.fetch_add(1, Ordering::Relaxed);
         let parent = stack::innermost(self.uid).unwrap_or(ROOT_SPAN);
@@ -172,6 +198,7 @@ impl Inner {
             instance_key,
             module_kind,
             forward_span_id: forward_span.map(span_wire_id),
+            step_index,
         }));
         self.spans.opened(
             SpanInfo {

@@ -81,6 +81,8 @@ pub(crate) struct StoragePlugin {
     sites: Mutex<SitesToWrite>,
     /// The run's declared weights, registered as parameters at capture start.
     declared: DeclaredParameters,
+    /// Weights declared on the session after it started, registered with them.
+    late_named: Mutex<Vec<(String, candle_core::Tensor)>>,
 }
 
 /// Weights a run declared ([`crate::ProfileRun::varmap`], [`crate::ProfileRun::parameters`]),
@@ -162,6 +164,7 @@ impl StoragePlugin {
             },
             sites: Mutex::new(SitesToWrite::None),
             declared: DeclaredParameters::default(),
+            late_named: Mutex::new(Vec::new()),
         }
     }
 
@@ -175,7 +178,14 @@ impl StoragePlugin {
     /// weight not yet known (a `ProbedOptimizer` registers its own) as a `parameter` storage
     /// labelled with its name.
     fn register_declared_parameters(&self) {
-        let list = self.declared.list();
+        let mut list = self.declared.list();
+        list.extend(
+            self.late_named
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .cloned(),
+        );
         if list.is_empty() {
             return;
         }
@@ -495,6 +505,13 @@ impl CapturePlugin for StoragePlugin {
                 "the optimizer state allocated during construction could not be observed",
             );
         }
+    }
+
+    fn on_declared_parameters(&self, named: &[(String, candle_core::Tensor)]) {
+        self.late_named
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(named.iter().cloned());
     }
 
     fn on_parameters(&self, params: &[(String, Var)]) {

@@ -337,6 +337,7 @@ impl TraceDocument {
                 instance_key: o(span.instance_key),
                 module_kind: o(span.module_kind),
                 forward_span_id: o(span.forward_span),
+                step_index: span.step_index.map(|n| u64::from(n.get())),
             }));
             if let Some(duration_ns) = span.duration_ns {
                 out.push(TraceEvent::SpanEnd(SpanEndEvent {

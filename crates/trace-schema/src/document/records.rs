@@ -30,12 +30,23 @@ pub struct SpanRecord {
     pub module_kind: Option<Sym>,
     /// On a backward module span, the forward module span it mirrors (trace/11, optional).
     pub forward_span: Option<Sym>,
+    /// On a step span of a multi-step capture, the one-based step (or call) number
+    /// (trace/13, optional; 4 bytes to keep the record compact: a `step_index` of 0 or past
+    /// `u32::MAX` names no step and is dropped, see [`step_index_of`]).
+    pub step_index: Option<std::num::NonZeroU32>,
     /// The extent is inferred, not observed exactly (from `span_end`, trace/11, optional).
     pub inferred: bool,
     /// Why (trace/11, optional).
     pub inferred_reason: Option<Sym>,
     /// 1-based line of the `span_start`.
     pub line: u32,
+}
+
+/// The record's form of a wire `step_index`: `None` for 0 (steps are one-based) and for a
+/// number past `u32::MAX`.
+pub fn step_index_of(wire: Option<u64>) -> Option<std::num::NonZeroU32> {
+    wire.and_then(|n| u32::try_from(n).ok())
+        .and_then(std::num::NonZeroU32::new)
 }
 
 impl SpanRecord {
@@ -184,7 +195,8 @@ mod tests {
         assert_eq!(std::mem::size_of::<MemoryRecord>(), 64);
         assert!(std::mem::size_of::<OpRecord>() <= 80);
         // A span is one per module call / pass, far fewer than memory and op events; the
-        // backward-span fields (module kind, forward span, inferred + reason) take it to 64.
-        assert!(std::mem::size_of::<SpanRecord>() <= 64);
+        // backward-span fields (module kind, forward span, inferred + reason) take it to 64,
+        // the step index of a multi-step capture's step spans (4 bytes, aligned) to 72.
+        assert!(std::mem::size_of::<SpanRecord>() <= 72);
     }
 }
