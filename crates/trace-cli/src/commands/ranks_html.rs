@@ -25,7 +25,10 @@ pub struct Written {
 fn excess_data(prefix: &str, e: &Excess) -> Vec<(String, String)> {
     vec![
         (format!("{prefix}-ns"), e.rank_ns.to_string()),
-        (format!("{prefix}-median-ns"), e.others_median_ns.to_string()),
+        (
+            format!("{prefix}-median-ns"),
+            e.others_median_ns.to_string(),
+        ),
         (format!("{prefix}-excess-ns"), e.excess_ns.to_string()),
     ]
 }
@@ -71,10 +74,7 @@ fn straggler_section(r: &RankReport) -> Section {
             if let Some((path, e)) = &s.span {
                 facts.push(Fact {
                     label: "in span".into(),
-                    value: Text::trace(&format!(
-                        "{path} (host self time): {}",
-                        excess_line(e)
-                    )),
+                    value: Text::trace(&format!("{path} (host self time): {}", excess_line(e))),
                     data: excess_data("span", e),
                     items: Vec::new(),
                 });
@@ -161,23 +161,19 @@ fn ranks_table(r: &RankReport) -> Table {
                 pass(Pass::Backward),
                 pass(Pass::Optimizer),
                 number(f.logical_peak_bytes, bytes),
-                Cell::trace(&devices.join(", ")),
-                Cell::text(
-                    f.logical_peak_pass
-                        .map(<&'static str>::from)
-                        .unwrap_or("-"),
-                ),
+                if devices.is_empty() {
+                    Cell::text("-")
+                } else {
+                    Cell::trace(&devices.join(", "))
+                },
+                Cell::text(f.logical_peak_pass.map(<&'static str>::from).unwrap_or("-")),
                 Cell::text(
                     f.logical_peak_dominant_category
                         .map(<&'static str>::from)
                         .unwrap_or("-"),
                 ),
                 match &row.slowest_span {
-                    Some(s) => Cell::trace(&format!(
-                        "{} {}",
-                        s.path,
-                        duration(s.self_time_ns)
-                    )),
+                    Some(s) => Cell::trace(&format!("{} {}", s.path, duration(s.self_time_ns))),
                     None => Cell::text("-"),
                 },
             ]
@@ -208,7 +204,11 @@ fn problems(r: &RankReport) -> Vec<Text> {
     let mut out: Vec<Text> = r
         .missing
         .iter()
-        .map(|rank| Text::from(format!("missing: rank {rank} has no trace in the directory")))
+        .map(|rank| {
+            Text::from(format!(
+                "missing: rank {rank} has no trace in the directory"
+            ))
+        })
         .collect();
     out.extend(r.failed.iter().map(|f| {
         Text::trace(&format!(
@@ -246,25 +246,27 @@ pub fn build(r: &RankReport, dir: &str) -> Page {
         Section {
             id: "ranks".into(),
             title: "Ranks".into(),
-            blocks: vec![Block::Facts(vec![Fact {
-                label: "ranks".into(),
-                value: Text::from(format!(
-                    "{} of {} ranks read ({})",
-                    r.ranks.len(),
-                    r.world_size,
-                    if r.world_size_declared {
-                        "world size declared"
-                    } else {
-                        "world size counted from the files"
-                    }
-                )),
-                data: vec![
-                    ("read".into(), r.ranks.len().to_string()),
-                    ("world-size".into(), r.world_size.to_string()),
-                ],
-                items: Vec::new(),
-            }]),
-            Block::Table(ranks_table(r))],
+            blocks: vec![
+                Block::Facts(vec![Fact {
+                    label: "ranks".into(),
+                    value: Text::from(format!(
+                        "{} of {} ranks read ({})",
+                        r.ranks.len(),
+                        r.world_size,
+                        if r.world_size_declared {
+                            "world size declared"
+                        } else {
+                            "world size counted from the files"
+                        }
+                    )),
+                    data: vec![
+                        ("read".into(), r.ranks.len().to_string()),
+                        ("world-size".into(), r.world_size.to_string()),
+                    ],
+                    items: Vec::new(),
+                }]),
+                Block::Table(ranks_table(r)),
+            ],
         },
     ];
     if !problems.is_empty() {

@@ -68,17 +68,30 @@ fn four_rank_processes_and_their_straggler() {
     let h = run(&["report", s(&out), "-o", s(&page)]);
     assert_eq!(h.code, 0, "{}", h.stderr);
     let html = std::fs::read_to_string(&page).unwrap();
-    assert!(html.contains(&format!("data-step-ns=\"{slowest}\"")), "{html}");
-    assert!(html.contains(&format!("data-rank=\"{straggler}\"")), "{html}");
+    assert!(
+        html.contains(&format!("data-step-ns=\"{slowest}\"")),
+        "{html}"
+    );
+    assert!(
+        html.contains(&format!("data-rank=\"{straggler}\"")),
+        "{html}"
+    );
     let excess = step["excess_ns"].as_u64().unwrap();
-    assert!(html.contains(&format!("data-step-excess-ns=\"{excess}\"")), "{html}");
+    assert!(
+        html.contains(&format!("data-step-excess-ns=\"{excess}\"")),
+        "{html}"
+    );
     assert!(html.contains("data-max-rank=\"3\""), "{html}");
     assert!(html.contains(&format!(
         "data-max-bytes=\"{}\"",
         v["memory"]["max_bytes"].as_u64().unwrap()
     )));
     assert!(html.contains("data-read=\"4\""), "{html}");
-    assert_eq!(html.matches("<tr").count(), 4 + 1, "one row per rank and the header");
+    assert_eq!(
+        html.matches("<tr").count(),
+        4 + 1,
+        "one row per rank and the header"
+    );
     assert!(!html.contains("id=\"problems\""), "nothing missing yet");
 
     // a rank lost and one cut short: said, not fatal
