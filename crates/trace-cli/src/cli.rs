@@ -47,7 +47,8 @@ pub enum Command {
     /// candle-graph trace. The other commands also read such a file directly.
     Import(ImportArgs),
     /// One self-contained HTML report (no network): memory timelines, what held the peak,
-    /// the span tree, gradients, health and findings.
+    /// the span tree, gradients, health and findings; on a directory of rank traces, the
+    /// ranks side by side, the straggler and the memory imbalance.
     Report(ReportArgs),
     /// Write the trace for another viewer: Chrome Trace Event Format (Perfetto UI,
     /// chrome://tracing).
@@ -273,7 +274,8 @@ pub struct OpsArgs {
 /// `report` arguments.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A trace file, or a directory holding `trace.jsonl`.
+    /// A trace file, a directory holding `trace.jsonl`, or a directory of rank traces
+    /// (`trace.rank<N>.jsonl`).
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
     /// Output file.

@@ -333,6 +333,19 @@ fn run(cli: Cli) -> Result<Output> {
                 envelope::write_json(w, "query", Some(input), &report)
             }))
         }
+        Command::Report(args) if is_rank_directory(&args.trace) => {
+            let report = rank_report(&args.trace)?;
+            let shown = args.trace.display().to_string();
+            let html = trace_report::html::render(&commands::ranks_html::build(&report, &shown));
+            output_file::write(&args.output, html.as_bytes(), "report.html")?;
+            eprintln!(
+                "candle-graph: wrote {} ({}, {} ranks); open it in a browser (it loads nothing from the network)",
+                args.output.display(),
+                trace_format::bytes(html.len() as u64),
+                report.ranks.len()
+            );
+            Ok(Output::ok(String::new()))
+        }
         Command::Report(args) => {
             let (trace, analysis) = load(&args.trace, Detail::Full)?;
             let path = trace.path.display().to_string();
@@ -445,9 +458,20 @@ fn is_rank_directory(path: &std::path::Path) -> bool {
         && trace_ranks::rank_files(path).is_ok_and(|f| !f.is_empty())
 }
 
-/// The summary across the rank traces in `dir`: each loaded (a rank that fails to load is
-/// reported, not fatal), then `trace_ranks::build`.
+/// The summary across the rank traces in `dir` (see [`rank_report`]).
 fn rank_summary(dir: &std::path::Path, json: bool) -> Result<Output> {
+    let report = rank_report(dir)?;
+    let shown = dir.display().to_string();
+    Ok(Output::ok(if json {
+        to_json("ranks", None, &report)?
+    } else {
+        terminal_safe(commands::ranks::render(&report, &shown))
+    }))
+}
+
+/// The report across the rank traces in `dir`: each loaded (a rank that fails to load is
+/// reported, not fatal), then `trace_ranks::build`.
+fn rank_report(dir: &std::path::Path) -> Result<trace_ranks::RankReport> {
     let files = trace_ranks::rank_files(dir)
         .with_context(|| format!("cannot list the rank traces in {}", dir.display()))?;
     anyhow::ensure!(
@@ -465,13 +489,7 @@ fn rank_summary(dir: &std::path::Path, json: bool) -> Result<Output> {
             file,
         })
         .collect();
-    let report = trace_ranks::build(inputs, None);
-    let shown = dir.display().to_string();
-    Ok(Output::ok(if json {
-        to_json("ranks", None, &report)?
-    } else {
-        terminal_safe(commands::ranks::render(&report, &shown))
-    }))
+    Ok(trace_ranks::build(inputs, None))
 }
 
 fn bundle(args: &cli::BundleArgs) -> Result<Output> {

@@ -44,6 +44,7 @@ pub mod ops_measured;
 pub mod peak;
 pub mod query;
 pub mod ranks;
+pub mod ranks_html;
 pub mod report;
 pub mod slice;
 pub mod sparkline;

@@ -238,7 +238,7 @@ pub fn render(r: &MemoryReport) -> String {
     peak::render(&mut out, peaks, origin);
     if !r.steps.is_empty() {
         out.push('\n');
-        crate::commands::summary::render_steps(&mut out, &r.steps);
+        crate::summary::render_steps(&mut out, &r.steps);
     }
     if r.aliases_detectable == Some(false) {
         out.push_str("  note: storages are identified by tensor (trace/6): shared storages count once per tensor\n");

@@ -10,7 +10,8 @@ use trace_schema::Pass;
 
 use crate::table::{Align, Table};
 
-fn excess_line(e: &Excess) -> String {
+/// `X against a median of Y on the other ranks (+Z, r×)`.
+pub fn excess_line(e: &Excess) -> String {
     let ratio = e.ratio().map(|r| format!(", {r:.2}×")).unwrap_or_default();
     format!(
         "{} against a median of {} on the other ranks (+{}{ratio})",

@@ -9,5 +9,6 @@ pub mod export;
 #[cfg(feature = "parquet")]
 pub mod export_parquet;
 pub mod import;
-
-pub use trace_views::{bundle, check, diff, memory, ops, ops_measured, query, ranks, summary};
+pub use trace_views::{
+    bundle, check, diff, memory, ops, ops_measured, query, ranks, ranks_html, summary,
+};

@@ -1,8 +1,9 @@
 //! `demo --ranks 4` end to end: four processes, four rank traces, the summary across them names
 //! the straggler (the slowest rank's step, whichever it is: the processes share this machine's
 //! cores, so which one is slowest is timing, not asserted) with its figures, and the memory
-//! imbalance (the rank with four times the batch has the largest peak: bytes, deterministic); a
-//! missing and a cut-short rank are said, not fatal.
+//! imbalance (the rank with four times the batch has the largest peak: bytes, deterministic);
+//! `report` on the directory writes the same figures as an HTML page; a missing and a
+//! cut-short rank are said, not fatal.
 
 use crate::util::{run, s};
 
@@ -62,23 +63,56 @@ fn four_rank_processes_and_their_straggler() {
     assert_eq!(v["memory"]["max_rank"], 3, "{}", j.stdout);
     assert!(v["straggler"]["pass"].is_array(), "{}", j.stdout);
 
+    // `report` on the directory: the same figures as one HTML page
+    let page = dir.path().join("ranks.html");
+    let h = run(&["report", s(&out), "-o", s(&page)]);
+    assert_eq!(h.code, 0, "{}", h.stderr);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains(&format!("data-step-ns=\"{slowest}\"")),
+        "{html}"
+    );
+    assert!(
+        html.contains(&format!("data-rank=\"{straggler}\"")),
+        "{html}"
+    );
+    let excess = step["excess_ns"].as_u64().unwrap();
+    assert!(
+        html.contains(&format!("data-step-excess-ns=\"{excess}\"")),
+        "{html}"
+    );
+    assert!(html.contains("data-max-rank=\"3\""), "{html}");
+    assert!(html.contains(&format!(
+        "data-max-bytes=\"{}\"",
+        v["memory"]["max_bytes"].as_u64().unwrap()
+    )));
+    assert!(html.contains("data-read=\"4\""), "{html}");
+    assert_eq!(
+        html.matches("<tr").count(),
+        4 + 1,
+        "one row per rank and the header"
+    );
+    assert!(!html.contains("id=\"problems\""), "nothing missing yet");
+
     // a rank lost and one cut short: said, not fatal
     std::fs::remove_file(out.join("trace.rank1.jsonl")).unwrap();
     let t2 = out.join("trace.rank2.jsonl");
     let text = std::fs::read_to_string(&t2).unwrap();
     std::fs::write(&t2, &text[..text.len() * 2 / 3]).unwrap();
     // `memory` on the directory: the same per-rank table (peaks, what held them, imbalance);
-    // `report` (one trace's page) says where the comparison of the ranks is
+    // `report` says what is missing and cut short on its page
     let m = run(&["memory", s(&out)]);
     assert_eq!(m.code, 0, "{}", m.stderr);
     assert!(m.stdout.contains("3 of 4 ranks read"), "{}", m.stdout);
-    let r = run(&["report", s(&out)]);
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    let h = run(&["report", s(&out), "-o", s(&page)]);
+    assert_eq!(h.code, 0, "{}", h.stderr);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("data-read=\"3\""), "{html}");
     assert!(
-        r.stderr.contains("holds rank traces") && r.stderr.contains("candle-graph summary"),
-        "{}",
-        r.stderr
+        html.contains("missing: rank 1 has no trace in the directory"),
+        "{html}"
     );
+    assert!(html.contains("cut short: rank 2;"), "{html}");
     let r = run(&["summary", s(&out)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
