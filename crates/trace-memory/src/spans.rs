@@ -263,8 +263,9 @@ impl SpanIndex {
     }
 
     /// [`Self::path`] with layer indices: a name repeated among its siblings carries its
-    /// 1-based call order, `name#k` (llama's two decoder layers are `model/block#1/attn` and
-    /// `model/block#2/attn`), as `trace-diff` keys spans. Views that list or group spans by
+    /// 1-based call order from the second call on, `name#k` (llama's two decoder layers are
+    /// `model/block/attn` and `model/block#2/attn`), the names the probe itself gives a second
+    /// instance of a module name since trace/13 — so an older trace and a new one read alike. Views that list or group spans by
     /// path use this one, so distinct layers are distinct rows. Same cost and cap as
     /// [`Self::path`]. Raw trace text: escape before display.
     pub fn indexed_path(&self, doc: &TraceDocument, i: usize) -> String {
@@ -287,7 +288,7 @@ impl SpanIndex {
         let name = |s: usize| -> std::borrow::Cow<'_, str> {
             let n = doc.str(doc.spans[s].name);
             match self.occurrence[s] {
-                k if indexed && k > 0 => format!("{n}#{k}").into(),
+                k if indexed && k > 1 => format!("{n}#{k}").into(),
                 _ => n.into(),
             }
         };
@@ -468,7 +469,7 @@ mod tests {
         .unwrap();
         let ix = SpanIndex::build(&doc);
         let p = |id: &str| ix.indexed_path_of_id(&doc, id).unwrap();
-        assert_eq!(p("s3"), "model/block#1/attn");
+        assert_eq!(p("s3"), "model/block/attn"); // the first call keeps its name
         assert_eq!(p("s5"), "model/block#2/attn");
         assert_eq!(p("s4"), "model/block#2");
         assert_eq!(p("s6"), "model/lm_head");

@@ -180,9 +180,9 @@ fn a_batch_change_is_headlined_as_its_batch_scaled_and_fixed_parts() {
 
 #[test]
 fn llama_layers_are_two_span_rows_with_their_own_bytes() {
-    // llama's two decoder layers are both `model/block/attn` by name; by call order they are
-    // `block#1` and `block#2`, so grouping by span keeps them apart: 27 storages and 648 KiB
-    // each (not one merged 54-storage, 1.27 MiB row)
+    // llama's two decoder layers: the probe names the second instance `block#2` (an older
+    // trace's repeated `block` reads the same by call order), so grouping by span keeps them
+    // apart: 27 storages and 648 KiB each (not one merged 54-storage, 1.27 MiB row)
     let doc = load("llama");
     let analysis = trace_views::analyze(&doc);
     let report = trace_views::memory::build(
@@ -206,25 +206,32 @@ fn llama_layers_are_two_span_rows_with_their_own_bytes() {
             )
         })
     };
-    let attn = "llama::train_step/forward/model/block#N/attn";
-    assert_eq!(row(&attn.replace('N', "1")), Some((27, 648 * 1024)));
-    assert_eq!(row(&attn.replace('N', "2")), Some((27, 648 * 1024)));
-    assert_eq!(row("llama::train_step/forward/model/block/attn"), None);
+    assert_eq!(
+        row("llama::train_step/forward/model/block/attn"),
+        Some((27, 648 * 1024))
+    );
+    assert_eq!(
+        row("llama::train_step/forward/model/block#2/attn"),
+        Some((27, 648 * 1024))
+    );
+    assert!(groups.iter().all(|g| g["storages"].as_u64() != Some(54)));
 
     // the summary and the report page name the layers the same way
     let summary = trace_views::summary(&doc, &analysis).render_text(&fixture("llama"));
     assert!(
-        summary.contains("model/block#1/attn (27 storages)"),
+        // the two layers tie at 648 KiB: either may be the one named, with its own 27
+        [
+            "model/block/attn (27 storages)",
+            "model/block#2/attn (27 storages)"
+        ]
+        .iter()
+        .any(|l| summary.contains(l)),
         "{summary}"
     );
     let html = trace_views::report_html(&doc, &analysis, "llama");
-    for layer in ["model/block#1/attn", "model/block#2/attn"] {
+    for layer in ["model/block/attn", "model/block#2/attn"] {
         assert!(html.contains(layer), "report lacks {layer}");
     }
-    assert!(
-        !html.contains("model/block/attn"),
-        "a merged layer path in the report"
-    );
 }
 
 #[test]
