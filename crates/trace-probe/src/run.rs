@@ -159,16 +159,32 @@ pub fn rank_trace_path(path: &Path, rank: u32) -> PathBuf {
     path.with_file_name(renamed)
 }
 
+/// A step number as the run stores it: 0 (a run problem) when it is negative or does not fit.
+fn step_number<N: TryInto<u64>>(n: N) -> u64 {
+    n.try_into().unwrap_or(0)
+}
+
 impl ProfileRun {
-    /// A training run that captures optimizer update `capture_step` (one-based); the warm-up is
-    /// `capture_step - 1` updates. Device defaults to CPU.
-    pub fn training(entrypoint: impl Into<String>, capture_step: u64) -> Self {
-        Self::new(entrypoint.into(), ExecutionPhase::Train, capture_step)
+    /// A training run that captures optimizer update `capture_step` (one-based), counted with
+    /// any integer type as [`crate::TraceSession::step`] is; the warm-up is `capture_step - 1`
+    /// updates. Device defaults to CPU. A step that is not a positive `u64` (0, negative) is a
+    /// run problem ([`ProfileRun::problems`]): `start` refuses it.
+    pub fn training<N: TryInto<u64>>(entrypoint: impl Into<String>, capture_step: N) -> Self {
+        Self::new(
+            entrypoint.into(),
+            ExecutionPhase::Train,
+            step_number(capture_step),
+        )
     }
 
-    /// An inference run that captures call `capture_step` (one-based).
-    pub fn inference(entrypoint: impl Into<String>, capture_step: u64) -> Self {
-        Self::new(entrypoint.into(), ExecutionPhase::Infer, capture_step)
+    /// An inference run that captures call `capture_step` (one-based, any integer type; see
+    /// [`ProfileRun::training`]).
+    pub fn inference<N: TryInto<u64>>(entrypoint: impl Into<String>, capture_step: N) -> Self {
+        Self::new(
+            entrypoint.into(),
+            ExecutionPhase::Infer,
+            step_number(capture_step),
+        )
     }
 
     fn new(entrypoint: String, phase: ExecutionPhase, capture_step: u64) -> Self {
@@ -506,7 +522,8 @@ impl ProfileRun {
             ));
         }
         if self.capture_step == 0 {
-            problems.push("capture_step is 0 (steps are one-based)".to_string());
+            problems
+                .push("capture_step is 0 or not a u64 (steps are one-based, positive)".to_string());
         } else if self.warmup_steps >= self.capture_step {
             problems.push(format!(
                 "warmup_steps {} must be less than capture_step {}",
@@ -572,6 +589,27 @@ impl ProfileRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_capture_step_takes_any_integer_type_and_refuses_what_is_not_a_step() {
+        let step: usize = 2;
+        assert_eq!(ProfileRun::training("e", step).capture_step(), 2);
+        assert_eq!(ProfileRun::inference("e", 3i32).capture_step(), 3);
+        assert!(ProfileRun::training("e", 2u8).problems().is_empty());
+        for run in [
+            ProfileRun::training("e", -1i64),
+            ProfileRun::training("e", 0),
+            ProfileRun::inference("e", i128::MAX),
+        ] {
+            let problems = run.problems();
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.contains("capture_step is 0 or not a u64")),
+                "{problems:?}"
+            );
+        }
+    }
 
     #[test]
     fn rules_are_checked() {
