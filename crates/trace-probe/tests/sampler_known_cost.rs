@@ -1,16 +1,17 @@
-//! The known-cost test (issue 27 §4): a Candle step of three ops whose costs are measured alone
-//! with a clock in this process — a large `matmul`, an `exp`, a `sum_keepdim`, each repeated to
-//! ≈ 100 ms — then the same step sampled by the wall-clock sampler at 4 kHz. Each op's sampled share of
-//! the three ops' samples must lie within its 95% Wilson score interval of the clock-measured
-//! share (the mean of the timing rounds), widened on each side by the run-to-run spread
-//! (max − min) of that clock-measured share.
+//! The known-cost test (issue 27 §4): a Candle step of three ops — a large `matmul`, an `exp`, a
+//! `sum_keepdim`, each repeated to ≈ 100 ms — sampled by the wall-clock sampler at 4 kHz, each
+//! op's block also timed by a clock inside that sampled step. Each op's sampled share of the
+//! three ops' samples must lie within its 95% Wilson score interval of the clock's share of the
+//! same blocks, widened on each side by the run-to-run spread (max − min) of the clock shares
+//! of the same ops timed alone before and after the step (the drift of the machine, measured).
 //!
-//! Why widened: on this shared machine (2 cores, other builds running) an op's duration moves
-//! between the moment it is timed alone and the moment it is sampled — the spread of the
-//! clock-measured shares over the timing rounds (taken before and after the sampled step, in
-//! the same process) is that movement, measured, not assumed. The Wilson interval covers the
-//! sampling error of the count; the spread covers the drift of the truth it is compared with.
-//! `RAYON_NUM_THREADS=1` keeps every op on the sampled thread, so wall time is its work.
+//! Why the clock inside the step: the captured, sampled step is not the same workload as the
+//! ops timed alone — measured here, `matmul` takes ≈ 0.47 of the three inside the captured step
+//! against ≈ 0.33 alone — so comparing with the rounds outside it failed on a quiet machine
+//! (`sum_keepdim` 0.377 sampled against 0.332 alone, spread 0.007) although the samples matched
+//! the step they sampled. The Wilson interval covers the sampling error of the count; the
+//! spread, the drift of the clock between blocks. `RAYON_NUM_THREADS=1` keeps every op on the
+//! sampled thread, so wall time is its work.
 //!
 //! Samples are classified by trace-ops' rules (`trace_ops::classify_stack`: the outermost op
 //! frame, what the step called); samples in none of the three (the loop, the probe) are left out
@@ -125,12 +126,15 @@ fn sampled_shares_match_the_clock() -> Result<(), Box<dyn std::error::Error>> {
 
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("trace.jsonl");
+    // Each op's block timed by the clock inside the sampled step too: the shares the samples
+    // must reproduce are those of this very run (the rounds outside it measure the drift).
+    let mut in_step = [0f64; 3];
     let session =
         TraceSession::create(ProfileRun::training("known_cost", 1).sample_hz(4000), &path)?;
     {
         let _step = session.step(1);
         for (i, &r) in reps.iter().enumerate() {
-            run_op(&inputs, i, r)?;
+            in_step[i] = time_op(&inputs, i, r)?;
         }
     }
     assert_eq!(session.finish()?.outcome, TerminalOutcome::Complete);
@@ -171,7 +175,7 @@ fn sampled_shares_match_the_clock() -> Result<(), Box<dyn std::error::Error>> {
     );
     for i in 0..3 {
         let clock: Vec<f64> = shares.iter().map(|s| s[i]).collect();
-        let truth = clock.iter().sum::<f64>() / clock.len() as f64;
+        let truth = in_step[i] / in_step.iter().sum::<f64>();
         let spread = clock.iter().copied().fold(f64::NEG_INFINITY, f64::max)
             - clock.iter().copied().fold(f64::INFINITY, f64::min);
         let (lo, hi) = wilson(counts[i], n, Z95);
