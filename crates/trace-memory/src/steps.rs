@@ -306,7 +306,7 @@ pub fn step_memory(doc: &TraceDocument, spans: &SpanIndex) -> Vec<StepMemory> {
             .map(|((span, op, shape, dtype), (count, bytes))| RetainedGroup {
                 span: span
                     .and_then(|s| doc.span_index(s))
-                    .map(|i| spans.path(doc, i)),
+                    .map(|i| spans.indexed_path(doc, i)),
                 op: op.map(|o| doc.str(o).to_string()),
                 shape: shape.map(|s| doc.shape(s).to_vec()),
                 dtype: dtype.map(|d| doc.str(d).to_string()),
@@ -334,12 +334,12 @@ pub fn memory_growth(steps: &[StepMemory]) -> Option<MemoryGrowth> {
         per_step.push(end - before);
         before = end;
     }
-    let start = steps[0].live_at_start_bytes;
-    let first_end = start + per_step[0];
+    // Every step ended above the one before: `before` (the last end) ≥ the first end.
+    let first_end = steps[0].live_at_end_bytes?;
     let n = steps.len() as u64;
     Some(MemoryGrowth {
         steps: n,
-        start_bytes: start,
+        start_bytes: steps[0].live_at_start_bytes,
         end_bytes: before,
         bytes_per_step: (before - first_end) / (n - 1),
         constant: per_step[1..].windows(2).all(|w| w[0] == w[1]),

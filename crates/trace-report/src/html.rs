@@ -246,9 +246,16 @@ fn overlay(o: &Overlay) -> Markup {
     const BOTTOM: f64 = 26.0;
     let all = o.series.iter().flat_map(|s| s.points.iter());
     let t0 = all.clone().map(|p| p.0).min().unwrap_or(0).min(0);
-    let t1 = all.clone().map(|p| p.0).max().unwrap_or(0).max(t0 + 1);
+    let t1 = all
+        .clone()
+        .map(|p| p.0)
+        .max()
+        .unwrap_or(0)
+        .max(t0.saturating_add(1));
     let ymax = all.map(|p| p.1).max().unwrap_or(0).max(1);
-    let x = |t: i64| LEFT + (t - t0) as f64 / (t1 - t0) as f64 * (W - LEFT - RIGHT);
+    // In i128: a hostile trace's times may span the whole i64 range.
+    let span = (i128::from(t1) - i128::from(t0)) as f64;
+    let x = |t: i64| LEFT + (i128::from(t) - i128::from(t0)) as f64 / span * (W - LEFT - RIGHT);
     let y = |v: u64| TOP + (1.0 - v as f64 / ymax as f64) * (H - TOP - BOTTOM);
     let path = |pts: &[(i64, u64)]| {
         let mut d = String::new();
