@@ -11,8 +11,9 @@
 //!
 //! Two passes over the memory events in replay order: O(n log n) for the sort, O(n) after.
 
-use std::collections::HashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use trace_format::bytes as human_bytes;
+use trace_memory::{StorageMap, StorageRef};
 use trace_schema::{MemoryAction, MemoryCategory, MemoryOrder, Pass, Sym, TraceDocument};
 
 use crate::capability::{CapabilityKind, CapabilityMatrix};
@@ -53,7 +54,7 @@ impl OptimizerTemporaries {
     /// Finds the optimizer temporaries of `doc`; `None` without any. `pass_of` gives a
     /// span's pass (its own or inherited).
     pub fn find(doc: &TraceDocument, pass_of: impl Fn(Sym) -> Option<Pass>) -> Option<Self> {
-        let mut pass_cache: HashMap<Sym, Option<Pass>> = HashMap::new();
+        let mut pass_cache: FxHashMap<Sym, Option<Pass>> = FxHashMap::default();
         let mut pass = |s: Option<Sym>| -> Option<Pass> {
             let s = s?;
             *pass_cache.entry(s).or_insert_with(|| pass_of(s))
@@ -64,34 +65,36 @@ impl OptimizerTemporaries {
             bytes: u64,
             optimizer: bool,
         }
-        let mut open: HashMap<(Sym, String), Open> = HashMap::new();
+        let mut open: StorageMap<Open> = StorageMap::new();
         let mut temporary: Vec<bool> = vec![false; doc.memory_len()];
-        let mut param_sizes: HashMap<u64, Vec<String>> = HashMap::new();
+        let mut param_sizes: FxHashMap<u64, Vec<String>> = FxHashMap::default();
         let mut any = false;
         doc.for_each_memory(MemoryOrder::Replay, |m| {
-            let key = (m.device, m.storage.or(m.tensor).unwrap_or("").to_string());
+            let key = StorageRef::of(m);
             match m.action {
                 MemoryAction::Alloc => {
                     if m.category == MemoryCategory::Parameter {
-                        let name = m
-                            .label
-                            .map(|l| doc.str(l).to_string())
-                            .unwrap_or_else(|| key.1.clone());
+                        let name = m.label.map_or_else(
+                            || m.storage.or(m.tensor).unwrap_or("").to_string(),
+                            |l| doc.str(l).to_string(),
+                        );
                         let bytes = m.bytes.unwrap_or(0);
                         param_sizes.entry(bytes).or_default().push(name);
                     }
                     let optimizer = !m.pre_existing && pass(m.span) == Some(Pass::Optimizer);
-                    open.insert(
-                        key,
-                        Open {
-                            index: m.index,
-                            bytes: m.bytes.unwrap_or(0),
-                            optimizer,
-                        },
-                    );
+                    if let Some(k) = key {
+                        open.insert(
+                            k,
+                            Open {
+                                index: m.index,
+                                bytes: m.bytes.unwrap_or(0),
+                                optimizer,
+                            },
+                        );
+                    }
                 }
                 MemoryAction::Free => {
-                    if let Some(o) = open.remove(&key) {
+                    if let Some(o) = key.and_then(|k| open.remove(k)) {
                         if o.optimizer && pass(m.span) == Some(Pass::Optimizer) && o.bytes > 0 {
                             temporary[o.index as usize] = true;
                             any = true;
@@ -104,7 +107,7 @@ impl OptimizerTemporaries {
             return None;
         }
         // pass 2: the replay, with and without the temporaries
-        let mut live_bytes: HashMap<(Sym, String), (u32, u64, bool, bool)> = HashMap::new();
+        let mut live_bytes: StorageMap<(u32, u64, bool, bool)> = StorageMap::new();
         let (mut all, mut without) = (0u64, 0u64);
         let (mut peak, mut peak_ns, mut peak_seq) = (0u64, 0u64, 0usize);
         let (mut re_peak, mut re_ns) = (0u64, 0u64);
@@ -114,13 +117,14 @@ impl OptimizerTemporaries {
         // the sequence of (memory index, +/-) to find the live set at the peak afterwards
         let mut seq: Vec<(u32, bool)> = Vec::with_capacity(doc.memory_len());
         doc.for_each_memory(MemoryOrder::Replay, |m| {
-            let key = (m.device, m.storage.or(m.tensor).unwrap_or("").to_string());
+            let key = StorageRef::of(m);
             match m.action {
                 MemoryAction::Alloc => {
                     let b = m.bytes.unwrap_or(0);
                     let temp = temporary[m.index as usize];
                     let param = m.category == MemoryCategory::Parameter;
-                    if let Some(old) = live_bytes.insert(key, (m.index, b, temp, param)) {
+                    let old = key.and_then(|k| live_bytes.insert(k, (m.index, b, temp, param)));
+                    if let Some(old) = old {
                         // a re-alloc of a live key: the old one ends here
                         all = all.saturating_sub(old.1);
                         if !old.2 {
@@ -137,7 +141,7 @@ impl OptimizerTemporaries {
                     seq.push((m.index, true));
                 }
                 MemoryAction::Free => {
-                    if let Some(old) = live_bytes.remove(&key) {
+                    if let Some(old) = key.and_then(|k| live_bytes.remove(k)) {
                         all = all.saturating_sub(old.1);
                         if !old.2 {
                             without = without.saturating_sub(old.1);
@@ -154,10 +158,10 @@ impl OptimizerTemporaries {
             }
         });
         // the live set at the peak: replay the sequence up to it
-        let mut live: HashMap<u32, ()> = HashMap::new();
+        let mut live: FxHashSet<u32> = FxHashSet::default();
         for &(index, alloc) in &seq[..peak_seq] {
             if alloc {
-                live.insert(index, ());
+                live.insert(index);
             } else {
                 live.remove(&index);
             }
@@ -165,7 +169,7 @@ impl OptimizerTemporaries {
         let mut at_peak: Vec<(u32, u64, Option<String>)> = Vec::new();
         let mut parameter_bytes = 0u64;
         doc.for_each_memory(MemoryOrder::File, |m| {
-            if m.action != MemoryAction::Alloc || !live.contains_key(&m.index) {
+            if m.action != MemoryAction::Alloc || !live.contains(&m.index) {
                 return;
             }
             let b = m.bytes.unwrap_or(0);

@@ -69,6 +69,7 @@ mod segtree;
 pub mod select;
 pub mod spans;
 pub mod steps;
+pub mod storage_map;
 pub mod timeline;
 pub mod what_if;
 
@@ -91,6 +92,7 @@ pub use replay::{alloc_bytes_overflow, Detail, SUMMARY_TOP};
 pub use select::first_k_by;
 pub use spans::{natural_cmp, SpanIndex};
 pub use steps::{memory_growth, step_memory, MemoryGrowth, RetainedGroup, StepMemory};
+pub use storage_map::{StorageKey, StorageMap, StorageRef};
 pub use timeline::{CellChange, LogicalTimeline, TimelinePoint, TotalPoint};
 pub use what_if::{replay_with_releases, ReleasePlan, Replayed, ReplayedPassPeak};
 

@@ -23,7 +23,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use hashbrown::HashTable;
-use rustc_hash::{FxBuildHasher, FxHashMap};
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use std::hash::BuildHasher;
 use trace_schema::{
     CategorySource, MemoryAction, MemoryCategory, MemoryItem, MemorySource, ShapeId, Sym,
@@ -163,7 +163,11 @@ impl RankKey<'_> {
 #[derive(Debug, Default)]
 struct Extra {
     tensors: Vec<Box<str>>,
-    allocs_by: Vec<Option<Box<str>>>,
+    /// Tensor ids of the aliases' allocs: a set, so a storage aliased by 10^6 views does not
+    /// scan a list at every alias (quadratic in the aliases of one storage).
+    allocs_by: FxHashSet<Box<str>>,
+    /// An alias alloc without a tensor id was seen.
+    alloc_by_untensored: bool,
 }
 
 /// A live storage, compact: its ids in one allocation.
@@ -916,7 +920,10 @@ impl State<'_> {
                             }
                         }
                         let again = alloc_tensor == m.tensor
-                            || extra.allocs_by.iter().any(|x| x.as_deref() == m.tensor);
+                            || match m.tensor {
+                                Some(t) => extra.allocs_by.contains(t),
+                                None => extra.alloc_by_untensored,
+                            };
                         if again {
                             self.r.duplicates.push(Duplicate {
                                 event: m.index,
@@ -925,7 +932,12 @@ impl State<'_> {
                                 tensor: m.tensor.map(Arc::from),
                             });
                         } else {
-                            extra.allocs_by.push(m.tensor.map(Box::from));
+                            match m.tensor {
+                                Some(t) => {
+                                    extra.allocs_by.insert(Box::from(t));
+                                }
+                                None => extra.alloc_by_untensored = true,
+                            }
                         }
                         self.seq += 1;
                         return;

@@ -20,12 +20,13 @@
 //! O(n log n) in memory events (the time-ordered pass) plus O(s log s) in step spans: each
 //! allocation is looked at once more when its step ends.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 use trace_schema::{MemoryAction, MemoryOrder, ShapeId, Sym, TraceDocument};
 
 use crate::spans::SpanIndex;
+use crate::storage_map::{StorageKey, StorageMap, StorageRef};
 
 /// How many groups of retained storages a step lists, largest first.
 pub const RETAINED_GROUPS: usize = 5;
@@ -119,7 +120,8 @@ struct Live {
 }
 
 struct Owned {
-    key: (Sym, Box<str>),
+    /// `None`: an alloc without an identity (live to the end).
+    key: Option<StorageKey>,
     alloc: u32,
     bytes: u64,
     group: GroupKey,
@@ -171,7 +173,7 @@ pub fn step_memory(doc: &TraceDocument, spans: &SpanIndex) -> Vec<StepMemory> {
         })
         .collect();
     let mut groups: Vec<BTreeMap<GroupKey, (u64, u64)>> = vec![BTreeMap::new(); out.len()];
-    let mut live: HashMap<(Sym, Box<str>), Live> = HashMap::new();
+    let mut live: StorageMap<Live> = StorageMap::new();
     let mut live_bytes: u64 = 0;
     let mut next = 0usize;
     let mut open: Option<Open> = None;
@@ -179,14 +181,18 @@ pub fn step_memory(doc: &TraceDocument, spans: &SpanIndex) -> Vec<StepMemory> {
     let mut stopped = false;
 
     let finalize = |o: Open,
-                    live: &HashMap<(Sym, Box<str>), Live>,
+                    live: &StorageMap<Live>,
                     live_bytes: u64,
                     out: &mut [StepMemory],
                     groups: &mut [BTreeMap<GroupKey, (u64, u64)>]| {
         let step = &mut out[o.step];
         let (mut count, mut bytes) = (0u64, 0u64);
         for owned in o.owned {
-            if live.get(&owned.key).is_some_and(|l| l.alloc == owned.alloc) {
+            let still = match &owned.key {
+                Some(k) => live.get(k.as_ref()).is_some_and(|l| l.alloc == owned.alloc),
+                None => true,
+            };
+            if still {
                 count += 1;
                 bytes = bytes.saturating_add(owned.bytes);
                 let g = groups[o.step].entry(owned.group).or_insert((0, 0));
@@ -230,28 +236,30 @@ pub fn step_memory(doc: &TraceDocument, spans: &SpanIndex) -> Vec<StepMemory> {
             }
             break;
         }
-        let key = (m.device, m.storage.or(m.tensor).unwrap_or_default().into());
+        let key = StorageRef::of(m);
         match m.action {
             MemoryAction::Alloc => {
-                if live.contains_key(&key) {
+                if key.is_some_and(|k| live.contains(k)) {
                     return; // an alias: one lifetime, bytes once
                 }
                 let bytes = m.bytes.unwrap_or(0);
                 live_bytes = live_bytes.saturating_add(bytes);
-                live.insert(
-                    key.clone(),
-                    Live {
-                        bytes,
-                        alloc: m.index,
-                    },
-                );
+                if let Some(k) = key {
+                    live.insert(
+                        k,
+                        Live {
+                            bytes,
+                            alloc: m.index,
+                        },
+                    );
+                }
                 if let Some(o) = &mut open {
                     if !m.pre_existing {
                         let step = &mut out[o.step];
                         step.allocation_count += 1;
                         step.allocated_bytes = step.allocated_bytes.saturating_add(bytes);
                         o.owned.push(Owned {
-                            key,
+                            key: key.map(StorageRef::to_key),
                             alloc: m.index,
                             bytes,
                             group: (m.span, m.op_name, m.shape, m.dtype),
@@ -260,7 +268,7 @@ pub fn step_memory(doc: &TraceDocument, spans: &SpanIndex) -> Vec<StepMemory> {
                 }
             }
             MemoryAction::Free => {
-                if let Some(l) = live.remove(&key) {
+                if let Some(l) = key.and_then(|k| live.remove(k)) {
                     live_bytes = live_bytes.saturating_sub(l.bytes);
                 }
             }

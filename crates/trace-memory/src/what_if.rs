@@ -12,12 +12,13 @@
 //! One sweep over the memory events with a sorted list of releases: O(n + k log k) after the
 //! replay order, for n events and k releases.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use serde::Serialize;
-use trace_schema::{MemoryAction, MemoryOrder, Pass, Sym, TraceDocument};
+use trace_schema::{MemoryAction, MemoryOrder, Pass, TraceDocument};
 
 use crate::passes::pass_intervals;
+use crate::storage_map::{StorageKey, StorageMap, StorageRef};
 
 /// Which storages to release, and when. Storages are named by the file index of their alloc
 /// event among the document's memory events ([`trace_schema::MemoryItem::index`]).
@@ -27,7 +28,7 @@ pub struct ReleasePlan {
     /// at that time or later (no effect when the trace frees it earlier).
     at: Vec<(u64, u32)>,
     /// Allocs that never happen (their bytes never count).
-    never: HashSet<u32>,
+    never: FxHashSet<u32>,
 }
 
 impl ReleasePlan {
@@ -91,8 +92,6 @@ impl Replayed {
     }
 }
 
-type Key = (Sym, bool, Box<str>);
-
 struct PassState {
     pass: Pass,
     intervals: Vec<(u64, u64)>,
@@ -124,7 +123,7 @@ impl PassState {
 pub fn replay_with_releases(doc: &TraceDocument, plan: &ReleasePlan) -> Replayed {
     let mut releases = plan.at.clone();
     releases.sort_unstable();
-    let planned: HashSet<u32> = releases.iter().map(|&(_, i)| i).collect();
+    let planned: FxHashSet<u32> = releases.iter().map(|&(_, i)| i).collect();
     let mut passes: Vec<PassState> = pass_intervals(doc)
         .into_iter()
         .zip([Pass::Forward, Pass::Backward, Pass::Optimizer])
@@ -138,9 +137,9 @@ pub fn replay_with_releases(doc: &TraceDocument, plan: &ReleasePlan) -> Replayed
         })
         .collect();
     // live storages: key → (alloc index, bytes, counted)
-    let mut live: HashMap<Key, (u32, u64, bool)> = HashMap::new();
+    let mut live: StorageMap<(u32, u64, bool)> = StorageMap::new();
     // planned allocs still live: alloc index → key
-    let mut by_index: HashMap<u32, Key> = HashMap::new();
+    let mut by_index: FxHashMap<u32, StorageKey> = FxHashMap::default();
     let mut next_release = 0usize;
     let mut total = 0u64;
     let mut released_bytes = 0u64;
@@ -155,7 +154,7 @@ pub fn replay_with_releases(doc: &TraceDocument, plan: &ReleasePlan) -> Replayed
             }
             next_release += 1;
             if let Some(k) = by_index.remove(&index) {
-                if let Some(entry) = live.get_mut(&k) {
+                if let Some(entry) = live.get_mut(k.as_ref()) {
                     if entry.0 == index && entry.2 {
                         entry.2 = false;
                         total = total.saturating_sub(entry.1);
@@ -173,14 +172,10 @@ pub fn replay_with_releases(doc: &TraceDocument, plan: &ReleasePlan) -> Replayed
                 p.offer(s, total);
             }
         }
-        let key: Option<Key> = match (m.storage, m.tensor) {
-            (Some(s), _) => Some((m.device, false, Box::from(s))),
-            (None, Some(t)) => Some((m.device, true, Box::from(t))),
-            (None, None) => None,
-        };
+        let key = StorageRef::of(m);
         match m.action {
             MemoryAction::Alloc => {
-                if key.as_ref().is_some_and(|k| live.contains_key(k)) {
+                if key.is_some_and(|k| live.contains(k)) {
                     return; // an alias: bytes once
                 }
                 let bytes = m.bytes.unwrap_or(0);
@@ -192,14 +187,14 @@ pub fn replay_with_releases(doc: &TraceDocument, plan: &ReleasePlan) -> Replayed
                 }
                 if let Some(k) = key {
                     if planned.contains(&m.index) {
-                        by_index.insert(m.index, k.clone());
+                        by_index.insert(m.index, k.to_key());
                     }
                     live.insert(k, (m.index, bytes, counted));
                 }
             }
             MemoryAction::Free => {
                 let Some(k) = key else { return };
-                let Some((index, bytes, counted)) = live.remove(&k) else {
+                let Some((index, bytes, counted)) = live.remove(k) else {
                     return;
                 };
                 by_index.remove(&index);

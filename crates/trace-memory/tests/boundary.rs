@@ -160,6 +160,47 @@ fn aliases_share_one_lifetime_and_count_bytes_once() {
     assert_eq!(l.lifetimes[0].end_ns, Some(40));
 }
 
+/// A storage aliased by many views: each distinct view is an alias, a view (or an anonymous
+/// alloc) that allocs it again is a duplicate, and the storage stays one lifetime of its bytes.
+#[test]
+fn many_aliases_of_one_storage_and_their_repeats() {
+    let mut events = vec![alloc(1, "a", 64).tensor("base").ev()];
+    for k in 0..1000u64 {
+        events.push(alloc(2 + k, "a", 64).tensor(&format!("v{k}")).ev());
+    }
+    events.push(alloc(2000, "a", 64).tensor("v500").ev()); // repeat of an alias: duplicate
+    events.push(alloc(2001, "a", 64).tensor("base").ev()); // repeat of the first: duplicate
+    let anonymous = |t| {
+        let mut e = alloc(t, "a", 64);
+        e.tensor_id = None;
+        e.ev()
+    };
+    events.push(anonymous(2002)); // the first alias without a tensor id
+    events.push(anonymous(2003)); // again: duplicate
+    events.push(free(3000, "a").tensor("base").ev());
+    let d = doc(events);
+    let m = analyze_memory(&d);
+    let l = m.logical.as_ref().unwrap();
+    assert_eq!(l.totals.allocation_count, 1);
+    assert_eq!(l.totals.alias_event_count, 1004);
+    assert_eq!(l.peak.as_ref().unwrap().live_bytes, 64);
+    assert_eq!(l.lifetimes.len(), 1);
+    assert_eq!(
+        l.lifetimes[0].tensor_ids.len(),
+        1001,
+        "base and the 1,000 views, once each"
+    );
+    let dups: Vec<(usize, Option<&str>)> = m
+        .duplicate_allocations
+        .iter()
+        .map(|d| (d.event_index, d.tensor_id.as_deref()))
+        .collect();
+    assert_eq!(
+        dups,
+        vec![(1001, Some("v500")), (1002, Some("base")), (1004, None)]
+    );
+}
+
 #[test]
 fn storage_identity_is_scoped_by_device() {
     let d = doc([
