@@ -32,11 +32,12 @@
 //! storages), run only when the finding fires.
 
 use std::collections::HashMap;
+
 use std::sync::Arc;
+use trace_memory::{StorageKey, StorageMap, StorageRef};
 
 use trace_schema::{
-    CategorySource, MemoryAction, MemoryCategory, MemoryItem, MemoryOrder, ShapeId, Sym,
-    TraceDocument,
+    CategorySource, MemoryAction, MemoryCategory, MemoryOrder, ShapeId, Sym, TraceDocument,
 };
 
 /// What the trace says about the loss at the first optimizer span's start.
@@ -174,18 +175,16 @@ struct Run {
     gradient: bool,
 }
 
-type Key = (Sym, Box<str>);
-
 /// At the optimizer's start: the live activations become the retained members, and the loss
 /// candidate tells the loss's state (with its key while it is live).
 fn cross(
-    described: &mut HashMap<Key, Member>,
+    described: &mut StorageMap<Member>,
     members: &mut Vec<Member>,
-    retained: &mut HashMap<Key, usize>,
-    loss: &Option<(Key, Option<u64>)>,
-) -> (LossState, Option<Key>) {
+    retained: &mut StorageMap<usize>,
+    loss: &Option<(StorageKey, Option<u64>)>,
+) -> (LossState, Option<StorageKey>) {
     for (k, m) in described.drain() {
-        retained.insert(k, members.len());
+        retained.insert(k.as_ref(), members.len());
         members.push(m);
     }
     match loss {
@@ -193,10 +192,6 @@ fn cross(
         Some((_, Some(t))) => (LossState::Dropped { free_ns: *t }, None),
         Some((k, None)) => (LossState::Live { free_ns: None }, Some(k.clone())),
     }
-}
-
-fn key(m: &MemoryItem<'_>) -> Option<Key> {
-    m.storage.or(m.tensor).map(|id| (m.device, Box::from(id)))
 }
 
 /// Classifies the activations live at `optimizer_start_ns` (the first optimizer span's start)
@@ -214,15 +209,15 @@ pub(crate) fn retention(doc: &TraceDocument, optimizer_start_ns: u64) -> Retenti
         bounds.get(i).is_some_and(|&b| b <= t2)
     };
 
-    let mut live: HashMap<Key, Live> = HashMap::new();
+    let mut live: StorageMap<Live> = StorageMap::new();
     // Retained storages by key (index into `members`), filled at the crossing.
-    let mut retained: HashMap<Key, usize> = HashMap::new();
+    let mut retained: StorageMap<usize> = StorageMap::new();
     let mut members: Vec<Member> = Vec::new();
     // Descriptions of live activations, needed at the crossing only.
-    let mut described: HashMap<Key, Member> = HashMap::new();
-    let mut loss: Option<(Key, Option<u64>)> = None;
+    let mut described: StorageMap<Member> = StorageMap::new();
+    let mut loss: Option<(StorageKey, Option<u64>)> = None;
     let mut loss_state = LossState::Unknown;
-    let mut loss_key: Option<Key> = None;
+    let mut loss_key: Option<StorageKey> = None;
     let mut loss_run: Option<u64> = None;
     let mut crossed = false;
     let mut runs: HashMap<u64, Run> = HashMap::new();
@@ -243,26 +238,26 @@ pub(crate) fn retention(doc: &TraceDocument, optimizer_start_ns: u64) -> Retenti
             run_start = (m.timestamp_ns, m.span);
         }
         prev = Some((m.timestamp_ns, free));
-        let Some(k) = key(m) else {
+        let Some(k) = StorageRef::of(m) else {
             return;
         };
         if !free {
             live.insert(
-                k.clone(),
+                k,
                 Live {
                     category: m.category,
                 },
             );
             if !crossed && m.category == MemoryCategory::Activation {
                 if m.category_source == Some(CategorySource::Registry) && !m.pre_existing {
-                    loss = Some((k.clone(), None));
+                    loss = Some((k.to_key(), None));
                 }
                 described.insert(
-                    k.clone(),
+                    k,
                     Member {
                         index: m.index,
                         device: m.device,
-                        id: k.1.clone(),
+                        id: Box::from(m.storage.or(m.tensor).unwrap_or_default()),
                         bytes: m.bytes.unwrap_or(0),
                         start_ns: m.timestamp_ns,
                         span: m.span,
@@ -276,22 +271,22 @@ pub(crate) fn retention(doc: &TraceDocument, optimizer_start_ns: u64) -> Retenti
                     },
                 );
             } else {
-                described.remove(&k);
+                described.remove(k);
             }
             return;
         }
-        let category = live.remove(&k).map_or(m.category, |l| l.category);
+        let category = live.remove(k).map_or(m.category, |l| l.category);
         if !crossed {
-            described.remove(&k);
+            described.remove(k);
             if let Some((lk, freed)) = loss.as_mut() {
-                if *lk == k && freed.is_none() {
+                if lk.as_ref() == k && freed.is_none() {
                     *freed = Some(m.timestamp_ns);
                 }
             }
             return;
         }
         let is_gradient = category == MemoryCategory::Gradient;
-        let member = retained.remove(&k);
+        let member = retained.remove(k);
         if is_gradient || member.is_some() {
             let r = runs.entry(run).or_insert(Run {
                 first_ns: run_start.0,
@@ -302,7 +297,7 @@ pub(crate) fn retention(doc: &TraceDocument, optimizer_start_ns: u64) -> Retenti
         }
         if let Some(i) = member {
             members[i].run = Some(run);
-            if loss_key.as_ref() == Some(&k) {
+            if loss_key.as_ref().is_some_and(|lk| lk.as_ref() == k) {
                 loss_run = Some(run);
                 if let LossState::Live { free_ns } = &mut loss_state {
                     *free_ns = Some(m.timestamp_ns);

@@ -127,6 +127,16 @@ impl<V> StorageMap<V> {
         self.map.remove(&k)
     }
 
+    /// Takes every entry out, in the map's order (deterministic: FxHash has no random seed).
+    pub fn drain(&mut self) -> impl Iterator<Item = (StorageKey, V)> + '_ {
+        self.map.drain()
+    }
+
+    /// Every value, in the map's order.
+    pub fn values(&self) -> impl Iterator<Item = &V> + '_ {
+        self.map.values()
+    }
+
     /// Storages with a value.
     pub fn len(&self) -> usize {
         self.map.len()

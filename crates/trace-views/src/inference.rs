@@ -1,6 +1,8 @@
 //! `demo --inference`'s figures, read from the trace: `prefill` vs `decode` time, the storages
 //! live at the end (the KV cache) and how live memory grows per decoded token.
 
+use trace_memory::{StorageMap, StorageRef};
+
 /// What an inference trace says about its forward calls: `prefill` vs `decode` time, the
 /// storages live at the end (the KV cache) and how live memory grows per decoded token, read
 /// from the trace (spans, memory events), never from the run.
@@ -38,10 +40,10 @@ impl InferenceFigures {
             .collect();
         ends.sort_unstable();
         // Replay: live bytes after every event; sample at each decode end.
-        let mut live: std::collections::HashMap<(trace_schema::Sym, String), u64> =
-            std::collections::HashMap::new();
-        let mut fresh: std::collections::HashSet<(trace_schema::Sym, String)> =
-            std::collections::HashSet::new();
+        // live storages: bytes, and whether this run allocated them (not pre-existing);
+        // an alloc without an identity stays live (the logical replay's rule)
+        let mut live: StorageMap<(u64, bool)> = StorageMap::new();
+        let mut unnamed = (0u64, 0u64);
         let mut total = 0u64;
         let mut next_end = 0usize;
         let mut live_after_decode = Vec::with_capacity(ends.len());
@@ -50,25 +52,26 @@ impl InferenceFigures {
                 live_after_decode.push(total);
                 next_end += 1;
             }
-            let key = (m.device, m.storage.or(m.tensor).unwrap_or("").to_string());
+            let key = StorageRef::of(m);
             match m.action {
                 trace_schema::MemoryAction::Alloc => {
                     let b = m.bytes.unwrap_or(0);
-                    if let Some(old) = live.insert(key.clone(), b) {
-                        total = total.saturating_sub(old);
+                    let fresh = !m.pre_existing;
+                    match key {
+                        Some(k) => {
+                            if let Some((old, _)) = live.insert(k, (b, fresh)) {
+                                total = total.saturating_sub(old);
+                            }
+                        }
+                        None if fresh => unnamed = (unnamed.0 + 1, unnamed.1.saturating_add(b)),
+                        None => {}
                     }
                     total = total.saturating_add(b);
-                    if m.pre_existing {
-                        fresh.remove(&key);
-                    } else {
-                        fresh.insert(key);
-                    }
                 }
                 trace_schema::MemoryAction::Free => {
-                    if let Some(old) = live.remove(&key) {
+                    if let Some((old, _)) = key.and_then(|k| live.remove(k)) {
                         total = total.saturating_sub(old);
                     }
-                    fresh.remove(&key);
                 }
             }
         });
@@ -76,9 +79,12 @@ impl InferenceFigures {
             live_after_decode.push(total);
             next_end += 1;
         }
-        let live_at_end = fresh.iter().fold((0u64, 0u64), |(n, b), k| {
-            (n + 1, b.saturating_add(live.get(k).copied().unwrap_or(0)))
-        });
+        let live_at_end = live
+            .values()
+            .filter(|(_, fresh)| *fresh)
+            .fold(unnamed, |(n, b), &(bytes, _)| {
+                (n + 1, b.saturating_add(bytes))
+            });
         Self {
             prefill_ns,
             decode_ns: decodes.iter().map(|&(_, d)| d).collect(),
