@@ -97,13 +97,24 @@ fn main() -> ExitCode {
             }
         }
         Err(err) => {
-            eprintln!("candle-graph: error: {err:#}");
+            // Errors quote trace text (an unknown kind, an enum value): escaped like every other
+            // piece of trace text before it reaches a terminal.
+            eprintln!(
+                "candle-graph: error: {}",
+                trace_format::escape(&format!("{err:#}"))
+            );
             ExitCode::from(2)
         }
     }
 }
 
-fn warn_truncated(trace: &input::LoadedTrace) {
+/// `1 trace`, `2 traces`.
+fn count(n: u64, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
+/// Warns on stderr when the trace was cut short.
+pub(crate) fn warn_truncated(trace: &input::LoadedTrace) {
     if trace.import.as_ref().is_some_and(|r| r.cut_short.is_some()) {
         return; // the import's own warning says what was cut
     }
@@ -339,10 +350,10 @@ fn run(cli: Cli) -> Result<Output> {
             let html = trace_report::html::render(&commands::ranks_html::build(&report, &shown));
             output_file::write(&args.output, html.as_bytes(), "report.html")?;
             eprintln!(
-                "candle-graph: wrote {} ({}, {} ranks); open it in a browser (it loads nothing from the network)",
+                "candle-graph: wrote {} ({}, {}); open it in a browser (it loads nothing from the network)",
                 args.output.display(),
                 trace_format::bytes(html.len() as u64),
-                report.ranks.len()
+                count(report.ranks.len() as u64, "rank")
             );
             Ok(Output::ok(String::new()))
         }
@@ -375,10 +386,10 @@ fn run(cli: Cli) -> Result<Output> {
                 if let Some(file) = &written.file {
                     let s = written.stats;
                     eprintln!(
-                        "candle-graph: wrote {} ({}, {} profiles, {} samples, {} frames); open it in speedscope (https://www.speedscope.app, or `speedscope FILE`)",
+                        "candle-graph: wrote {} ({}, {}, {} samples, {} frames); open it in speedscope (https://www.speedscope.app, or `speedscope FILE`)",
                         file.path.display(),
                         trace_format::bytes(file.bytes),
-                        s.profiles,
+                        count(s.profiles as u64, "profile"),
                         s.samples,
                         s.frames
                     );
@@ -436,9 +447,9 @@ fn export_parquet(args: &cli::ExportArgs) -> Result<Output> {
         })
         .collect();
     eprintln!(
-        "candle-graph: wrote {} tables of {} traces into {} (rows: {}); query them with DuckDB, Polars, DataFusion or Spark",
+        "candle-graph: wrote {} tables of {} into {} (rows: {}); query them with DuckDB, Polars, DataFusion or Spark",
         written.tables.len(),
-        written.traces,
+        count(written.traces as u64, "trace"),
         args.output.display(),
         rows.join(", ")
     );

@@ -195,9 +195,14 @@ pub struct TraceDiff {
     /// Why operations are not compared.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ops_unavailable: Option<String>,
-    /// Findings compared (each side's first run): appeared, disappeared, changed with their
+    /// Findings compared (each side's median run by wall time): appeared, disappeared, changed with their
     /// figures, unchanged.
     pub findings: Vec<FindingDelta>,
+    /// Why findings are not compared: a side's trace is not structurally valid, so the
+    /// analyzer computed none for it (comparing would call every finding of the other side
+    /// appeared or disappeared). `None` when they are compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub findings_unavailable: Option<String>,
 }
 
 /// Per-span figures of one run, index like `doc.spans`.
@@ -346,10 +351,24 @@ pub fn compare(
     } else {
         wall_time_ns.not_compared()
     };
-    let ops = ops::compare_ops(&baseline[0], &candidate[0], &identity, &options.op_roles);
+    // One run stands for each side where a figure is not a median over the runs (the op
+    // table, the findings): its median run by wall time, not its first.
+    let (b0, c0) = (median_run(baseline), median_run(candidate));
+    let valid = |r: &Run<'_>| r.analysis.health.structurally_valid;
+    let findings_unavailable = match (valid(b0), valid(c0)) {
+        (true, true) => None,
+        (false, true) => Some("the baseline"),
+        (true, false) => Some("the candidate"),
+        (false, false) => Some("neither side"),
+    }
+    .map(|side| {
+        let is = if side == "neither side" { "is" } else { "is not" };
+        format!("{side} {is} a valid trace (`candle-graph check` says why): the analyzer computed no findings for it")
+    });
+    let ops = ops::compare_ops(b0, c0, &identity, &options.op_roles);
     let ops_unavailable = ops.is_none().then(|| {
         let has = |r: &Run<'_>| ops::side_ops(r, ops::framework_of(r.doc)).is_some();
-        let sides = match (has(&baseline[0]), has(&candidate[0])) {
+        let sides = match (has(b0), has(c0)) {
             (false, false) => "neither side has an",
             (false, true) => "the baseline has no",
             _ => "the candidate has no",
@@ -373,11 +392,33 @@ pub fn compare(
         gradients_unavailable,
         ops,
         ops_unavailable,
-        findings: findings::compare_findings(
-            &baseline[0].analysis.findings,
-            &candidate[0].analysis.findings,
-        ),
+        findings: if findings_unavailable.is_none() {
+            findings::compare_findings(&b0.analysis.findings, &c0.analysis.findings)
+        } else {
+            Vec::new()
+        },
+        findings_unavailable,
     })
+}
+
+/// The run of a side whose measured wall time is the median (the lower median for an even
+/// count; runs without a wall time sort last); the first run when none has one. `runs` is not
+/// empty ([`compare`] checks).
+fn median_run<'r, 'a>(runs: &'r [Run<'a>]) -> &'r Run<'a> {
+    let mut order: Vec<(Option<u64>, usize)> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let wall = r.analysis.graph.as_ref().and_then(|g| g.outer_wall_time_ns);
+            (wall, i)
+        })
+        .collect();
+    if order.iter().all(|(w, _)| w.is_none()) {
+        return &runs[0];
+    }
+    order.sort_by_key(|&(w, i)| (w.is_none(), w, i));
+    let known = order.iter().filter(|(w, _)| w.is_some()).count();
+    &runs[order[(known - 1) / 2].1]
 }
 
 /// Per-key figures of one side.

@@ -10,7 +10,7 @@
 //! listed per side, never dropped; the probe's own frames are listed as such.
 //!
 //! # When times are compared
-//! The first run of each side is compared. Times are compared unless a rule that bears on op
+//! The median run by wall time of each side is compared. Times are compared unless a rule that bears on op
 //! time refuses: an invalid, incomplete or failed capture, no timing, timing modes, devices or
 //! warm-up that differ (a side that does not say its warm-up refuses: unknown is not equal),
 //! identity conditions that differ, host time on an accelerator, hosts (os, arch, CPUs, memory)
@@ -244,7 +244,7 @@ pub(crate) fn side_ops(run: &Run<'_>, framework: Framework) -> Option<SideOps> {
     )
 }
 
-/// Compares the first run of each side op by op; `None` when a side has no op table (neither
+/// Compares one run of each side op by op (the caller passes each side's median run); `None` when a side has no op table (neither
 /// measured op spans nor samples).
 pub fn compare_ops(
     baseline: &Run<'_>,

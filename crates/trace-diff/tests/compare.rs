@@ -215,6 +215,67 @@ fn differences_inside_the_run_to_run_spread_are_noise() {
     assert_eq!(d.wall_time_ns.verdict, Verdict::Increased);
 }
 
+/// With several runs a side, the findings are those of each side's median run by wall time, not
+/// its first: an outlier first run does not speak for the side.
+#[test]
+fn several_runs_compare_the_findings_of_the_median_run() {
+    let run = |s: u64| {
+        mlp_step(Step {
+            slower_by_ns: s,
+            ..Step::default()
+        })
+        .load()
+    };
+    let self_time = |d: &trace_diff::TraceDiff| {
+        d.findings
+            .iter()
+            .find(|f| f.code == trace_graph::FindingCode::LargestHostSelfTime)
+            .and_then(|f| f.baseline.as_ref())
+            .and_then(|b| b.duration_ns)
+            .expect("largest_host_self_time on the baseline")
+    };
+    // baseline: an outlier first (slower by 40), then 0 and 4: the median is the run slower by 4
+    let many = diff_many(&[run(40), run(0), run(4)], &[run(2), run(6), run(10)]);
+    let median_alone = diff_many(&[run(4)], &[run(6)]);
+    let outlier_alone = diff_many(&[run(40)], &[run(6)]);
+    assert_eq!(self_time(&many), self_time(&median_alone));
+    assert_ne!(self_time(&many), self_time(&outlier_alone));
+}
+
+/// Against a trace that is not structurally valid (a span that never ends) the analyzer computes
+/// no findings for it: the diff says findings are not compared, instead of calling every finding
+/// of the valid side "disappeared".
+#[test]
+fn an_invalid_side_has_its_findings_not_compared() {
+    let good = mlp_step(Step::default());
+    let text = good.text();
+    let mut cut = false;
+    let broken: String = text
+        .lines()
+        .filter(|l| {
+            let drop = !cut && l.contains(r#""kind":"span_end""#);
+            cut |= drop;
+            !drop
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(cut);
+    let bad = common::Loaded::of(trace_schema::load_str(&broken).expect("loads"));
+    assert!(!bad.analysis.health.structurally_valid);
+    let good = good.load();
+    assert!(!good.analysis.findings.is_empty());
+    let d = diff(&good, &bad);
+    assert!(d.findings.is_empty(), "{:?}", d.findings);
+    let why = d.findings_unavailable.as_deref().expect("said why");
+    assert!(
+        why.starts_with("the candidate is not a valid trace"),
+        "{why}"
+    );
+    let d = diff(&good, &good);
+    assert_eq!(d.findings_unavailable, None);
+    assert!(!d.findings.is_empty());
+}
+
 fn refused(baseline: TraceText, candidate: TraceText) -> trace_diff::TraceDiff {
     let d = diff(&baseline.load(), &candidate.load());
     assert!(!d.identity.timing_comparable);

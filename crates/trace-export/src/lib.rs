@@ -81,6 +81,19 @@ pub enum ExportError {
     /// the timeline are not all there.
     #[error("{0}: the analysis lacks per-event detail (analyse it with Detail::Full)")]
     SummaryDetail(String),
+    /// A second trace with the run id and rank of one already exported: its rows would be
+    /// counted twice by every query keyed by run and rank (the same file given twice, a copy).
+    #[error("{trace}: run {run_id}{} is already exported from {first}; each run and rank is exported once", rank.map_or(String::new(), |r| format!(" rank {r}")))]
+    DuplicateRun {
+        /// The trace refused.
+        trace: String,
+        /// Its run id.
+        run_id: String,
+        /// Its rank, when it has one.
+        rank: Option<u32>,
+        /// The trace exported first with that key.
+        first: String,
+    },
 }
 
 /// The schema of every table as Markdown (a section per table: column, type, unit, meaning).
@@ -119,6 +132,8 @@ pub struct Written {
 pub struct ParquetExport {
     writers: Vec<TableWriter>,
     traces: u64,
+    /// `(run id, rank)` of every trace exported, with its source.
+    exported: std::collections::HashMap<(String, Option<u32>), String>,
 }
 
 impl ParquetExport {
@@ -141,14 +156,19 @@ impl ParquetExport {
                 }
             }
         }
-        Ok(Self { writers, traces: 0 })
+        Ok(Self {
+            writers,
+            traces: 0,
+            exported: std::collections::HashMap::new(),
+        })
     }
 
     /// Appends the rows of one trace (`source` names it in `runs.source` and in errors); the
     /// analysis must be of full detail.
     ///
     /// # Errors
-    /// [`ExportError::SummaryDetail`], [`ExportError::DeltaOverflow`], writer errors.
+    /// [`ExportError::SummaryDetail`], [`ExportError::DuplicateRun`] (nothing of the trace is
+    /// written), [`ExportError::DeltaOverflow`], writer errors.
     pub fn add(
         &mut self,
         source: &str,
@@ -158,6 +178,16 @@ impl ParquetExport {
         if analysis.detail != trace_graph::Detail::Full || doc.memory.len() != doc.memory_len() {
             return Err(ExportError::SummaryDetail(source.to_string()));
         }
+        let run_key = (doc.meta.run_id.clone(), doc.meta.rank);
+        if let Some(first) = self.exported.get(&run_key) {
+            return Err(ExportError::DuplicateRun {
+                trace: source.to_string(),
+                run_id: run_key.0,
+                rank: run_key.1,
+                first: first.clone(),
+            });
+        }
+        self.exported.insert(run_key, source.to_string());
         let [runs, spans, storages, memory, ops, gradients, findings] = &mut self.writers[..]
         else {
             unreachable!("one writer per table");
@@ -352,16 +382,17 @@ fn write_storages(
 }
 
 /// The live-bytes change of each memory event (by index) as the analyzer applied it: the
-/// differences of its timeline's totals, in apply order.
+/// differences of its timeline's totals, in apply order; `None` without a logical timeline
+/// (overflowed live bytes, no logical memory): unobserved, never 0.
 fn live_deltas(
     source: &str,
     doc: &TraceDocument,
     analysis: &Analysis,
-) -> Result<Vec<i64>, ExportError> {
-    let mut deltas = vec![0i64; doc.memory.len()];
+) -> Result<Option<Vec<i64>>, ExportError> {
     let Some(logical) = analysis.memory.logical.as_ref() else {
-        return Ok(deltas);
+        return Ok(None);
     };
+    let mut deltas = vec![0i64; doc.memory.len()];
     let mut previous = 0u64;
     for t in &logical.timeline.totals {
         let i = t.event_index as usize;
@@ -375,7 +406,7 @@ fn live_deltas(
         let sum = i128::from(*slot) + change;
         *slot = i64::try_from(sum).map_err(|_| overflow())?;
     }
-    Ok(deltas)
+    Ok(Some(deltas))
 }
 
 fn write_memory(
@@ -385,7 +416,8 @@ fn write_memory(
     analysis: &Analysis,
 ) -> Result<(), ExportError> {
     let deltas = live_deltas(source, doc, analysis)?;
-    for (i, (e, delta)) in doc.memory.iter().zip(deltas).enumerate() {
+    for (i, e) in doc.memory.iter().enumerate() {
+        let delta = deltas.as_ref().map_or(Value::Null, |d| Value::I64(d[i]));
         let action: &'static str = match e.action {
             MemoryAction::Alloc => "alloc",
             MemoryAction::Free => "free",
@@ -404,7 +436,7 @@ fn write_memory(
             e.span.map(|s| doc.str(s)).into(),
             e.op_name.map(|s| doc.str(s)).into(),
             Value::Bool(e.pre_existing),
-            Value::I64(delta),
+            delta,
         ])?;
     }
     Ok(())

@@ -190,7 +190,7 @@ pub const MEMORY_EVENTS: TableDef = TableDef {
         col("span_id", Kind::Text, true, "-", "span the event happened in"),
         col("op_name", Kind::Text, true, "-", "op of an allocation"),
         col("pre_existing", Kind::Bool, false, "-", "an alloc recorded for a storage that existed before the capture"),
-        col("live_delta_bytes", Kind::I64, false, "bytes", "change of live bytes (on `device`, and in total) as the analyzer applied the event: +size for a new storage, −its size for a matched free, 0 for an event that changes nothing (a free of an unknown storage, a repeated alloc); the running sum in apply order is the logical timeline"),
+        col("live_delta_bytes", Kind::I64, true, "bytes", "change of live bytes (on `device`, and in total) as the analyzer applied the event: +size for a new storage, −its size for a matched free, 0 for an event that changes nothing (a free of an unknown storage, a repeated alloc); the running sum in apply order is the logical timeline; null on every row of a trace without a logical timeline (its live bytes overflowed, or it has no logical memory: `runs.logical_peak_bytes` is null too)"),
     ],
 };
 

@@ -142,3 +142,75 @@ fn the_docs_document_the_schema_as_written() {
         "docs/parquet.md's Parquet schema differs from trace_export::schema_markdown(); paste:\n{schema}"
     );
 }
+
+/// The same run and rank twice (a file given twice, a copy of it) is refused, naming both: its
+/// rows would count twice in every query keyed by run and rank. Nothing of the second is written.
+#[test]
+fn the_same_run_twice_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("t.jsonl");
+    let config = SynthConfig {
+        memory_events: 500,
+        spans: 20,
+        ops: 50,
+        ..SynthConfig::default()
+    };
+    write_synth_trace(&path, &config).unwrap();
+    let doc = trace_schema::load_path(&path).unwrap();
+    let analysis = trace_graph::analyze(&doc);
+    let mut export = trace_export::ParquetExport::create(&tmp.path().join("tables")).unwrap();
+    export.add("first.jsonl", &doc, &analysis).unwrap();
+    let err = export.add("copy.jsonl", &doc, &analysis).unwrap_err();
+    assert!(
+        matches!(&err, trace_export::ExportError::DuplicateRun { trace, first, .. } if trace == "copy.jsonl" && first == "first.jsonl"),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("already exported from first.jsonl"),
+        "{err}"
+    );
+    let written = export.finish().unwrap();
+    assert_eq!(written.traces, 1);
+}
+
+/// A trace whose live bytes overflow has no logical timeline: its memory rows carry a null
+/// `live_delta_bytes` (unobserved), never a 0 that a running sum would read as "no change".
+#[test]
+fn without_a_logical_timeline_the_deltas_are_null() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("t.jsonl");
+    std::fs::write(
+        &path,
+        r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"e","phase":"train","timestamp":"2026-01-01T00:00:00.000Z"}
+{"kind":"span_start","id":"s1","name":"e","start_ns":0,"span_kind":"function","measured":true}
+{"kind":"memory","timestamp_ns":1,"action":"alloc","device":"cpu","storage_id":"a","bytes":18446744073709551615,"category":"activation","span_id":"s1"}
+{"kind":"memory","timestamp_ns":2,"action":"alloc","device":"cpu","storage_id":"b","bytes":16,"category":"activation","span_id":"s1"}
+{"kind":"span_end","id":"s1","duration_ns":3}
+"#,
+    )
+    .unwrap();
+    let doc = trace_schema::load_path(&path).unwrap();
+    let analysis = trace_graph::analyze(&doc);
+    assert!(
+        analysis.memory.logical.is_none(),
+        "overflowed: no logical plane"
+    );
+    let out = tmp.path().join("tables");
+    let mut export = trace_export::ParquetExport::create(&out).unwrap();
+    export.add("t.jsonl", &doc, &analysis).unwrap();
+    export.finish().unwrap();
+    let file = File::open(out.join("memory_events.parquet")).unwrap();
+    let mut rows = 0;
+    for batch in ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap()
+    {
+        let batch = batch.unwrap();
+        let deltas: &Int64Array = column(&batch, "live_delta_bytes");
+        assert_eq!(deltas.null_count(), deltas.len(), "every delta null");
+        rows += deltas.len();
+    }
+    assert_eq!(rows, 2);
+}

@@ -816,7 +816,9 @@ pub fn render(diff: &TraceDiff, top: usize) -> String {
         );
     }
     let f = findings_lines(diff);
-    if !f.is_empty() {
+    if let Some(why) = &diff.findings_unavailable {
+        let _ = writeln!(out, "findings     not compared: {}", escape(why));
+    } else if !f.is_empty() {
         out.push_str("findings\n");
         for l in &f {
             let _ = writeln!(out, "  {}", escape(l));

@@ -123,7 +123,14 @@ fn headline_section(diff: &TraceDiff) -> Section {
         items: lines.iter().skip(1).map(|l| Text::trace(l)).collect(),
     }];
     let f = crate::diff::findings_lines(diff);
-    if !f.is_empty() {
+    if let Some(why) = &diff.findings_unavailable {
+        facts.push(Fact {
+            label: "findings".into(),
+            value: Text::trace(&format!("not compared: {why}")),
+            data: vec![("findings".into(), "unavailable".into())],
+            items: Vec::new(),
+        });
+    } else if !f.is_empty() {
         facts.push(Fact {
             label: "findings".into(),
             value: Text::trace(&f[0]),

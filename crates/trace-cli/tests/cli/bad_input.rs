@@ -221,3 +221,27 @@ fn bom_cr_only_and_empty_files() {
     let (_d, p) = write("trace.jsonl", b"");
     assert_fails(&["summary", s(&p)], "line 1: missing meta");
 }
+
+/// A load error quotes trace text (an unknown kind, an enum value): it reaches the terminal
+/// escaped, never as raw control characters (a terminal-title or clear-screen sequence).
+#[test]
+fn load_errors_escape_the_trace_text_they_quote() {
+    let meta = r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"e","phase":"train","timestamp":"2026-01-01T00:00:00.000Z"}"#;
+    for (line, quoted) in [
+        (r#"{"kind":"bogus\u001b[31m"}"#, r"bogus\x1b[31m"),
+        (
+            r#"{"kind":"memory","timestamp_ns":1,"action":"x\u001b]0;pwned\u0007","device":"cpu","storage_id":"a","bytes":8,"category":"activation"}"#,
+            r"x\x1b]0;pwned\x07",
+        ),
+    ] {
+        let (_dir, path) = write("t.jsonl", format!("{meta}\n{line}\n").as_bytes());
+        let r = run(&["summary", s(&path)]);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(
+            !r.stderr.contains(['\u{1b}', '\u{7}']),
+            "raw control characters: {:?}",
+            r.stderr
+        );
+        assert!(r.stderr.contains(quoted), "{:?} lacks {quoted:?}", r.stderr);
+    }
+}

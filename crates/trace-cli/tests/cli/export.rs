@@ -153,7 +153,7 @@ fn speedscope_writes_a_profile_per_thread_and_refuses_a_trace_without_samples() 
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.is_empty());
     assert!(
-        r.stderr.contains("1 profiles, 299 samples, 15 frames"),
+        r.stderr.contains("1 profile, 299 samples, 15 frames"),
         "{}",
         r.stderr
     );
@@ -211,4 +211,51 @@ fn chrome_export_of_a_sampled_trace_counts_its_samples() {
         .filter(|e| e["cat"] == "sample")
         .count();
     assert_eq!(n, 299);
+}
+
+/// `export --format parquet`: the same run given twice is refused, naming both files (its rows
+/// would count twice); a rank directory with an unreadable rank trace exports the others with
+/// a warning, as `summary` on the directory reads the others; a cut-short trace is exported
+/// with the warning every other command gives.
+#[test]
+fn parquet_refuses_a_run_twice_and_skips_an_unreadable_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = format!("{LLAMA}/trace.jsonl");
+    let out = dir.path().join("tables");
+    let r = run(&[
+        "export",
+        "--format",
+        "parquet",
+        &trace,
+        &trace,
+        "-o",
+        s(&out),
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("is already exported from") && r.stderr.contains("trace.jsonl"),
+        "{}",
+        r.stderr
+    );
+    let ranks = dir.path().join("ranks");
+    std::fs::create_dir(&ranks).unwrap();
+    std::fs::copy(&trace, ranks.join("trace.rank0.jsonl")).unwrap();
+    std::fs::write(ranks.join("trace.rank1.jsonl"), "").unwrap();
+    let out = dir.path().join("rank-tables");
+    let r = run(&["export", "--format", "parquet", s(&ranks), "-o", s(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("warning: skipping the rank trace")
+            && r.stderr.contains("trace.rank1.jsonl"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("of 1 trace into"), "{}", r.stderr);
+    assert!(out.join("runs.parquet").exists());
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let (_cut_dir, cut) = write("cut.jsonl", &text.as_bytes()[..text.len() - 40]);
+    let out = dir.path().join("cut-tables");
+    let r = run(&["export", "--format", "parquet", s(&cut), "-o", s(&out)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("is truncated"), "{}", r.stderr);
 }
