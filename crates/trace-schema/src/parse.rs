@@ -160,12 +160,24 @@ fn typed<T: DeserializeOwned>(bytes: &[u8], line: u64, kind: &str) -> Result<T, 
         if inner.is_syntax() || inner.is_eof() {
             LoadError::Malformed {
                 line,
-                message: inner.to_string(),
+                message: syntax_message(&inner),
             }
         } else {
             field_error(line, kind, &field, &inner.to_string())
         }
     })
+}
+
+/// serde_json's message for one event's line, with the position as a column: serde counts
+/// lines inside the text it was given (always line 1 of one event), which beside the file's
+/// line number reads as a contradiction.
+fn syntax_message(err: &serde_json::Error) -> String {
+    let text = err.to_string();
+    match text.rsplit_once(" at line ") {
+        Some((message, _)) if err.column() > 0 => format!("{message} at column {}", err.column()),
+        Some((message, _)) => message.to_string(),
+        None => text,
+    }
 }
 
 fn field_error(line: u64, kind: &str, path: &str, message: &str) -> LoadError {
@@ -199,7 +211,7 @@ fn diagnose(bytes: &[u8], line: u64) -> LoadError {
         Ok(v) => v,
         Err(err) => {
             let message = match std::str::from_utf8(bytes) {
-                Ok(_) => err.to_string(),
+                Ok(_) => syntax_message(&err),
                 Err(utf8) => format!("not valid UTF-8 ({utf8})"),
             };
             return LoadError::Malformed { line, message };

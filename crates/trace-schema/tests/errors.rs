@@ -38,6 +38,19 @@ fn malformed_json_names_its_line() {
     assert!(e.to_string().starts_with("line 2: malformed JSON"), "{e}");
     let e = err(&[META_11, "[1, 2]"]);
     assert!(matches!(e, LoadError::Malformed { line: 2, .. }), "{e:?}");
+    // a raw control character: the position is a column of that line, not serde's "line 1"
+    let e = err(&[
+        META_11,
+        "{\"kind\":\"span_start\",\"id\":\"a\u{0}b\"}",
+        TERMINAL,
+    ]);
+    let text = e.to_string();
+    assert!(
+        text.starts_with("line 2: malformed JSON: control character"),
+        "{text}"
+    );
+    assert!(text.ends_with("at column 29"), "{text}");
+    assert!(!text.contains("line 1"), "{text}");
 }
 
 #[test]

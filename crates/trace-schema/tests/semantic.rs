@@ -398,3 +398,34 @@ fn a_site_id_beyond_u32_names_its_field_and_site_kinds_need_trace_13() {
     let err = load_str(&text).unwrap_err().to_string();
     assert!(err.contains("line 3"), "{err}");
 }
+
+/// A step span whose `step_index` names no step (0, or past `u32::MAX`) is kept as a span and
+/// said, with its line: it is not counted as a step, and nothing else about the trace changes.
+#[test]
+fn a_step_index_that_names_no_step_is_an_issue_with_its_line() {
+    let step = |id: &str, n: &str| {
+        format!(
+            r#"{{"kind":"span_start","id":"{id}","parent_id":"s1","name":"step","start_ns":1,"span_kind":"function","step_index":{n}}}"#
+        )
+    };
+    let (zero, big, good) = (step("a", "0"), step("b", "4294967296"), step("c", "3"));
+    let doc = load(&[META_13, SPAN, &zero, &big, &good, END, TERMINAL]);
+    assert_eq!(
+        issues(&doc),
+        vec![
+            (SemanticCode::InvalidStepIndex, 3),
+            (SemanticCode::InvalidStepIndex, 4)
+        ],
+        "{:?}",
+        doc.semantic_issues
+    );
+    assert!(doc.semantic_issues[0]
+        .message
+        .contains("step_index 0 names no step"));
+    let kept: Vec<Option<u32>> = doc
+        .spans
+        .iter()
+        .map(|s| s.step_index.map(|n| n.get()))
+        .collect();
+    assert_eq!(kept, vec![None, None, None, Some(3)]);
+}

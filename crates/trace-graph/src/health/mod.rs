@@ -65,6 +65,9 @@ pub enum HealthCode {
     /// A `site` or `alloc_sites` event, or a memory event's site, breaks its rules and was
     /// dropped (loader; a warning: the other sites stay usable).
     InvalidSites,
+    /// A step span's `step_index` is 0 or past `u32::MAX` and names no step (loader; a
+    /// warning: the span stays, but not as a step of the per-step table).
+    InvalidStepIndex,
     /// A gradient norm does not fit its state (loader).
     GradientStateNormInconsistent,
     /// The meta fails validation, e.g. `capture_step` 0 (loader).
@@ -489,6 +492,11 @@ fn semantic(doc: &TraceDocument, issues: &mut Issues) {
             SemanticCode::InvalidSites => {
                 let location = IssueLocation::line(s.line);
                 issues.warning(HealthCode::InvalidSites, s.message.clone(), location);
+                continue;
+            }
+            SemanticCode::InvalidStepIndex => {
+                let location = IssueLocation::line(s.line);
+                issues.warning(HealthCode::InvalidStepIndex, s.message.clone(), location);
                 continue;
             }
             SemanticCode::GradientStateNormInconsistent => {

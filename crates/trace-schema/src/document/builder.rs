@@ -104,6 +104,25 @@ impl TraceBuilder {
         }
     }
 
+    /// A `step_index` on the wire that names no step (0, or past `u32::MAX`) is an issue.
+    fn check_step_index(
+        &mut self,
+        wire: Option<u64>,
+        kept: Option<std::num::NonZeroU32>,
+        line: u64,
+    ) {
+        if let (Some(n), None) = (wire, kept) {
+            self.issue(
+                SemanticCode::InvalidStepIndex,
+                line,
+                format!(
+                    "step_index {n} names no step (1 to {}): the span is not counted as a step",
+                    u32::MAX
+                ),
+            );
+        }
+    }
+
     fn issue(&mut self, code: SemanticCode, line: u64, message: String) {
         self.doc.semantic_issues.push(SemanticIssue {
             code,
@@ -161,6 +180,7 @@ impl TraceBuilder {
                     inferred_reason: None,
                     line: line.min(u32::MAX as u64) as u32,
                 };
+                self.check_step_index(e.step_index, record.step_index, line);
                 self.add_span_start(record);
             }
             TraceEvent::SpanEnd(e) => self.add_span_end(
@@ -488,6 +508,8 @@ impl TraceBuilder {
                 let instance_key = self.local_opt(chunk, e.instance_key);
                 let module_kind = self.local_opt(chunk, e.module_kind);
                 let forward_span = self.local_opt(chunk, e.forward_span);
+                let step_index = super::records::step_index_of(e.step_index);
+                self.check_step_index(e.step_index, step_index, line);
                 self.add_span_start(SpanRecord {
                     id,
                     parent,
@@ -501,7 +523,7 @@ impl TraceBuilder {
                     instance_key,
                     module_kind,
                     forward_span,
-                    step_index: super::records::step_index_of(e.step_index),
+                    step_index,
                     inferred: false,
                     inferred_reason: None,
                     line: line.min(u32::MAX as u64) as u32,
