@@ -5,6 +5,8 @@
 //!
 //! One test function: the session tracker is process-wide.
 
+mod common;
+
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{loss, AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use trace_graph::FindingCode;
@@ -29,12 +31,7 @@ fn run(path: &std::path::Path, keep: bool) -> Res<trace_graph::Analysis> {
         ProbedOptimizer::<AdamW>::for_session(&session, varmap.all_vars(), ParamsAdamW::default())?;
     let mut losses: Vec<Tensor> = Vec::new();
     for step in 1..=4u32 {
-        let x = Tensor::rand(0f32, 1f32, (32, 64), &Device::Cpu)?;
-        let y = Tensor::from_vec(
-            (0..32u32).map(|i| (i + step) % 10).collect(),
-            32,
-            &Device::Cpu,
-        )?;
+        let (x, y) = common::step_batch(step)?;
         let _step = session.step(step);
         let logits = l2.forward(&l1.forward(&x)?.relu()?)?;
         let loss = loss::cross_entropy(&logits, &y)?;

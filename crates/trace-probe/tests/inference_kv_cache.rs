@@ -9,6 +9,8 @@
 //!
 //! One test function: the session tracker and the capture window are process-wide.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use candle_core::{DType, Device, Tensor};
@@ -26,19 +28,6 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 const PROMPT: usize = 4;
 const DECODED: usize = 7;
-
-fn config() -> Config {
-    Config {
-        dim: 32,
-        hidden_dim: 64,
-        n_layers: 2,
-        n_heads: 4,
-        n_kv_heads: 2,
-        vocab_size: 64,
-        seq_len: 32,
-        norm_eps: 1e-5,
-    }
-}
 
 /// A cache whose rotary tables are computed (an empty builder: a `VarMap` builder would turn
 /// the missing `freq_cis_*` tables into zero variables).
@@ -116,7 +105,7 @@ fn parameters(doc: &TraceDocument) -> BTreeMap<String, u64> {
 #[test]
 fn kv_cache_outliving_the_call_and_weights_without_optimizer() -> Res<()> {
     let dir = tempfile::tempdir()?;
-    let cfg = config();
+    let cfg = common::llama2_c_config();
 
     // 1. `.varmap`: llama2_c over a VarMap, no optimizer; the cache of call 2 outlives it.
     let path = dir.path().join("llama2_c.jsonl");

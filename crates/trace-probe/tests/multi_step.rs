@@ -10,11 +10,13 @@
 //!
 //! One test function: the session tracker and the capture window are process-wide.
 
+mod common;
+
 use std::collections::HashMap;
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{loss, AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use candle_transformers::models::llama2_c::{Cache, Config, Llama};
+use candle_transformers::models::llama2_c::{Cache, Llama};
 use trace_graph::{Analysis, FindingCode, Severity};
 use trace_probe::alloc::Tracking;
 use trace_probe::{nn, ProbedOptimizer, ProfileRun, TraceSession};
@@ -53,12 +55,7 @@ fn train(path: &std::path::Path, keep: Keep) -> Res<(trace_schema::TraceDocument
         ProbedOptimizer::<AdamW>::for_session(&session, varmap.all_vars(), ParamsAdamW::default())?;
     let mut kept: Vec<Tensor> = Vec::new();
     for step in 1..=5u32 {
-        let x = Tensor::rand(0f32, 1f32, (32, 64), &Device::Cpu)?;
-        let y = Tensor::from_vec(
-            (0..32u32).map(|i| (i + step) % 10).collect(),
-            32,
-            &Device::Cpu,
-        )?;
+        let (x, y) = common::step_batch(step)?;
         let _step = session.step(step);
         let h = l1.forward(&x)?.relu()?;
         let logits = l2.forward(&h)?;
@@ -126,23 +123,10 @@ fn bytes_of(t: &Tensor) -> u64 {
 
 const PROMPT: usize = 4;
 
-fn llama_config() -> Config {
-    Config {
-        dim: 32,
-        hidden_dim: 64,
-        n_layers: 2,
-        n_heads: 4,
-        n_kv_heads: 2,
-        vocab_size: 64,
-        seq_len: 32,
-        norm_eps: 1e-5,
-    }
-}
-
 /// llama2_c with plain (detached) weights, the prompt in call 1, then one decoded token per
 /// call; calls 2..=5 captured. Returns the trace, its analysis and the cache at the end.
 fn decode(path: &std::path::Path) -> Res<(trace_schema::TraceDocument, Analysis, Cache)> {
-    let cfg = llama_config();
+    let cfg = common::llama2_c_config();
     let src = VarMap::new();
     let _ = Llama::load(
         VarBuilder::from_varmap(&src, DType::F32, &Device::Cpu),
@@ -277,7 +261,7 @@ fn several_steps_per_step_figures_and_growth() -> Res<()> {
 
     // 4. Decoding with a KV cache, one token per call: one position's keys and values per
     // call, in every layer.
-    let cfg = llama_config();
+    let cfg = common::llama2_c_config();
     let (doc, a, cache) = decode(&dir.path().join("decode.jsonl"))?;
     assert_four_steps(&doc, &a, false);
     let head_dim = cfg.dim / cfg.n_heads;

@@ -68,6 +68,33 @@ pub fn batch(seed: u64) -> candle_core::Result<(Tensor, Tensor)> {
     ))
 }
 
+/// The batch of step `step` of the multi-step MLP tests (64-256-10): uniform inputs
+/// `[32, 64]` and the targets `(i + step) % 10`, so each step's data differs.
+pub fn step_batch(step: u32) -> candle_core::Result<(Tensor, Tensor)> {
+    let x = Tensor::rand(0f32, 1f32, (32, 64), &Device::Cpu)?;
+    let y = Tensor::from_vec(
+        (0..32u32).map(|i| (i + step) % 10).collect(),
+        32,
+        &Device::Cpu,
+    )?;
+    Ok((x, y))
+}
+
+/// candle-transformers' `llama2_c` at the size the KV-cache tests run: 2 layers of dim 32,
+/// 4 heads over 2 KV heads, a 64-token vocabulary, 32 positions.
+pub fn llama2_c_config() -> candle_transformers::models::llama2_c::Config {
+    candle_transformers::models::llama2_c::Config {
+        dim: 32,
+        hidden_dim: 64,
+        n_layers: 2,
+        n_heads: 4,
+        n_kv_heads: 2,
+        vocab_size: 64,
+        seq_len: 32,
+        norm_eps: 1e-5,
+    }
+}
+
 /// Reads a trace file as text (for byte comparisons and debugging).
 pub fn read(path: &std::path::Path) -> String {
     std::fs::read_to_string(path).expect("trace file")
