@@ -10,6 +10,20 @@ use trace_schema::Pass;
 
 use crate::table::{Align, Table};
 
+/// The memory imbalance across ranks as one sentence (the text and the page say the same).
+pub(crate) fn imbalance_line(m: &trace_ranks::MemoryImbalance) -> String {
+    let ratio = m.ratio.map(|x| format!(", {x:.2}×")).unwrap_or_default();
+    format!(
+        "logical peaks from {} (rank {}) to {} (rank {}): spread {}{ratio} over {} ranks",
+        bytes(m.min_bytes),
+        m.min_rank,
+        bytes(m.max_bytes),
+        m.max_rank,
+        bytes(m.spread_bytes),
+        m.ranks_compared
+    )
+}
+
 /// `X against a median of Y on the other ranks (+Z, r×)`.
 pub fn excess_line(e: &Excess) -> String {
     let ratio = e.ratio().map(|r| format!(", {r:.2}×")).unwrap_or_default();
@@ -129,17 +143,7 @@ pub fn render(r: &RankReport, dir: &str) -> String {
         ),
     }
     if let Some(m) = &r.memory {
-        let ratio = m.ratio.map(|x| format!(", {x:.2}×")).unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "memory       logical peaks from {} (rank {}) to {} (rank {}): spread {}{ratio} over {} ranks",
-            bytes(m.min_bytes),
-            m.min_rank,
-            bytes(m.max_bytes),
-            m.max_rank,
-            bytes(m.spread_bytes),
-            m.ranks_compared
-        );
+        let _ = writeln!(out, "memory       {}", imbalance_line(m));
     }
     for rank in &r.missing {
         let _ = writeln!(out, "missing      rank {rank}: no trace in the directory");

@@ -10,7 +10,7 @@ use trace_ranks::{Excess, RankReport};
 use trace_report::page::{Block, Cell, Column, Fact, Page, Section, Table, Text};
 use trace_schema::Pass;
 
-use crate::ranks::{excess_line, render};
+use crate::ranks::{excess_line, imbalance_line, render};
 
 /// The `data-*` attributes of an excess (`<prefix>-ns`, `-median-ns`, `-excess-ns`), for tests.
 fn excess_data(prefix: &str, e: &Excess) -> Vec<(String, String)> {
@@ -86,18 +86,9 @@ fn straggler_section(r: &RankReport) -> Section {
 fn memory_section(r: &RankReport) -> Section {
     let blocks = match &r.memory {
         Some(m) => {
-            let ratio = m.ratio.map(|x| format!(", {x:.2}×")).unwrap_or_default();
             vec![Block::Facts(vec![Fact {
                 label: "imbalance".into(),
-                value: Text::from(format!(
-                    "logical peaks from {} (rank {}) to {} (rank {}): spread {}{ratio} over {} ranks",
-                    bytes(m.min_bytes),
-                    m.min_rank,
-                    bytes(m.max_bytes),
-                    m.max_rank,
-                    bytes(m.spread_bytes),
-                    m.ranks_compared
-                )),
+                value: Text::from(imbalance_line(m)),
                 data: vec![
                     ("max-rank".into(), m.max_rank.to_string()),
                     ("max-bytes".into(), m.max_bytes.to_string()),

@@ -147,8 +147,8 @@ fn tiny_step(batch: u64) -> TraceDocument {
     trace_schema::load_str(&(lines.join("\n") + "\n")).expect("tiny trace loads")
 }
 
-#[test]
-fn a_batch_change_is_headlined_as_its_batch_scaled_and_fixed_parts() {
+/// The diff of the tiny step at batch 8 (baseline) against batch 16 (candidate).
+fn batch_8_against_16() -> trace_diff::TraceDiff {
     let (b, c) = (tiny_step(8), tiny_step(16));
     let (ab, ac) = (trace_views::analyze(&b), trace_views::analyze(&c));
     let run = |doc, analysis, label| trace_diff::Run {
@@ -156,12 +156,17 @@ fn a_batch_change_is_headlined_as_its_batch_scaled_and_fixed_parts() {
         analysis,
         label,
     };
-    let diff = trace_diff::compare(
+    trace_diff::compare(
         &[run(&b, &ab, "batch-8")],
         &[run(&c, &ac, "batch-16")],
         &trace_diff::DiffOptions::default(),
     )
-    .expect("comparable");
+    .expect("comparable")
+}
+
+#[test]
+fn a_batch_change_is_headlined_as_its_batch_scaled_and_fixed_parts() {
+    let diff = batch_8_against_16();
     let text = trace_views::diff_text(&diff, 10);
     // the peak grew by the activation only: 2 KiB → 4 KiB; 8 KiB fixed on both sides
     let headline = "batch 8 → 16: fixed (parameters, gradients, optimizer state) 8.00 KiB → 8.00 KiB (=) · batch-scaled (activations) 2.00 KiB → 4.00 KiB (+2.00 KiB)";
@@ -265,19 +270,7 @@ fn held_rows_are_collapsed_under_their_groups() {
 fn the_diff_page_overlays_both_memory_timelines() {
     // batch 8 peaks at 10 KiB (4 KiB parameter + 2 KiB activation + 4 KiB gradient at 60 ns),
     // batch 16 at 12 KiB; both timelines on one chart, time from each measured start
-    let (b, c) = (tiny_step(8), tiny_step(16));
-    let (ab, ac) = (trace_views::analyze(&b), trace_views::analyze(&c));
-    let run = |doc, analysis, label| trace_diff::Run {
-        doc,
-        analysis,
-        label,
-    };
-    let diff = trace_diff::compare(
-        &[run(&b, &ab, "batch-8")],
-        &[run(&c, &ac, "batch-16")],
-        &trace_diff::DiffOptions::default(),
-    )
-    .expect("comparable");
+    let diff = batch_8_against_16();
     let device = &diff.memory.as_ref().expect("memory compared").devices[0];
     let max = |t: &[(i64, u64)]| t.iter().map(|p| p.1).max();
     assert_eq!(max(&device.baseline_timeline), Some(10 * 1024));
