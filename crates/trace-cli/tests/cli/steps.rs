@@ -6,20 +6,17 @@ use crate::util::{run, s, write, SMALL_TRACE};
 
 /// Steps 2 and 3 under one measured region, each leaving one 1,024 B storage live.
 fn two_steps(leak: bool) -> String {
-    let free_b = if leak {
-        String::new()
-    } else {
-        r#"{"kind":"memory","timestamp_ns":36,"action":"free","device":"cpu","storage_id":"b"}"#
-            .to_string()
-            + "\n"
+    // the free line of storage `id` at `t`, or none when the step leaks it
+    let free = |t: u64, id: &str| {
+        if leak {
+            String::new()
+        } else {
+            format!(
+                "{{\"kind\":\"memory\",\"timestamp_ns\":{t},\"action\":\"free\",\"device\":\"cpu\",\"storage_id\":\"{id}\"}}\n"
+            )
+        }
     };
-    let free_a = if leak {
-        String::new()
-    } else {
-        r#"{"kind":"memory","timestamp_ns":16,"action":"free","device":"cpu","storage_id":"a"}"#
-            .to_string()
-            + "\n"
-    };
+    let (free_a, free_b) = (free(16, "a"), free(36, "b"));
     format!(
         r#"{{"kind":"meta","schema":"candle-graph/trace/13","run_id":"r","entrypoint":"mlp::train","phase":"train","timestamp":"2026-01-01T00:00:00.000Z","capture_step":2,"last_capture_step":3,"warmup_steps":1,"capture_contract":{{"logical_memory":"complete"}}}}
 {{"kind":"span_start","id":"s1","name":"mlp::train","start_ns":0,"span_kind":"function","measured":true}}
