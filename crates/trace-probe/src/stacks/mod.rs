@@ -66,21 +66,38 @@ fn resolve(_address: u64, _exact: bool) -> Vec<Resolved> {
 /// Whether the return address `addr` lies in the allocator hook's own code (the probe's
 /// `alloc` module, the tracking allocator, the stack walk, the `__rust_alloc` shims): the frames an allocation
 /// site's walk starts with, dropped before the stack enters the table (every site would
-/// otherwise read as the probe's).
+/// otherwise read as the probe's). A frame is the hook's by its name or, for the inlined
+/// frames a `debug = "line-tables-only"` build names only by their short name (`walk`,
+/// `capture`), by its source file.
 pub(crate) fn is_hook_frame(addr: u64) -> bool {
     resolve(addr, false).iter().any(|f| {
-        f.function.as_deref().is_some_and(|n| {
-            n.starts_with("trace_probe::alloc::")
-                || n.starts_with("<trace_probe::alloc::")
-                || n.starts_with("trace_probe::sampler::unwind::")
-                || n.starts_with("backtrace::")
-                || n.starts_with("<backtrace::")
-                || n.starts_with("__rust_alloc")
-                || n.starts_with("__rustc::__rust_")
-                || n.starts_with("__rust_realloc")
-                || n.starts_with("__rg_")
-        })
+        f.file.as_deref().is_some_and(is_hook_file)
+            || f.function.as_deref().is_some_and(|n| {
+                n.starts_with("trace_probe::alloc::")
+                    || n.starts_with("<trace_probe::alloc::")
+                    || n.starts_with("trace_probe::sampler::unwind::")
+                    || n.starts_with("backtrace::")
+                    || n.starts_with("<backtrace::")
+                    || n.starts_with("__rust_alloc")
+                    || n.starts_with("__rustc::__rust_")
+                    || n.starts_with("__rust_realloc")
+                    || n.starts_with("__rg_")
+            })
     })
+}
+
+/// Whether `file` is one of the hook's source files: this crate's `src/alloc/` or its stack
+/// walk (`src/sampler/unwind.rs`), in a workspace checkout (`trace-probe/src/…`) or a registry
+/// one (`trace-probe-0.1.0/src/…`).
+fn is_hook_file(file: &str) -> bool {
+    let file = file.replace('\\', "/");
+    let Some(at) = file.rfind("/src/") else {
+        return false;
+    };
+    let (krate, inner) = (&file[..at], &file[at + "/src/".len()..]);
+    let krate = krate.rsplit('/').next().unwrap_or("");
+    (krate == "trace-probe" || krate.starts_with("trace-probe-"))
+        && (inner.starts_with("alloc/") || inner == "sampler/unwind.rs")
 }
 
 /// The symbol quality of this build, from the probe's own code (for a table without frames).
@@ -137,5 +154,26 @@ impl SessionStacks {
     /// The figures of the written table (`None` before [`Self::write`] or without stacks).
     pub(crate) fn figures(&self) -> Option<TableFigures> {
         *self.written.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_hook_file;
+
+    #[test]
+    fn the_hooks_files_are_known_in_a_checkout_and_a_registry() {
+        assert!(is_hook_file("/w/crates/trace-probe/src/alloc/sites.rs"));
+        assert!(is_hook_file(
+            "/h/.cargo/registry/src/index/trace-probe-0.1.0/src/alloc/hook.rs"
+        ));
+        assert!(is_hook_file("/w/crates/trace-probe/src/sampler/unwind.rs"));
+        assert!(!is_hook_file("/w/crates/trace-probe/src/sampler/mod.rs"));
+        assert!(!is_hook_file("/w/crates/trace-probe/src/run.rs"));
+        assert!(!is_hook_file("/w/my-trace-probe/src/alloc/mine.rs"));
+        assert!(!is_hook_file(
+            "/rustc/59807616e1fa/library/alloc/src/alloc.rs"
+        ));
+        assert!(!is_hook_file("sites.rs"));
     }
 }
