@@ -6,7 +6,8 @@
 //! devices) under `target/bench-scale/`, then runs, as child processes of the same build,
 //! `--pairs` rounds of: a bare typed parse (`xtask bare-parse`: one thread, `BufReader` lines,
 //! `serde_json::from_str::<trace_schema::TraceEvent>` per line, nothing kept) immediately followed
-//! by each of `candle-graph summary`, `memory` and `check` (stdout discarded). Each command's
+//! by each of `candle-graph summary`, `memory`, `check` and `export --format parquet` (stdout
+//! discarded; the tables go to a directory beside the trace, removed after each run). Each command's
 //! ratio is the median over the rounds of (command wall time / wall time of the bare parse run
 //! just before it), so the two sides of a ratio see the same machine load. Peak RSS and CPU time
 //! (user + system) of each child come from `wait4`'s `rusage`. The table ends with the growth of
@@ -261,7 +262,8 @@ fn run_size(
     file_bytes: u64,
     pairs: usize,
 ) -> Result<Vec<Row>> {
-    const COMMANDS: [&str; 3] = ["summary", "memory", "check"];
+    const COMMANDS: [&str; 4] = ["summary", "memory", "check", "export"];
+    let tables = path.with_extension("tables");
     let bare = || {
         let mut c = Command::new(xtask);
         c.arg("bare-parse").arg(path);
@@ -269,7 +271,17 @@ fn run_size(
     };
     let command = |name: &str| {
         let mut c = Command::new(cli);
-        c.arg(name).arg(path).env_remove("CANDLE_GRAPH_DETAIL");
+        if name == "export" {
+            // The Parquet tables of the trace (issue 34), into a directory removed after each run.
+            let _ = std::fs::remove_dir_all(&tables);
+            c.args(["export", "--format", "parquet"])
+                .arg(path)
+                .arg("-o")
+                .arg(&tables);
+        } else {
+            c.arg(name).arg(path);
+        }
+        c.env_remove("CANDLE_GRAPH_DETAIL");
         c
     };
     let mut bares: Vec<Measured> = Vec::new();
@@ -290,6 +302,7 @@ fn run_size(
             runs[i].push((b, c));
         }
     }
+    let _ = std::fs::remove_dir_all(&tables);
     let mut rows = vec![Row {
         events,
         file_bytes,

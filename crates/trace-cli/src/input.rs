@@ -134,14 +134,32 @@ pub fn resolve(input: &Path) -> Result<PathBuf> {
 /// # Errors
 /// As [`load_with`].
 pub fn analyze(input: &Path, detail: Detail) -> Result<(LoadedTrace, Analysis)> {
-    let detail = match std::env::var(DETAIL_ENV).as_deref() {
-        Ok("full") => Detail::Full,
-        _ => detail,
+    analyze_graph(input, detail, detail)
+}
+
+/// As [`analyze`] in [`Detail::Full`] but with a summary execution graph (no nodes or edges,
+/// see [`trace_graph::analyze_with_graph`]): every storage and memory event for a consumer that
+/// writes no graph (the Parquet export), without the per-tensor nodes.
+///
+/// # Errors
+/// As [`load_with`].
+pub fn analyze_without_graph(input: &Path) -> Result<(LoadedTrace, Analysis)> {
+    analyze_graph(input, Detail::Full, Detail::Summary)
+}
+
+fn analyze_graph(
+    input: &Path,
+    detail: Detail,
+    graph_detail: Detail,
+) -> Result<(LoadedTrace, Analysis)> {
+    let (detail, graph_detail) = match std::env::var(DETAIL_ENV).as_deref() {
+        Ok("full") => (Detail::Full, Detail::Full),
+        _ => (detail, graph_detail),
     };
     let t0 = Instant::now();
     let trace = load_with(input, detail == Detail::Summary)?;
     let t1 = Instant::now();
-    let analysis = trace_graph::analyze_with(&trace.doc, detail);
+    let analysis = trace_graph::analyze_with_graph(&trace.doc, detail, graph_detail);
     if std::env::var_os("CANDLE_GRAPH_TIMING").is_some() {
         eprintln!(
             "load {:.3}s analyze {:.3}s",

@@ -146,6 +146,15 @@ pub fn analyze(doc: &TraceDocument) -> Analysis {
 ///   does not grow with the memory events. What `summary`, `memory` and `check` show is equal
 ///   in both details.
 pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
+    analyze_with_graph(doc, detail, detail)
+}
+
+/// As [`analyze_with`] with the memory in `detail` but the execution graph in `graph_detail`:
+/// [`Detail::Summary`] builds no graph nodes or edges (no per-tensor node, no per-node memory
+/// metrics) and keeps the first [`trace_memory::SUMMARY_TOP`] spans of each ranking — what a
+/// consumer needs that writes every storage and memory event but no graph (the Parquet
+/// export). Findings are the same in both graph details (they read the span rankings).
+pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Detail) -> Analysis {
     let spans = SpanIndex::build(doc);
     // The memory replay (the longest pass) runs beside the op index and the gradients, which
     // do not depend on it. With a core to spare the span references of the memory events are
@@ -202,7 +211,7 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
 
     let reasons = graph::refusal_reasons(doc, &health);
     let (graph, graph_refusal) = if reasons.is_empty() {
-        let metrics = match detail {
+        let metrics = match graph_detail {
             Detail::Full => Some(node_memory_metrics(doc, logical)),
             Detail::Summary => None,
         };
@@ -214,7 +223,7 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
             measured,
             metrics.as_ref(),
             incomplete,
-            detail,
+            graph_detail,
         );
         match built {
             Ok(g) => (Some(g), None),

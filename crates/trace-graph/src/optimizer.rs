@@ -11,7 +11,7 @@
 //!
 //! Two passes over the memory events in replay order: O(n log n) for the sort, O(n) after.
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use trace_format::bytes as human_bytes;
 use trace_memory::{StorageMap, StorageRef};
 use trace_schema::{MemoryAction, MemoryCategory, MemoryOrder, Pass, Sym, TraceDocument};
@@ -63,7 +63,6 @@ impl OptimizerTemporaries {
         struct Open {
             index: u32,
             bytes: u64,
-            optimizer: bool,
         }
         let mut open: StorageMap<Open> = StorageMap::new();
         let mut temporary: Vec<bool> = vec![false; doc.memory_len()];
@@ -83,19 +82,25 @@ impl OptimizerTemporaries {
                     }
                     let optimizer = !m.pre_existing && pass(m.span) == Some(Pass::Optimizer);
                     if let Some(k) = key {
-                        open.insert(
-                            k,
-                            Open {
-                                index: m.index,
-                                bytes: m.bytes.unwrap_or(0),
-                                optimizer,
-                            },
-                        );
+                        // Only the optimizer's allocations can be temporaries: the map holds
+                        // those alone (a few, not every live storage of a large trace), and an
+                        // other allocation at a live key ends the one it replaces.
+                        if optimizer {
+                            open.insert(
+                                k,
+                                Open {
+                                    index: m.index,
+                                    bytes: m.bytes.unwrap_or(0),
+                                },
+                            );
+                        } else if !open.is_empty() {
+                            open.remove(k);
+                        }
                     }
                 }
                 MemoryAction::Free => {
                     if let Some(o) = key.and_then(|k| open.remove(k)) {
-                        if o.optimizer && pass(m.span) == Some(Pass::Optimizer) && o.bytes > 0 {
+                        if pass(m.span) == Some(Pass::Optimizer) && o.bytes > 0 {
                             temporary[o.index as usize] = true;
                             any = true;
                         }
@@ -114,8 +119,13 @@ impl OptimizerTemporaries {
         let mut re_span: Option<Sym> = None;
         let mut count = 0u64;
         let mut allocated = 0u64;
-        // the sequence of (memory index, +/-) to find the live set at the peak afterwards
-        let mut seq: Vec<(u32, bool)> = Vec::with_capacity(doc.memory_len());
+        // the sequence of allocations (memory index, bytes, parameter) and of ends (`None`) to
+        // find the live set at the peak afterwards
+        struct Step {
+            index: u32,
+            alloc: Option<(u64, bool)>,
+        }
+        let mut seq: Vec<Step> = Vec::with_capacity(doc.memory_len());
         doc.for_each_memory(MemoryOrder::Replay, |m| {
             let key = StorageRef::of(m);
             match m.action {
@@ -126,6 +136,10 @@ impl OptimizerTemporaries {
                     let old = key.and_then(|k| live_bytes.insert(k, (m.index, b, temp, param)));
                     if let Some(old) = old {
                         // a re-alloc of a live key: the old one ends here
+                        seq.push(Step {
+                            index: old.0,
+                            alloc: None,
+                        });
                         all = all.saturating_sub(old.1);
                         if !old.2 {
                             without = without.saturating_sub(old.1);
@@ -138,7 +152,10 @@ impl OptimizerTemporaries {
                     } else {
                         without = without.saturating_add(b);
                     }
-                    seq.push((m.index, true));
+                    seq.push(Step {
+                        index: m.index,
+                        alloc: Some((b, param)),
+                    });
                 }
                 MemoryAction::Free => {
                     if let Some(old) = key.and_then(|k| live_bytes.remove(k)) {
@@ -146,7 +163,10 @@ impl OptimizerTemporaries {
                         if !old.2 {
                             without = without.saturating_sub(old.1);
                         }
-                        seq.push((old.0, false));
+                        seq.push(Step {
+                            index: old.0,
+                            alloc: None,
+                        });
                     }
                 }
             }
@@ -157,33 +177,30 @@ impl OptimizerTemporaries {
                 (re_peak, re_ns, re_span) = (without, m.timestamp_ns, m.span);
             }
         });
-        // the live set at the peak: replay the sequence up to it
-        let mut live: FxHashSet<u32> = FxHashSet::default();
-        for &(index, alloc) in &seq[..peak_seq] {
-            if alloc {
-                live.insert(index);
-            } else {
-                live.remove(&index);
-            }
+        // the live set at the peak: replay the sequence up to it (no further pass over the
+        // events: each allocation's step carries its bytes and whether it is a parameter)
+        let mut live: FxHashMap<u32, (u64, bool)> = FxHashMap::default();
+        for step in &seq[..peak_seq] {
+            match step.alloc {
+                Some(facts) => live.insert(step.index, facts),
+                None => live.remove(&step.index),
+            };
         }
+        drop(seq);
         let mut at_peak: Vec<(u32, u64, Option<String>)> = Vec::new();
         let mut parameter_bytes = 0u64;
-        doc.for_each_memory(MemoryOrder::File, |m| {
-            if m.action != MemoryAction::Alloc || !live.contains(&m.index) {
-                return;
-            }
-            let b = m.bytes.unwrap_or(0);
-            if m.category == MemoryCategory::Parameter {
+        for (&index, &(b, param)) in &live {
+            if param {
                 parameter_bytes = parameter_bytes.saturating_add(b);
             }
-            if temporary[m.index as usize] {
+            if temporary[index as usize] {
                 let tie = param_sizes
                     .get(&b)
                     .filter(|names| names.len() == 1)
                     .map(|names| names[0].clone());
-                at_peak.push((m.index, b, tie));
+                at_peak.push((index, b, tie));
             }
-        });
+        }
         at_peak.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let at_peak_bytes = at_peak.iter().fold(0u64, |s, x| s.saturating_add(x.1));
         Some(Self {

@@ -6,7 +6,6 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use trace_graph::Detail;
 
 use crate::input;
 
@@ -49,7 +48,7 @@ pub fn run(inputs: &[PathBuf], dir: &Path) -> Result<trace_export::Written> {
         .with_context(|| format!("cannot write the tables into {}", dir.display()))?;
     let mut skipped = 0usize;
     for (file, from_dir) in &files {
-        let loaded = input::analyze(file, Detail::Full);
+        let loaded = input::analyze_without_graph(file);
         let added = match loaded {
             Err(e) if *from_dir => {
                 eprintln!(

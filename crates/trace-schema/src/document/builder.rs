@@ -77,7 +77,7 @@ impl TraceBuilder {
                 truncation: None,
                 semantic_issues: Vec::new(),
                 event_count: 0,
-                span_index: HashMap::default(),
+                span_index: super::SpanSlots::default(),
                 dropped_events_ns: None,
                 memory_log: None,
                 op_tensor_log: None,
@@ -545,7 +545,7 @@ impl TraceBuilder {
 
     /// Reports a second `span_start` of `id` (the first is kept); true when it is one.
     fn duplicate_span(&mut self, line: u64, id: Sym) -> bool {
-        if !self.doc.span_index.contains_key(&id) {
+        if !self.doc.span_index.contains(id) {
             return false;
         }
         let message = format!(
@@ -578,7 +578,7 @@ impl TraceBuilder {
         let Some((id, index)) = doc
             .strings
             .get(id_text)
-            .and_then(|id| doc.span_index.get(&id).map(|&i| (id, i)))
+            .and_then(|id| doc.span_index.get(id).map(|i| (id, i)))
         else {
             self.issue(
                 SemanticCode::UnknownSpanEnd,
