@@ -119,13 +119,13 @@ impl OptimizerTemporaries {
         let mut re_span: Option<Sym> = None;
         let mut count = 0u64;
         let mut allocated = 0u64;
-        // the sequence of allocations (memory index, bytes, parameter) and of ends (`None`) to
-        // find the live set at the peak afterwards
+        // the sequence of the temporaries' and parameters' allocations (memory index, bytes,
+        // parameter) and ends (`None`): what the figures at the peak need of its live set
         struct Step {
             index: u32,
             alloc: Option<(u64, bool)>,
         }
-        let mut seq: Vec<Step> = Vec::with_capacity(doc.memory_len());
+        let mut seq: Vec<Step> = Vec::new();
         doc.for_each_memory(MemoryOrder::Replay, |m| {
             let key = StorageRef::of(m);
             match m.action {
@@ -136,10 +136,12 @@ impl OptimizerTemporaries {
                     let old = key.and_then(|k| live_bytes.insert(k, (m.index, b, temp, param)));
                     if let Some(old) = old {
                         // a re-alloc of a live key: the old one ends here
-                        seq.push(Step {
-                            index: old.0,
-                            alloc: None,
-                        });
+                        if old.2 || old.3 {
+                            seq.push(Step {
+                                index: old.0,
+                                alloc: None,
+                            });
+                        }
                         all = all.saturating_sub(old.1);
                         if !old.2 {
                             without = without.saturating_sub(old.1);
@@ -152,10 +154,12 @@ impl OptimizerTemporaries {
                     } else {
                         without = without.saturating_add(b);
                     }
-                    seq.push(Step {
-                        index: m.index,
-                        alloc: Some((b, param)),
-                    });
+                    if temp || param {
+                        seq.push(Step {
+                            index: m.index,
+                            alloc: Some((b, param)),
+                        });
+                    }
                 }
                 MemoryAction::Free => {
                     if let Some(old) = key.and_then(|k| live_bytes.remove(k)) {
@@ -163,10 +167,12 @@ impl OptimizerTemporaries {
                         if !old.2 {
                             without = without.saturating_sub(old.1);
                         }
-                        seq.push(Step {
-                            index: old.0,
-                            alloc: None,
-                        });
+                        if old.2 || old.3 {
+                            seq.push(Step {
+                                index: old.0,
+                                alloc: None,
+                            });
+                        }
                     }
                 }
             }
