@@ -7,7 +7,8 @@
 //! `--pairs` rounds of: a bare typed parse (`xtask bare-parse`: one thread, `BufReader` lines,
 //! `serde_json::from_str::<trace_schema::TraceEvent>` per line, nothing kept) immediately followed
 //! by each of `candle-graph summary`, `memory`, `check` and `export --format parquet` (stdout
-//! discarded; the tables go to a directory beside the trace, removed after each run). Each command's
+//! discarded; the tables go to a directory beside the trace, emptied before each export and
+//! removed at the end). Each command's
 //! ratio is the median over the rounds of (command wall time / wall time of the bare parse run
 //! just before it), so the two sides of a ratio see the same machine load. Peak RSS and CPU time
 //! (user + system) of each child come from `wait4`'s `rusage`. The table ends with the growth of
@@ -272,7 +273,7 @@ fn run_size(
     let command = |name: &str| {
         let mut c = Command::new(cli);
         if name == "export" {
-            // The Parquet tables of the trace (issue 34), into a directory removed after each run.
+            // The Parquet tables of the trace (issue 34), into a directory emptied first.
             let _ = std::fs::remove_dir_all(&tables);
             c.args(["export", "--format", "parquet"])
                 .arg(path)

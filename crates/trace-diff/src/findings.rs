@@ -1,7 +1,8 @@
 //! Findings compared: which appeared, which disappeared, which changed with their figures
 //! (bytes for memory findings, durations for time findings, the holders of retained
-//! activations). Findings are matched by code, device and pass, in each side's median run by wall time (the
-//! analyzer's findings are per run; coverage gaps are not findings a diff compares).
+//! activations). Findings are matched by code, device and pass, in each side's median run by
+//! wall time (the analyzer's findings are per run; coverage gaps are not findings a diff
+//! compares).
 
 use serde::Serialize;
 use trace_graph::{Finding, FindingCode, Holder};

@@ -195,8 +195,8 @@ pub struct TraceDiff {
     /// Why operations are not compared.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ops_unavailable: Option<String>,
-    /// Findings compared (each side's median run by wall time): appeared, disappeared, changed with their
-    /// figures, unchanged.
+    /// Findings compared (each side's median run by wall time): appeared, disappeared, changed
+    /// with their figures, unchanged.
     pub findings: Vec<FindingDelta>,
     /// Why findings are not compared: a side's trace is not structurally valid, so the
     /// analyzer computed none for it (comparing would call every finding of the other side
@@ -357,13 +357,12 @@ pub fn compare(
     let valid = |r: &Run<'_>| r.analysis.health.structurally_valid;
     let findings_unavailable = match (valid(b0), valid(c0)) {
         (true, true) => None,
-        (false, true) => Some("the baseline"),
-        (true, false) => Some("the candidate"),
-        (false, false) => Some("neither side"),
+        (false, true) => Some("the baseline is not"),
+        (true, false) => Some("the candidate is not"),
+        (false, false) => Some("neither side is"),
     }
     .map(|side| {
-        let is = if side == "neither side" { "is" } else { "is not" };
-        format!("{side} {is} a valid trace (`candle-graph check` says why): the analyzer computed no findings for it")
+        format!("{side} a valid trace (`candle-graph check` says why): the analyzer computed no findings for it")
     });
     let ops = ops::compare_ops(b0, c0, &identity, &options.op_roles);
     let ops_unavailable = ops.is_none().then(|| {

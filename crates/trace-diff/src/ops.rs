@@ -10,8 +10,8 @@
 //! listed per side, never dropped; the probe's own frames are listed as such.
 //!
 //! # When times are compared
-//! The median run by wall time of each side is compared. Times are compared unless a rule that bears on op
-//! time refuses: an invalid, incomplete or failed capture, no timing, timing modes, devices or
+//! The median run by wall time of each side is compared. Times are compared unless a rule that
+//! bears on op time refuses: an invalid, incomplete or failed capture, no timing, timing modes, devices or
 //! warm-up that differ (a side that does not say its warm-up refuses: unknown is not equal),
 //! identity conditions that differ, host time on an accelerator, hosts (os, arch, CPUs, memory)
 //! or thread counts that both sides state and that differ. Between two frameworks the capture
@@ -244,8 +244,8 @@ pub(crate) fn side_ops(run: &Run<'_>, framework: Framework) -> Option<SideOps> {
     )
 }
 
-/// Compares one run of each side op by op (the caller passes each side's median run); `None` when a side has no op table (neither
-/// measured op spans nor samples).
+/// Compares one run of each side op by op (the caller passes each side's median run); `None`
+/// when a side has no op table (neither measured op spans nor samples).
 pub fn compare_ops(
     baseline: &Run<'_>,
     candidate: &Run<'_>,

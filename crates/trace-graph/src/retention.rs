@@ -32,10 +32,9 @@
 //! storages), run only when the finding fires.
 
 use std::collections::HashMap;
-
 use std::sync::Arc;
-use trace_memory::{StorageKey, StorageMap, StorageRef};
 
+use trace_memory::{StorageKey, StorageMap, StorageRef};
 use trace_schema::{
     CategorySource, MemoryAction, MemoryCategory, MemoryOrder, ShapeId, Sym, TraceDocument,
 };
