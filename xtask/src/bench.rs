@@ -1,9 +1,12 @@
 //! `cargo xtask bench-scale [--events N]...`: how the analysis commands scale against the
 //! simplest program that reads a trace at all (issue 16).
 //!
-//! For each size it writes a trace with trace-synth's benchmark mix
-//! ([`trace_synth::SynthConfig::mix`]: 60% memory events, 30% ops, 10% span events, two
-//! devices) under `target/bench-scale/`, then runs, as child processes of the same build,
+//! For each size it writes a trace with trace-synth's benchmark mix (60% memory events, 30% ops,
+//! 10% span events, two devices) under `target/bench-scale/`: by default as a multi-step capture
+//! of alike steps of about 10^5 events each ([`trace_synth::SynthConfig::steady`], so that a
+//! larger trace is a longer one and not a different one), or with `--trace one-step` as one
+//! step of any size ([`trace_synth::SynthConfig::mix`], whose live set grows with its size).
+//! Then it runs, as child processes of the same build,
 //! `--pairs` rounds of: a bare typed parse (`xtask bare-parse`: one thread, `BufReader` lines,
 //! `serde_json::from_str::<trace_schema::TraceEvent>` per line, nothing kept) immediately followed
 //! by each of `candle-graph summary`, `memory`, `check` and `export --format parquet` (stdout
@@ -11,7 +14,8 @@
 //! removed at the end). Each command's
 //! ratio is the median over the rounds of (command wall time / wall time of the bare parse run
 //! just before it), so the two sides of a ratio see the same machine load. Peak RSS and CPU time
-//! (user + system) of each child come from `wait4`'s `rusage`. The table ends with the growth of
+//! (user and system apart: on a VM the kernel's cost of a page fault varies several-fold from
+//! run to run) of each child come from `wait4`'s `rusage`. The table ends with the growth of
 //! per-event time between the smallest and the largest size.
 //!
 //! `--profile release` (the default) builds the release binaries first and re-runs itself from
@@ -39,6 +43,9 @@ pub struct BenchArgs {
     /// Keep the generated traces.
     #[arg(long)]
     pub keep: bool,
+    /// The generated trace's shape: `steady` (steps of about 10^5 events each) or `one-step`.
+    #[arg(long, value_enum, default_value_t = TraceShape::Steady)]
+    pub trace: TraceShape,
     /// Directory for the traces (default `target/bench-scale`).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
@@ -47,11 +54,38 @@ pub struct BenchArgs {
     pub built: bool,
 }
 
-/// One child process: wall time, CPU time (user + system) and peak resident set.
+/// The shape of the generated trace (`--trace`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TraceShape {
+    /// Alike steps of about 10^5 events each: the trace grows in length, not in shape.
+    Steady,
+    /// One step of any size (its live set grows with it).
+    OneStep,
+}
+
+impl TraceShape {
+    fn config(self, events: u64) -> trace_synth::SynthConfig {
+        match self {
+            TraceShape::Steady => trace_synth::SynthConfig::steady(events),
+            TraceShape::OneStep => trace_synth::SynthConfig::mix(events),
+        }
+    }
+
+    fn flag(self) -> &'static str {
+        match self {
+            TraceShape::Steady => "steady",
+            TraceShape::OneStep => "one-step",
+        }
+    }
+}
+
+/// One child process: wall time, CPU time in user space and in the kernel (page faults: their
+/// cost per page varies several-fold between runs on a VM), and peak resident set.
 #[derive(Debug, Clone, Copy)]
 struct Measured {
     wall: Duration,
-    cpu: Duration,
+    user: Duration,
+    sys: Duration,
     max_rss_bytes: u64,
 }
 
@@ -95,7 +129,8 @@ fn measure(mut cmd: Command, ok_codes: &[i32]) -> Result<Measured> {
     };
     Ok(Measured {
         wall,
-        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
+        user: tv(usage.ru_utime),
+        sys: tv(usage.ru_stime),
         // Linux reports ru_maxrss in KiB
         max_rss_bytes: (usage.ru_maxrss as u64).saturating_mul(1024),
     })
@@ -150,7 +185,8 @@ struct Row {
     wall_s: f64,
     bare_s: f64,
     ratio: f64,
-    cpu_s: f64,
+    user_s: f64,
+    sys_s: f64,
     rss: u64,
 }
 
@@ -205,6 +241,8 @@ pub fn bench_scale(root: &Path, args: &BenchArgs) -> Result<()> {
                 &args.pairs.to_string(),
                 "--profile",
                 &args.profile,
+                "--trace",
+                args.trace.flag(),
             ]);
             if args.keep {
                 cmd.arg("--keep");
@@ -228,20 +266,23 @@ pub fn bench_scale(root: &Path, args: &BenchArgs) -> Result<()> {
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     eprintln!(
-        "bench-scale: {} build, {threads} threads available, {} pairs",
-        args.profile, args.pairs
+        "bench-scale: {} build, {threads} threads available, {} pairs, {} trace",
+        args.profile,
+        args.pairs,
+        args.trace.flag()
     );
     let mut rows = Vec::new();
     for &n in &args.events {
         let path = dir.join(format!("trace-{n}.jsonl"));
-        let config = trace_synth::SynthConfig::mix(n);
+        let config = args.trace.config(n);
         let t = Instant::now();
         let events = trace_synth::write_synth_trace(&path, &config)
             .with_context(|| format!("cannot write {}", path.display()))?;
         let file_bytes = std::fs::metadata(&path)?.len();
         eprintln!(
-            "bench-scale: wrote {} ({events} events, {}) in {:.1}s",
+            "bench-scale: wrote {} ({events} events in {} step(s), {}) in {:.1}s",
             path.display(),
+            config.steps.max(1),
             mib(file_bytes),
             t.elapsed().as_secs_f64()
         );
@@ -311,7 +352,8 @@ fn run_size(
         wall_s: median(bares.iter().map(|m| m.wall.as_secs_f64()).collect()),
         bare_s: median(bares.iter().map(|m| m.wall.as_secs_f64()).collect()),
         ratio: 1.0,
-        cpu_s: median(bares.iter().map(|m| m.cpu.as_secs_f64()).collect()),
+        user_s: median(bares.iter().map(|m| m.user.as_secs_f64()).collect()),
+        sys_s: median(bares.iter().map(|m| m.sys.as_secs_f64()).collect()),
         rss: bares.iter().map(|m| m.max_rss_bytes).max().unwrap_or(0),
     }];
     for (name, r) in COMMANDS.iter().zip(&runs) {
@@ -326,7 +368,8 @@ fn run_size(
                     .map(|(b, c)| c.wall.as_secs_f64() / b.wall.as_secs_f64())
                     .collect(),
             ),
-            cpu_s: median(r.iter().map(|(_, c)| c.cpu.as_secs_f64()).collect()),
+            user_s: median(r.iter().map(|(_, c)| c.user.as_secs_f64()).collect()),
+            sys_s: median(r.iter().map(|(_, c)| c.sys.as_secs_f64()).collect()),
             rss: r.iter().map(|(_, c)| c.max_rss_bytes).max().unwrap_or(0),
         });
     }
@@ -335,19 +378,20 @@ fn run_size(
 
 fn print_table(rows: &[Row], args: &BenchArgs) {
     println!(
-        "| events | file | command | wall (median) | bare parse (median, same rounds) | ratio (median of pairs) | CPU user+sys (median) | peak RSS (max) | RSS B/event | wall ns/event |"
+        "| events | file | command | wall (median) | bare parse (median, same rounds) | ratio (median of pairs) | CPU user (median) | CPU sys (median) | peak RSS (max) | RSS B/event | wall ns/event |"
     );
-    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         println!(
-            "| {} | {} | {} | {:.2} s | {:.2} s | {:.2}x | {:.2} s | {} | {:.0} | {:.0} |",
+            "| {} | {} | {} | {:.2} s | {:.2} s | {:.2}x | {:.2} s | {:.2} s | {} | {:.0} | {:.0} |",
             r.events,
             mib(r.file_bytes),
             r.name,
             r.wall_s,
             r.bare_s,
             r.ratio,
-            r.cpu_s,
+            r.user_s,
+            r.sys_s,
             mib(r.rss),
             r.rss as f64 / r.events.max(1) as f64,
             r.wall_s * 1e9 / r.events.max(1) as f64
@@ -362,23 +406,33 @@ fn print_table(rows: &[Row], args: &BenchArgs) {
     if let (Some(&lo), Some(&hi)) = (sizes.iter().min(), sizes.iter().max()) {
         if lo != hi {
             println!();
-            println!("per-event wall time, {hi} vs {lo} events:");
+            println!("per-event growth, {hi} vs {lo} events (wall time; user CPU):");
             for r in rows.iter().filter(|r| r.events == hi) {
                 if let Some(s) = rows.iter().find(|s| s.events == lo && s.name == r.name) {
-                    let per = |x: &Row| x.wall_s / x.events.max(1) as f64;
-                    println!("  {}: {:+.0}%", r.name, (per(r) / per(s) - 1.0) * 100.0);
+                    let growth = |f: fn(&Row) -> f64| {
+                        let per = |x: &Row| f(x) / x.events.max(1) as f64;
+                        (per(r) / per(s) - 1.0) * 100.0
+                    };
+                    println!(
+                        "  {}: {:+.0}%; {:+.0}%",
+                        r.name,
+                        growth(|x| x.wall_s),
+                        growth(|x| x.user_s)
+                    );
                 }
             }
         }
     }
     println!();
     println!(
-        "({} build, {} pairs; reproduce: cargo xtask bench-scale{})",
+        "({} build, {} pairs, {} trace; reproduce: cargo xtask bench-scale{} --trace {})",
         args.profile,
         args.pairs,
+        args.trace.flag(),
         args.events
             .iter()
             .map(|n| format!(" --events {n}"))
-            .collect::<String>()
+            .collect::<String>(),
+        args.trace.flag()
     );
 }

@@ -37,7 +37,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use trace_graph::Analysis;
-use trace_schema::{MemoryAction, TraceDocument};
+use trace_schema::{MemoryAction, MemoryOrder, TraceDocument};
 
 use crate::table::{TableWriter, Value};
 use crate::tables::TABLES;
@@ -76,6 +76,15 @@ pub enum ExportError {
         trace: String,
         /// The event.
         event_index: usize,
+    },
+    /// The trace's memory events, spilled to a temporary log at load, could not be read back
+    /// (the file vanished or the disk failed).
+    #[error("{trace}: cannot read its memory events back from the spilled log: {source}")]
+    SpilledLog {
+        /// The trace.
+        trace: String,
+        /// The I/O error.
+        source: std::io::Error,
     },
     /// The trace was loaded without its per-event detail (`Detail::Summary`): the storages and
     /// the timeline are not all there.
@@ -175,7 +184,7 @@ impl ParquetExport {
         doc: &TraceDocument,
         analysis: &Analysis,
     ) -> Result<(), ExportError> {
-        if analysis.detail != trace_graph::Detail::Full || doc.memory.len() != doc.memory_len() {
+        if analysis.detail != trace_graph::Detail::Full {
             return Err(ExportError::SummaryDetail(source.to_string()));
         }
         let run_key = (doc.meta.run_id.clone(), doc.meta.rank);
@@ -392,7 +401,7 @@ fn live_deltas(
     let Some(logical) = analysis.memory.logical.as_ref() else {
         return Ok(None);
     };
-    let mut deltas = vec![0i64; doc.memory.len()];
+    let mut deltas = vec![0i64; doc.memory_len()];
     let mut previous = 0u64;
     for t in &logical.timeline.totals {
         let i = t.event_index as usize;
@@ -416,30 +425,41 @@ fn write_memory(
     analysis: &Analysis,
 ) -> Result<(), ExportError> {
     let deltas = live_deltas(source, doc, analysis)?;
-    for (i, e) in doc.memory.iter().enumerate() {
+    // In file order, from memory or from the spilled log alike (the CLI spills: the export then
+    // holds one compact copy of the events, not the decoded records).
+    let mut written = Ok(());
+    doc.try_for_each_memory(MemoryOrder::File, |e| {
+        if written.is_err() {
+            return;
+        }
+        let i = e.index as usize;
         let delta = deltas.as_ref().map_or(Value::Null, |d| Value::I64(d[i]));
         let action: &'static str = match e.action {
             MemoryAction::Alloc => "alloc",
             MemoryAction::Free => "free",
         };
         let [run_id, rank] = key(doc);
-        w.push(&[
+        written = w.push(&[
             run_id,
             rank,
             Value::U64(i as u64),
             Value::U64(e.timestamp_ns),
             Value::Text(action),
             Value::Text(doc.str(e.device)),
-            e.storage.map(|s| doc.str(s)).into(),
+            e.storage.into(),
             e.bytes.into(),
             name(e.category),
             e.span.map(|s| doc.str(s)).into(),
             e.op_name.map(|s| doc.str(s)).into(),
             Value::Bool(e.pre_existing),
             delta,
-        ])?;
-    }
-    Ok(())
+        ]);
+    })
+    .map_err(|source_err| ExportError::SpilledLog {
+        trace: source.to_string(),
+        source: source_err,
+    })?;
+    written
 }
 
 fn write_ops(

@@ -40,6 +40,19 @@
 //!   and `missing`, as a real run may show), a `tensor_stats` summary of the loss, and a final
 //!   `terminal` (`complete`) no earlier than any evidence.
 //!
+//! # Several steps
+//! With `steps` above one the trace is a multi-step capture (trace/13): the meta names the steps
+//! (`capture_step` 2, `last_capture_step` 1 + `steps`), the root holds one `step <n>` span per
+//! step (with its `step_index`, n from 2), and each step span holds its own forward, backward and
+//! optimizer pass with the layout above; the spans, ops and memory events are shared evenly
+//! among the steps (at least `1 + 4 × steps` spans), the memory events 45/35/20% among the
+//! passes (one step: 45/40/15%). The optimizer state is allocated once, in the first steps'
+//! optimizer passes, and each optimizer pass ends by freeing what its step left live
+//! (activations, gradients, temporaries; all but at most one, which the next step frees, where
+//! the parity of its memory budget leaves one), so each step begins with the parameters and the
+//! optimizer state: the steps are alike and the live set does not grow with the number of
+//! steps. Gradient facts come once, in the last step's backward.
+//!
 //! Counts are **exact**: the loaded document has `spans` spans, `ops` op events and
 //! `memory_events` memory events (of which `min(parameters, memory_events)` are the pre-existing
 //! parameter allocs). `device_memory_samples`, `parameters` gradient facts, one `tensor_stats`,
@@ -84,6 +97,10 @@ pub struct SynthConfig {
     /// At most this many forward activations are kept live for backward; beyond it, forward
     /// allocs are temporaries (bounds the generator's own memory).
     pub max_live_activations: usize,
+    /// Training steps (at least 1). One: the layout of the module docs. More: a multi-step
+    /// capture (see *Several steps* in the module docs): each step a `step <n>` span under the
+    /// root with its own forward, backward and optimizer, every step alike.
+    pub steps: u64,
 }
 
 impl Default for SynthConfig {
@@ -98,6 +115,7 @@ impl Default for SynthConfig {
             parameters: 64,
             device_memory_samples: 100,
             max_live_activations: 100_000,
+            steps: 1,
         }
     }
 }
@@ -117,6 +135,33 @@ impl SynthConfig {
         }
     }
 
+    /// The benchmark mix of [`mix`](Self::mix) as a multi-step capture of steps of about 10^5
+    /// events each (`n / 100_000` steps, at least one): every step alike, so the trace grows in
+    /// length and not in shape. A scaling benchmark needs that; the one-step mix's single step
+    /// grows its live set with its size (its backward allocates more gradients than its
+    /// optimizer frees).
+    pub fn steady(n: u64) -> Self {
+        Self {
+            steps: (n / 100_000).max(1),
+            ..Self::mix(n)
+        }
+    }
+
+    /// The fewest spans the layout has: the root and the three passes, plus a step span per
+    /// step in a multi-step capture.
+    pub fn min_spans(&self) -> u64 {
+        if self.steps > 1 {
+            1 + 4 * self.steps
+        } else {
+            4
+        }
+    }
+
+    /// Spans generated: `spans`, or [`min_spans`](Self::min_spans) when that is more.
+    pub fn spans_generated(&self) -> u64 {
+        self.spans.max(self.min_spans())
+    }
+
     /// Device labels, in index order.
     pub fn device_names(&self) -> Vec<String> {
         let n = self.devices.max(1);
@@ -130,7 +175,7 @@ impl SynthConfig {
 
     /// Number of events the stream yields in total.
     pub fn total_events(&self) -> u64 {
-        2 + 2 * self.spans.max(4)
+        2 + 2 * self.spans_generated()
             + self.ops
             + self.memory_events
             + self.device_memory_samples
@@ -243,6 +288,17 @@ struct Live {
     allocator_only: bool,
 }
 
+/// What a generated span is besides its place in the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SpanRole {
+    /// The measured root.
+    Root,
+    /// A step span of a multi-step capture, with its `step_index`.
+    Step(u64),
+    /// Any other span.
+    Inner,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct OpenSpan {
     id: u64,
@@ -292,10 +348,17 @@ pub struct SynthEvents {
     queue: VecDeque<TraceEvent>,
     phase: Phase,
     now_ns: u64,
-    // Budgets per step phase: module spans, ops, memory events.
+    // Budgets per pass of the whole trace: module spans, ops, memory events.
+    total_module_spans: [u64; 3],
+    total_ops: [u64; 3],
+    total_memory: [u64; 3],
+    // The same for the current step (the totals shared evenly among the steps).
     module_spans: [u64; 3],
     ops: [u64; 3],
     memory: [u64; 3],
+    // The current step (0-based) and the memory events its current pass has left to emit.
+    step_no: u64,
+    pass_memory_left: u64,
     // Cursor inside the current phase.
     visit: u64,
     stack: Vec<OpenSpan>,
@@ -321,8 +384,7 @@ pub struct SynthEvents {
 impl SynthEvents {
     fn new(config: SynthConfig) -> Self {
         let devices = config.device_names();
-        let spans = config.spans.max(4);
-        let module = spans - 4;
+        let module = config.spans_generated() - config.min_spans();
         let params = config.parameters.min(config.memory_events);
         let body_memory = config.memory_events - params;
         let split = |total: u64, w: [u64; 3]| -> [u64; 3] {
@@ -331,11 +393,26 @@ impl SynthEvents {
             [a, b, total - a - b]
         };
         let n = devices.len();
+        let total_module_spans = split(module, [50, 30, 20]);
+        let total_ops = split(config.ops, [50, 40, 10]);
+        // A multi-step capture gives the optimizer a larger share (backward 35%, optimizer 20%),
+        // so that its pass can free what its step left live.
+        let memory_weights = if config.steps > 1 {
+            [45, 35, 20]
+        } else {
+            [45, 40, 15]
+        };
+        let total_memory = split(body_memory, memory_weights);
         Self {
             rng: Rng::new(config.seed),
-            module_spans: split(module, [50, 30, 20]),
-            ops: split(config.ops, [50, 40, 10]),
-            memory: split(body_memory, [45, 40, 15]),
+            total_module_spans,
+            total_ops,
+            total_memory,
+            module_spans: total_module_spans,
+            ops: total_ops,
+            memory: total_memory,
+            step_no: 0,
+            pass_memory_left: 0,
             config,
             devices,
             queue: VecDeque::new(),
@@ -408,7 +485,7 @@ impl SynthEvents {
         depth: u32,
         step: Option<Pass>,
         module_path: Option<String>,
-        measured: bool,
+        role: SpanRole,
     ) -> u64 {
         let id = self.next_span;
         self.next_span += 1;
@@ -425,13 +502,16 @@ impl SynthEvents {
             name,
             start_ns,
             span_kind: kind,
-            measured,
+            measured: role == SpanRole::Root,
             step,
             module_path,
             instance_key,
             module_kind: None,
             forward_span_id: None,
-            step_index: None,
+            step_index: match role {
+                SpanRole::Step(n) => Some(n),
+                _ => None,
+            },
         }));
         self.stack.push(OpenSpan {
             id,
@@ -461,7 +541,7 @@ impl SynthEvents {
     /// Emits the device sample(s) due after this span start (spread over all span starts).
     fn after_span_start(&mut self) {
         self.span_starts += 1;
-        let total_spans = self.config.spans.max(4);
+        let total_spans = self.config.spans_generated();
         let due = if self.span_starts >= total_spans {
             self.config.device_memory_samples
         } else {
@@ -654,6 +734,11 @@ impl SynthEvents {
 
     /// Emits exactly one memory event fitting the current phase.
     fn memory_event(&mut self) {
+        let left = self.pass_memory_left;
+        self.pass_memory_left = left.saturating_sub(1);
+        if self.multi_step() && self.phase == Phase::Optimizer && self.drain_step(left) {
+            return;
+        }
         let allocator_only = self.rng.chance(100);
         let roll = self.rng.below(100);
         match self.phase {
@@ -708,6 +793,27 @@ impl SynthEvents {
             let live = self.alloc(category, allocator_only);
             self.temporaries.push_back(live);
         }
+    }
+
+    /// In a multi-step capture, once the optimizer pass has no more memory events `left`
+    /// (this one included) than one more than the storages its step has live (activations,
+    /// gradients, temporaries), frees one of them: each step ends with only the parameters, the
+    /// optimizer state and at most one storage of its own live (one when the parity of the
+    /// events left does not allow none), or more only where its budget was short from the start.
+    fn drain_step(&mut self, left: u64) -> bool {
+        let live = self.temporaries.len() + self.gradients.len() + self.activations.len();
+        if live == 0 || left > live as u64 + 1 {
+            return false;
+        }
+        let next = self
+            .temporaries
+            .pop_front()
+            .or_else(|| self.gradients.pop_front())
+            .or_else(|| self.activations.pop());
+        if let Some(storage) = next {
+            self.free(storage);
+        }
+        true
     }
 
     fn op_event(&mut self) {
@@ -823,7 +929,7 @@ impl SynthEvents {
             rank: None,
             local_rank: None,
             world_size: None,
-            last_capture_step: None,
+            last_capture_step: self.multi_step().then(|| 1 + self.config.steps),
         };
         self.queue.push_back(TraceEvent::Meta(MetaEvent {
             schema: WRITE_VERSION.as_str().to_string(),
@@ -835,7 +941,7 @@ impl SynthEvents {
             0,
             None,
             None,
-            true,
+            SpanRole::Root,
         );
         let params = self.config.parameters.min(self.config.memory_events);
         let accelerators = self.accelerators();
@@ -872,9 +978,10 @@ impl SynthEvents {
             1,
             Some(phase.step()),
             None,
-            false,
+            SpanRole::Inner,
         );
         let i = phase.index();
+        self.pass_memory_left = self.memory[i];
         if self.module_spans[i] == 0 {
             // No module spans: the step span holds the phase's work.
             self.work(self.ops[i], self.memory[i]);
@@ -928,7 +1035,7 @@ impl SynthEvents {
             depth,
             Some(self.phase.step()),
             module_path,
-            false,
+            SpanRole::Inner,
         );
         let ops = share(self.ops[i], self.module_spans[i], self.visit);
         let memory = share(self.memory[i], self.module_spans[i], self.visit);
@@ -936,17 +1043,58 @@ impl SynthEvents {
         self.visit += 1;
     }
 
+    fn multi_step(&self) -> bool {
+        self.config.steps > 1
+    }
+
+    fn last_step(&self) -> bool {
+        self.step_no + 1 >= self.config.steps
+    }
+
+    /// Sets the current step's budgets and, in a multi-step capture, opens its `step <n>` span
+    /// (n from 2, as a capture from step 2 numbers them).
+    fn begin_step(&mut self) {
+        let steps = self.config.steps.max(1);
+        for i in 0..3 {
+            self.module_spans[i] = share(self.total_module_spans[i], steps, self.step_no);
+            self.ops[i] = share(self.total_ops[i], steps, self.step_no);
+            self.memory[i] = share(self.total_memory[i], steps, self.step_no);
+        }
+        if self.multi_step() {
+            let n = 2 + self.step_no;
+            self.open_span(
+                format!("step {n}"),
+                SpanKind::Function,
+                1,
+                None,
+                None,
+                SpanRole::Step(n),
+            );
+        }
+    }
+
     fn end_phase(&mut self) {
-        while self.stack.len() > 2 {
+        let pass_depth = if self.multi_step() { 3 } else { 2 };
+        while self.stack.len() > pass_depth {
             self.close_span();
         }
-        if self.phase == Phase::Backward {
+        if self.phase == Phase::Backward && self.last_step() {
             self.gradient_facts();
         }
         self.close_span();
         self.phase = match self.phase {
             Phase::Forward => Phase::Backward,
             Phase::Backward => Phase::Optimizer,
+            _ if self.multi_step() => {
+                self.close_span();
+                if self.last_step() {
+                    Phase::Finish
+                } else {
+                    self.step_no += 1;
+                    self.begin_step();
+                    Phase::Forward
+                }
+            }
             _ => Phase::Finish,
         };
     }
@@ -1007,6 +1155,7 @@ impl SynthEvents {
         match self.phase {
             Phase::Start => {
                 self.start();
+                self.begin_step();
                 self.begin_phase(Phase::Forward);
             }
             Phase::Forward | Phase::Backward | Phase::Optimizer => {
@@ -1142,6 +1291,101 @@ mod tests {
             .all(|w| w[0].timestamp_ns <= w[1].timestamp_ns));
         let steps: HashSet<_> = doc.spans.iter().filter_map(|s| s.pass).collect();
         assert_eq!(steps.len(), 3);
+    }
+
+    #[test]
+    fn multi_step_capture_has_alike_steps_and_a_bounded_live_set() {
+        let config = SynthConfig {
+            steps: 5,
+            memory_events: 20_000,
+            spans: 400,
+            ops: 5_000,
+            devices: 2,
+            parameters: 16,
+            device_memory_samples: 40,
+            ..SynthConfig::default()
+        };
+        let events: Vec<TraceEvent> = synth_events(&config).collect();
+        assert_eq!(events.len() as u64, config.total_events());
+        let doc = TraceDocument::from_events(events);
+        assert!(doc.semantic_issues.is_empty(), "{:?}", doc.semantic_issues);
+        assert_eq!(
+            (doc.memory.len(), doc.spans.len(), doc.ops.len()),
+            (20_000, 400, 5_000)
+        );
+        assert_eq!(doc.gradients.len(), 16, "gradient facts once");
+        assert_eq!(doc.meta.last_capture_step, Some(6));
+        let root = doc
+            .spans
+            .iter()
+            .find(|s| s.measured)
+            .expect("measured root");
+        let steps: Vec<_> = doc
+            .spans
+            .iter()
+            .filter(|s| s.step_index.is_some())
+            .collect();
+        let indices: Vec<u32> = steps.iter().map(|s| s.step_index.unwrap().get()).collect();
+        assert_eq!(indices, vec![2, 3, 4, 5, 6]);
+        for step in &steps {
+            assert_eq!(step.parent, Some(root.id));
+            assert_eq!(
+                doc.str(step.name),
+                format!("step {}", step.step_index.unwrap())
+            );
+            let passes: Vec<_> = doc
+                .spans
+                .iter()
+                .filter(|s| s.parent == Some(step.id))
+                .map(|s| s.pass)
+                .collect();
+            assert_eq!(
+                passes,
+                vec![
+                    Some(Pass::Forward),
+                    Some(Pass::Backward),
+                    Some(Pass::Optimizer)
+                ]
+            );
+        }
+        // Replay: the storages live at each step's end are the parameters, the optimizer state
+        // (two per parameter) and at most one of the step's own.
+        let mut live = HashSet::new();
+        let mut at_ends = Vec::new();
+        let mut events = doc.memory.iter().peekable();
+        for step in &steps {
+            let end = step.start_ns + step.duration_ns.expect("closed");
+            while let Some(m) = events.next_if(|m| m.timestamp_ns <= end) {
+                let key = (m.device, m.storage.expect("storage ids"));
+                match m.action {
+                    MemoryAction::Alloc => live.insert(key),
+                    MemoryAction::Free => live.remove(&key),
+                };
+            }
+            at_ends.push(live.len());
+        }
+        assert!(
+            at_ends.iter().all(|&n| n == 48 || n == 49),
+            "live storages at each step's end: {at_ends:?}"
+        );
+    }
+
+    #[test]
+    fn one_step_is_unchanged_by_the_steps_field() {
+        let one: Vec<TraceEvent> = synth_events(&SynthConfig {
+            steps: 1,
+            ..small()
+        })
+        .collect();
+        let zero: Vec<TraceEvent> = synth_events(&SynthConfig {
+            steps: 0,
+            ..small()
+        })
+        .collect();
+        assert_eq!(one, zero);
+        let doc = TraceDocument::from_events(one);
+        assert!(doc.spans.iter().all(|s| s.step_index.is_none()));
+        assert_eq!(doc.meta.last_capture_step, None);
     }
 
     #[test]
