@@ -425,7 +425,7 @@ fn print_table(rows: &[Row], args: &BenchArgs) {
     }
     println!();
     println!(
-        "({} build, {} pairs, {} trace; reproduce: cargo xtask bench-scale{} --trace {})",
+        "({} build, {} pairs, {} trace; reproduce: cargo xtask bench-scale{} --pairs {} --profile {} --trace {})",
         args.profile,
         args.pairs,
         args.trace.flag(),
@@ -433,6 +433,8 @@ fn print_table(rows: &[Row], args: &BenchArgs) {
             .iter()
             .map(|n| format!(" --events {n}"))
             .collect::<String>(),
+        args.pairs,
+        args.profile,
         args.trace.flag()
     );
 }

@@ -62,8 +62,9 @@ enum Task {
         #[arg(short, long, default_value = "target/synth/trace.jsonl")]
         output: PathBuf,
     },
-    /// Time `summary`, `memory` and `check` against a bare typed parse of the same generated
-    /// trace, side by side, with peak RSS (issue 16; see xtask/src/bench.rs).
+    /// Time `summary`, `memory`, `check` and `export --format parquet` against a bare typed
+    /// parse of the same generated trace, side by side, with CPU and peak RSS (issue 16; see
+    /// xtask/src/bench.rs).
     BenchScale(bench::BenchArgs),
     /// The bare typed parse `bench-scale` compares with (one thread, nothing kept).
     #[command(hide = true)]

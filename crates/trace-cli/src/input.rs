@@ -5,7 +5,9 @@
 //! figures (`summary`, `memory`, `check`) ask for [`Detail::Summary`]: the memory events stay in
 //! a compact log on disk while loading and only the live set, the span tree and the answer are
 //! held, so resident memory does not grow with the memory events; commands that read every
-//! event or storage (`query`, `report`, `export`, `memory --group-by`) ask for [`Detail::Full`].
+//! event or storage (`query`, `report`, `memory --group-by`) ask for [`Detail::Full`]; the
+//! Parquet export ([`analyze_without_graph`]) asks for full memory detail over the spilled log
+//! (it reads the memory events back in one pass) and a summary graph.
 //!
 //! A plain candle-graph trace is read in chunks parsed in parallel, with progress on stderr
 //! (bytes read of total) when stderr is a terminal and the load takes more than a second; a
@@ -142,7 +144,7 @@ pub fn analyze(input: &Path, detail: Detail) -> Result<(LoadedTrace, Analysis)> 
 /// writes no graph (the Parquet export), without the per-tensor nodes. The memory events are
 /// spilled while loading, as for [`Detail::Summary`]: the consumer reads them back in one pass
 /// ([`trace_schema::TraceDocument::try_for_each_memory`]), and memory holds their compact log,
-/// not their decoded records (10^7 events of `bench-scale`'s trace: 3.1 → 2.5 GB of peak RSS).
+/// not their decoded records (peak RSS on `bench-scale`'s 10^7-event trace: 3,022 → 2,425 MiB).
 ///
 /// # Errors
 /// As [`load_with`].

@@ -177,7 +177,8 @@ impl ParquetExport {
     ///
     /// # Errors
     /// [`ExportError::SummaryDetail`], [`ExportError::DuplicateRun`] (nothing of the trace is
-    /// written), [`ExportError::DeltaOverflow`], writer errors.
+    /// written), [`ExportError::DeltaOverflow`], [`ExportError::SpilledLog`] (the tables before
+    /// `memory_events` already hold the trace's rows: abandon the export), writer errors.
     pub fn add(
         &mut self,
         source: &str,
@@ -428,7 +429,7 @@ fn write_memory(
     // In file order, from memory or from the spilled log alike (the CLI spills: the export then
     // holds one compact copy of the events, not the decoded records).
     let mut written = Ok(());
-    doc.try_for_each_memory(MemoryOrder::File, |e| {
+    let read = doc.try_for_each_memory(MemoryOrder::File, |e| {
         if written.is_err() {
             return;
         }
@@ -454,12 +455,13 @@ fn write_memory(
             Value::Bool(e.pre_existing),
             delta,
         ]);
-    })
-    .map_err(|source_err| ExportError::SpilledLog {
+    });
+    // A row the writer refused comes first: after it the log was read on only to skip rows.
+    written?;
+    read.map_err(|source_err| ExportError::SpilledLog {
         trace: source.to_string(),
         source: source_err,
-    })?;
-    written
+    })
 }
 
 fn write_ops(

@@ -82,8 +82,9 @@ fn time_op(inputs: &Inputs, i: usize, reps: usize) -> candle_core::Result<f64> {
 fn thread_cpu_s() -> f64 {
     // SAFETY: a valid out-pointer.
     let mut t: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; CLOCK_THREAD_CPUTIME_ID exists on every Linux this test runs on.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    // SAFETY: as above.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
     t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 

@@ -1,4 +1,5 @@
-//! Deterministic generator of realistic `candle-graph/trace/11` event streams, for tests and
+//! Deterministic generator of realistic candle-graph event streams (the schema version this
+//! workspace writes, `trace_schema::WRITE_VERSION`: trace/13), for tests and
 //! benchmarks of every analysis crate (a dev crate: nothing ships it).
 //!
 //! The stream is produced lazily by [`SynthEvents`], an iterator of [`TraceEvent`], so a trace
@@ -8,12 +9,12 @@
 //!
 //! # What a generated trace looks like
 //! One training step, in this order:
-//! - `meta` (trace/11, a capture contract declaring complete operations and logical memory,
+//! - `meta` (a capture contract declaring complete operations and logical memory,
 //!   partial physical memory, complete gradients with an exact gradient contract over the
 //!   generated parameters, host info, `tracking_allocator_installed: true`);
 //! - the single measured root span `s1` (`train_step`), then `parameters` pre-existing parameter
 //!   allocs (`pre_existing: true`, category `parameter`, source `registry`) at the root's start;
-//! - three step spans, `forward`, `backward`, `optimizer` (with `step` set), each holding its
+//! - three pass spans, `forward`, `backward`, `optimizer` (with `step` set), each holding its
 //!   share of module spans nested up to three levels below it (forward:
 //!   `layers.N` → `attn` → `q_proj`/`k_proj`/`v_proj`/`o_proj`, `mlp` → `fc1`/`fc2`, with
 //!   `module_path` and `instance_key`; backward: `layers.N.backward` → `attn.backward`,
@@ -41,19 +42,20 @@
 //!   `terminal` (`complete`) no earlier than any evidence.
 //!
 //! # Several steps
-//! With `steps` above one the trace is a multi-step capture (trace/13): the meta names the steps
+//! With `steps` above one the trace is a multi-step capture: the meta names the steps
 //! (`capture_step` 2, `last_capture_step` 1 + `steps`), the root holds one `step <n>` span per
 //! step (with its `step_index`, n from 2), and each step span holds its own forward, backward and
 //! optimizer pass with the layout above; the spans, ops and memory events are shared evenly
 //! among the steps (at least `1 + 4 × steps` spans), the memory events 45/35/20% among the
 //! passes (one step: 45/40/15%). The optimizer state is allocated once, in the first steps'
 //! optimizer passes, and each optimizer pass ends by freeing what its step left live
-//! (activations, gradients, temporaries; all but at most one, which the next step frees, where
-//! the parity of its memory budget leaves one), so each step begins with the parameters and the
-//! optimizer state: the steps are alike and the live set does not grow with the number of
-//! steps. Gradient facts come once, in the last step's backward.
+//! (activations, gradients, temporaries; at most one storage stays, a temporary the pass's last
+//! event may allocate after the others are freed, and the next step frees it), so each step
+//! begins with the parameters and the optimizer state: the steps are alike and the live set does
+//! not grow with the number of steps. Gradient facts come once, in the last step's backward.
 //!
-//! Counts are **exact**: the loaded document has `spans` spans, `ops` op events and
+//! Counts are **exact**: the loaded document has [`SynthConfig::spans_generated`] spans (`spans`,
+//! or the layout's minimum when that is more), `ops` op events and
 //! `memory_events` memory events (of which `min(parameters, memory_events)` are the pre-existing
 //! parameter allocs). `device_memory_samples`, `parameters` gradient facts, one `tensor_stats`,
 //! meta and terminal come on top.
@@ -81,7 +83,8 @@ use trace_schema::*;
 pub struct SynthConfig {
     /// Memory events in total (pre-existing parameter allocs included).
     pub memory_events: u64,
-    /// Spans in total, root and the three step spans included (at least 4 are generated).
+    /// Spans in total, the root, the pass spans and any step spans included (at least
+    /// [`SynthConfig::min_spans`] are generated).
     pub spans: u64,
     /// Op events.
     pub ops: u64,
@@ -97,7 +100,7 @@ pub struct SynthConfig {
     /// At most this many forward activations are kept live for backward; beyond it, forward
     /// allocs are temporaries (bounds the generator's own memory).
     pub max_live_activations: usize,
-    /// Training steps (at least 1). One: the layout of the module docs. More: a multi-step
+    /// Training steps (0 is taken as 1). One: the layout of the module docs. More: a multi-step
     /// capture (see *Several steps* in the module docs): each step a `step <n>` span under the
     /// root with its own forward, backward and optimizer, every step alike.
     pub steps: u64,
@@ -147,11 +150,12 @@ impl SynthConfig {
         }
     }
 
-    /// The fewest spans the layout has: the root and the three passes, plus a step span per
-    /// step in a multi-step capture.
+    /// The fewest spans the layout has: the root and the three pass spans; in a multi-step
+    /// capture the root and, per step, its step span and three pass spans (`1 + 4 × steps`,
+    /// saturating).
     pub fn min_spans(&self) -> u64 {
         if self.steps > 1 {
-            1 + 4 * self.steps
+            self.steps.saturating_mul(4).saturating_add(1)
         } else {
             4
         }
@@ -798,8 +802,9 @@ impl SynthEvents {
     /// In a multi-step capture, once the optimizer pass has no more memory events `left`
     /// (this one included) than one more than the storages its step has live (activations,
     /// gradients, temporaries), frees one of them: each step ends with only the parameters, the
-    /// optimizer state and at most one storage of its own live (one when the parity of the
-    /// events left does not allow none), or more only where its budget was short from the start.
+    /// optimizer state and at most one storage of its own live (a temporary its last event
+    /// allocated when the others were freed one event early), or more only where its budget was
+    /// short from the start.
     fn drain_step(&mut self, left: u64) -> bool {
         let live = self.temporaries.len() + self.gradients.len() + self.activations.len();
         if live == 0 || left > live as u64 + 1 {
@@ -929,7 +934,9 @@ impl SynthEvents {
             rank: None,
             local_rank: None,
             world_size: None,
-            last_capture_step: self.multi_step().then(|| 1 + self.config.steps),
+            last_capture_step: self
+                .multi_step()
+                .then(|| self.config.steps.saturating_add(1)),
         };
         self.queue.push_back(TraceEvent::Meta(MetaEvent {
             schema: WRITE_VERSION.as_str().to_string(),
