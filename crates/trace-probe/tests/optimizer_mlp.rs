@@ -360,3 +360,75 @@ fn probed_constructors_cover_candle_nn_layers() -> Result<(), Box<dyn std::error
     );
     Ok(())
 }
+
+/// One thread's run for [`two_live_sessions_write_only_their_own_storages`]: a linear layer under
+/// `name`, its optimizer built (its parameters registered), then a wait for the other thread
+/// to have done the same before the three steps.
+fn run_beside(
+    name: &'static str,
+    path: std::path::PathBuf,
+    barrier: std::sync::Arc<std::sync::Barrier>,
+) -> Result<TraceDocument, String> {
+    let inner = || -> Result<TraceDocument, Box<dyn std::error::Error>> {
+        let varmap = VarMap::new();
+        let profiler = ProfileRun::training(name, 2).varmap(&varmap).start(&path)?;
+        let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+        let fc = candle_nn::linear(common::IN, common::CLASSES, vb.pp(name))?;
+        let mut opt = ProbedOptimizer::<SGD>::new(varmap.all_vars(), 0.05)?;
+        barrier.wait();
+        for step in 1..=3 {
+            let (x, y) = common::batch(step)?;
+            let _step = profiler.step(step);
+            let l = loss::cross_entropy(&fc.forward(&x)?, &y)?;
+            opt.backward_step(&l)?;
+            // The two capture starts meet: each one's start is between the other's.
+            barrier.wait();
+        }
+        profiler.finish()?;
+        Ok(trace_schema::load_path(&path)?)
+    };
+    inner().map_err(|e| e.to_string())
+}
+
+/// Two profilers live at once on two threads (as these tests run): the storage registry is the
+/// process's, yet each trace holds its own parameters only, each once.
+#[test]
+fn two_live_sessions_write_only_their_own_storages() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let (pa, pb) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    let b = barrier.clone();
+    let other = std::thread::spawn(move || run_beside("beta", pb, b));
+    let alpha = run_beside("alpha", pa, barrier)?;
+    let beta = other.join().expect("the other thread")?;
+    for (doc, own, foreign) in [(&alpha, "alpha", "beta"), (&beta, "beta", "alpha")] {
+        let labels: Vec<&str> = doc
+            .memory
+            .iter()
+            .filter(|m| m.pre_existing)
+            .filter_map(|m| m.label.map(|l| doc.str(l)))
+            .collect();
+        assert!(
+            labels.iter().all(|l| !l.starts_with(foreign)),
+            "{own}: {labels:?}"
+        );
+        let mut params: Vec<&str> = labels
+            .iter()
+            .copied()
+            .filter(|l| l.starts_with(own))
+            .collect();
+        params.sort_unstable();
+        assert_eq!(
+            params,
+            [format!("{own}.bias"), format!("{own}.weight")],
+            "{own}"
+        );
+        let analysis = trace_graph::analyze(doc);
+        assert!(
+            analysis.health.structurally_valid,
+            "{own}: {:#?}",
+            analysis.health.issues
+        );
+    }
+    Ok(())
+}

@@ -538,10 +538,27 @@ impl CapturePlugin for StoragePlugin {
         self.sample(ctx);
         self.dropped_at_start
             .store(crate::alloc::dropped_events(), Ordering::Relaxed);
-        let opened = capture::lock().begin(self.device_label, ctx.clock().now_ns());
-        // Without a window (registration-only mode) the pre-existing storages are still written.
-        self.active.store(true, Ordering::Relaxed);
-        self.drain(ctx);
+        let own = self
+            .own_tags
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let begun =
+            capture::lock().begin_session(self.device_label, ctx.clock().now_ns(), Some(&own));
+        let opened = match begun {
+            capture::Begun::Window => true,
+            capture::Begun::RegistrationOnly(pending) => {
+                // Without a window the session's own pre-existing storages are still written.
+                if self.deterministic {
+                    for e in super::events::attribute(pending, &self.attribution(ctx)) {
+                        ctx.emit(TraceEvent::Memory(e));
+                    }
+                } else {
+                    emit_attributed_later(ctx, pending);
+                }
+                false
+            }
+        };
         self.active.store(opened, Ordering::Relaxed);
         if opened && !self.deterministic {
             // From now on the drainer thread joins the ring's events and hands them to the
@@ -722,9 +739,13 @@ impl CapturePlugin for StoragePlugin {
                 CategorySource::Declared
             },
         };
-        let tag = st.register(tensor, what).tag();
+        let reg = st.register(tensor, what);
+        let tag = reg.tag();
         let raw = st.registry().get(tag).map(|e| e.storage_id.clone())?;
         drop(st);
+        if let super::registry::Registration::New(tag) = reg {
+            self.remember_tags([tag]);
+        }
         Some(if self.deterministic {
             sequence_id(&self.sequences, &raw)
         } else {

@@ -193,6 +193,15 @@ pub(crate) fn undelivered() -> bool {
     UNDELIVERED.load(Ordering::Relaxed)
 }
 
+/// What [`CaptureState::begin_session`] did.
+#[derive(Debug)]
+pub(crate) enum Begun {
+    /// The window is open and the hook armed: events reach the shared queue.
+    Window,
+    /// No window (registration-only mode): the session's `pre_existing` allocs, its own to write.
+    RegistrationOnly(Vec<PendingEvent>),
+}
+
 static STATE: OnceLock<Mutex<CaptureState>> = OnceLock::new();
 
 /// Locks the process-wide capture state (poisoning is ignored: the state stays usable).
@@ -339,6 +348,26 @@ impl CaptureState {
     /// `pre_existing` alloc at `start_session_ns`. Returns false (nothing armed) when the
     /// allocator is unavailable or another window is open.
     pub fn begin(&mut self, device: DeviceLabel, start_session_ns: u64) -> bool {
+        match self.begin_session(device, start_session_ns, None) {
+            Begun::Window => true,
+            Begun::RegistrationOnly(events) => {
+                self.pending.extend(events);
+                false
+            }
+        }
+    }
+
+    /// [`Self::begin`] for one session. Without a window (no allocator, or another session's
+    /// window open) the `pre_existing` allocs are handed back to the caller instead of the
+    /// shared queue, and limited to `own` (the registry tags the session created) when given:
+    /// the registry is the process's, and a second session's capture start must neither write
+    /// another session's storages nor have its events taken by that session's drain.
+    pub(crate) fn begin_session(
+        &mut self,
+        device: DeviceLabel,
+        start_session_ns: u64,
+        own: Option<&[u32]>,
+    ) -> Begun {
         let _quiet = IgnoreAllocs::new();
         self.device = Some(device);
         self.summary = CaptureSummary::default();
@@ -352,13 +381,15 @@ impl CaptureState {
         if self.window_start.is_some() || alloc::is_armed() || alloc::block_size() == 0 {
             // No window: adopted storages are written now (no window end will).
             self.start_session_ns = start_session_ns;
+            let queued = std::mem::take(&mut self.pending);
             for tag in std::mem::take(&mut self.adopted) {
                 if let Some(entry) = self.registry.get(tag).cloned() {
                     self.queue_adopted(&entry);
                 }
             }
-            self.queue_pre_existing(start_session_ns);
-            return false;
+            self.queue_pre_existing(start_session_ns, own);
+            let events = std::mem::replace(&mut self.pending, queued);
+            return Begun::RegistrationOnly(events);
         }
         // Nothing reads the watch table while disarmed: rebuild it from the live registry so
         // it holds only storages that can still die (insert-only in between).
@@ -371,7 +402,7 @@ impl CaptureState {
         let start = crate::clock::process_ns();
         self.window_start = Some(start);
         self.start_session_ns = start_session_ns;
-        self.queue_pre_existing(start_session_ns);
+        self.queue_pre_existing(start_session_ns, None);
         self.sites = super::sites::SiteTable::default();
         match self.site_settings {
             Some((threshold, unwinder)) => alloc::sites::reset(threshold, unwinder),
@@ -379,7 +410,7 @@ impl CaptureState {
         }
         super::drainer::window_opened();
         hook::arm();
-        true
+        Begun::Window
     }
 
     /// Allocation sites for the next window: allocations of at least `threshold_bytes` get
@@ -408,11 +439,16 @@ impl CaptureState {
         event.thread = Some(thread);
     }
 
-    fn queue_pre_existing(&mut self, at: u64) {
+    /// Queues a `pre_existing` alloc at `at` for every registered storage (of `own` only, when
+    /// given) not adopted.
+    fn queue_pre_existing(&mut self, at: u64, own: Option<&[u32]>) {
         let watching = self.registry.watching();
         for e in self.registry.entries() {
             if self.adopted.contains(&e.tag) {
                 continue; // written when freed or at the window's end
+            }
+            if own.is_some_and(|own| !own.contains(&e.tag)) {
+                continue; // another session's
             }
             if watching && !e.watched {
                 self.summary.unwatched_registrations += 1;
