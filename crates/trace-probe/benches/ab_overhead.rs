@@ -46,7 +46,7 @@
 //!
 //! `RAYON_NUM_THREADS=1 cargo bench -p trace-probe --bench ab_overhead` (env: `AB_PAIRS` rounds,
 //! default 30; `AB_STEPS` per block, default 5; `AB_HIDDEN`, default 512; `AB_ONLY=captured`,
-//! `fresh` or `plain` runs only those steps, for a sampling profiler; `AB_SAMPLING=1` runs only
+//! `sampled_1k`, `fresh` or `plain` runs only those steps, for a sampling profiler; `AB_SAMPLING=1` runs only
 //! `plain`, `captured` and the three sampled variants; `AB_SITES=1` only `plain`, `fresh`,
 //! `no_sites`, `captured` and `sampled_1k`, and prints the walk's ns per stack;
 //! `TRACE_PROBE_SITE_UNWINDER=libgcc` forces the DWARF walker on a frame-pointer build).
@@ -371,9 +371,10 @@ fn main() -> Res<()> {
     let weights = VarMap::new();
 
     match std::env::var("AB_ONLY").as_deref() {
-        Ok(which @ ("captured" | "fresh")) => {
+        Ok(which @ ("captured" | "fresh" | "sampled_1k")) => {
+            let hz = if which == "sampled_1k" { 1000 } else { 0 };
             for _ in 0..pairs * steps {
-                Run::new(&d, &weights, which == "captured", 0, &x, &y)?.step(&x, &y)?;
+                Run::new(&d, &weights, which != "fresh", hz, &x, &y)?.step(&x, &y)?;
             }
             return Ok(());
         }

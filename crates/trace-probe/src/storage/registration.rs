@@ -28,7 +28,7 @@ impl CaptureState {
         let block = facts.key.wrapping_sub(key_offset());
         let block_ns = self.joiner.block_alloc_at(block);
         let data = facts.data_ptr.and_then(|p| self.joiner.alloc_at(p));
-        let Some(entry) = self.registry.get(tag).cloned() else {
+        let Some(entry) = self.registry.get(tag) else {
             return reg;
         };
         if self.registry.watching() && !entry.watched {
@@ -44,8 +44,8 @@ impl CaptureState {
                         crate::alloc::ring::SiteTag(0),
                     ),
                 };
+                let mut event = alloc_event(entry, false, MemorySource::Allocator);
                 self.summary.registered_in_window += 1;
-                let mut event = alloc_event(&entry, false, MemorySource::Allocator);
                 self.set_site(&mut event, site, thread);
                 PendingEvent {
                     hook_ns: ns,
@@ -61,7 +61,7 @@ impl CaptureState {
                     hook_ns: start,
                     thread: 0,
                     session_ns: None,
-                    event: alloc_event(&entry, true, MemorySource::Registry),
+                    event: alloc_event(entry, true, MemorySource::Registry),
                     infer_category: false,
                 }
             }
