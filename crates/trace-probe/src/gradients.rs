@@ -326,7 +326,10 @@ mod tests {
             .map(|i| ((i as f32) * 0.37).sin() * 10f32.powi(i % 7 - 3))
             .collect();
         let portable = sum_of_squares_lanes(&values, &|x| x);
-        assert_eq!(sum_of_squares(&values, &|x| x).to_bits(), portable.to_bits());
+        assert_eq!(
+            sum_of_squares(&values, &|x| x).to_bits(),
+            portable.to_bits()
+        );
         // A converted element type (as f16 and bf16 are), through the same closure both ways.
         let widened = |x: u16| f32::from(x) * 1e-3;
         let ints: Vec<u16> = (0..10_007u32).map(|i| (i * 7919 % 65_521) as u16).collect();
@@ -336,7 +339,10 @@ mod tests {
         );
         // Not a sum in one order: the lanes (elements i, i + 8, …) are added at the end.
         let sequential: f64 = values.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
-        assert!((portable - sequential).abs() <= 1e-9 * sequential, "{portable} {sequential}");
+        assert!(
+            (portable - sequential).abs() <= 1e-9 * sequential,
+            "{portable} {sequential}"
+        );
     }
 
     #[test]

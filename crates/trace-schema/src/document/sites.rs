@@ -16,6 +16,9 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::sites::{AllocSitesEvent, SiteEvent};
 
+/// Undefined site ids named one by one in the load's issues; the rest are counted in one line.
+const UNDEFINED_SITES_NAMED: usize = 16;
+
 /// One site, compact: its stack is an index into [`super::SampleTable::stacks`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SiteRecord {
@@ -129,6 +132,10 @@ impl SiteTable {
         let mut problems = Vec::new();
         let pending = std::mem::take(&mut self.pending);
         self.storages.reserve_exact(pending.len());
+        // Undefined ids, each with its first line and its count: one problem per id (a trace
+        // cut short before its site table names thousands of events), at most
+        // `UNDEFINED_SITES_NAMED` ids, then one line for the rest.
+        let mut undefined: HashMap<u32, (u64, u64)> = HashMap::default();
         for p in pending {
             match self.site_index.get(&p.site) {
                 Some(&site) => self.storages.push(StorageSite {
@@ -136,14 +143,36 @@ impl SiteTable {
                     site,
                     thread: p.thread,
                 }),
-                None => problems.push((
-                    p.line,
-                    format!(
-                        "memory event names site {}, which no `site` defines (or one that was rejected); it keeps no site",
-                        p.site
-                    ),
-                )),
+                None => {
+                    let entry = undefined.entry(p.site).or_insert((p.line, 0));
+                    entry.1 += 1;
+                }
             }
+        }
+        let mut undefined: Vec<(u32, (u64, u64))> = undefined.into_iter().collect();
+        undefined.sort_unstable_by_key(|&(site, (line, _))| (line, site));
+        for &(site, (line, events)) in undefined.iter().take(UNDEFINED_SITES_NAMED) {
+            let more = match events {
+                1 => String::new(),
+                n => format!(" (and {} later memory events)", n - 1),
+            };
+            problems.push((
+                line,
+                format!(
+                    "memory event names site {site}{more}, which no `site` defines (or one that was rejected; a trace cut short before its site table has none): it keeps no site"
+                ),
+            ));
+        }
+        if let Some(&(_, (line, _))) = undefined.get(UNDEFINED_SITES_NAMED) {
+            let rest = &undefined[UNDEFINED_SITES_NAMED..];
+            let events: u64 = rest.iter().map(|(_, (_, n))| n).sum();
+            problems.push((
+                line,
+                format!(
+                    "{} more undefined site ids, named by {events} memory events from this line on: they keep no site",
+                    rest.len()
+                ),
+            ));
         }
         // Events are numbered in the order added: already sorted, but a sort keeps the
         // binary search's contract whatever the builder does.
@@ -177,6 +206,47 @@ impl SiteTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn undefined_sites_are_said_once_per_id_and_bounded() {
+        let mut t = SiteTable::default();
+        // 3,000 events naming site 5 (as a trace cut short before its site table does), then
+        // 40 more ids named twice each.
+        for i in 0..3_000u32 {
+            t.push_pending(i, 5, Some(1), 10 + u64::from(i));
+        }
+        for id in 0..40u32 {
+            for k in 0..2u32 {
+                t.push_pending(
+                    3_000 + 2 * id + k,
+                    100 + id,
+                    Some(1),
+                    5_000 + u64::from(2 * id + k),
+                );
+            }
+        }
+        let problems = t.resolve(0);
+        assert_eq!(problems.len(), UNDEFINED_SITES_NAMED + 1, "{problems:#?}");
+        assert_eq!(problems[0].0, 10);
+        assert!(
+            problems[0]
+                .1
+                .contains("site 5 (and 2999 later memory events)"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].1.contains("site 100 (and 1 later"),
+            "{problems:?}"
+        );
+        let rest = &problems[UNDEFINED_SITES_NAMED];
+        assert_eq!(rest.0, 5_000 + 2 * (UNDEFINED_SITES_NAMED as u64 - 1));
+        assert!(
+            rest.1
+                .starts_with("25 more undefined site ids, named by 50 memory events"),
+            "{rest:?}"
+        );
+        assert!(t.storages.is_empty());
+    }
 
     #[test]
     fn sites_resolve_at_the_end_and_undefined_ids_are_named() {
