@@ -328,6 +328,37 @@ fn an_impossible_sampler_account_is_named() {
 const META_13: &str = r#"{"kind":"meta","schema":"candle-graph/trace/13","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t"}"#;
 
 #[test]
+fn a_trace_cut_short_before_its_site_table_says_so_in_one_issue() {
+    let alloc = |i: u32| {
+        format!(
+            r#"{{"kind":"memory","timestamp_ns":2,"action":"alloc","device":"cpu","storage_id":"s{i}","bytes":8192,"site":{i},"thread":1}}"#
+        )
+    };
+    let allocs: Vec<String> = (0..50).map(alloc).collect();
+    let mut lines = vec![META_13, SPAN];
+    lines.extend(allocs.iter().map(String::as_str));
+    // Cut inside the first line after the step: no terminal, no site table.
+    let mut text = lines.join("\n");
+    text.push_str("\n{\"kind\":\"site\",\"id");
+    let doc = load_str(&text).expect("a cut-short trace loads");
+    assert!(doc.truncation.is_some());
+    let sites: Vec<_> = doc
+        .semantic_issues
+        .iter()
+        .filter(|i| i.code == SemanticCode::InvalidSites)
+        .collect();
+    assert_eq!(sites.len(), 1, "{sites:#?}");
+    assert_eq!(sites[0].line, 3);
+    assert!(
+        sites[0]
+            .message
+            .contains("50 memory events name 50 allocation sites"),
+        "{sites:?}"
+    );
+    assert!(sites[0].message.contains("cut short"), "{sites:?}");
+}
+
+#[test]
 fn site_ids_must_be_defined_and_unique_and_belong_to_allocs() {
     let frame = r#"{"kind":"frame","id":7,"function":"candle_core::tensor::Tensor::matmul"}"#;
     let stack = r#"{"kind":"stack","id":1,"frames":[7]}"#;

@@ -726,7 +726,9 @@ impl TraceBuilder {
             self.issue(SemanticCode::InvalidSamples, line, problem);
         }
         let account_line = self.alloc_sites_line;
-        for (line, problem) in self.doc.sites.resolve(account_line) {
+        let cut_short = partial_line.is_some()
+            || (self.doc.version.has_terminal() && self.doc.terminal.is_none());
+        for (line, problem) in self.doc.sites.resolve(account_line, cut_short) {
             self.issue(SemanticCode::InvalidSites, line, problem);
         }
         if let Some(terminal) = &self.doc.terminal {

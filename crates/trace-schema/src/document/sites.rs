@@ -126,9 +126,10 @@ impl SiteTable {
     }
 
     /// Resolves the pending memory sites once the trace is read. Returns `(line, problem)` for
-    /// every site id no `site` defines (that event keeps no site), and a count mismatch against
-    /// the account.
-    pub(crate) fn resolve(&mut self, account_line: u64) -> Vec<(u64, String)> {
+    /// every site id no `site` defines (that event keeps no site; one line per id, at most
+    /// [`UNDEFINED_SITES_NAMED`] ids, then one line for the rest — or a single line when the
+    /// trace is `cut_short` before its account), and a count mismatch against the account.
+    pub(crate) fn resolve(&mut self, account_line: u64, cut_short: bool) -> Vec<(u64, String)> {
         let mut problems = Vec::new();
         let pending = std::mem::take(&mut self.pending);
         self.storages.reserve_exact(pending.len());
@@ -151,6 +152,19 @@ impl SiteTable {
         }
         let mut undefined: Vec<(u32, (u64, u64))> = undefined.into_iter().collect();
         undefined.sort_unstable_by_key(|&(site, (line, _))| (line, site));
+        if cut_short && self.account.is_none() && !undefined.is_empty() {
+            // The site table and its account come after the captured step: a trace cut short
+            // before them names sites it never defines. One line says so.
+            let events: u64 = undefined.iter().map(|(_, (_, n))| n).sum();
+            problems.push((
+                undefined[0].1 .0,
+                format!(
+                    "{events} memory events name {} allocation sites the trace never defines: it was cut short before its site table (written after the captured step), so they keep no site",
+                    undefined.len()
+                ),
+            ));
+            undefined.clear();
+        }
         for &(site, (line, events)) in undefined.iter().take(UNDEFINED_SITES_NAMED) {
             let more = match events {
                 1 => String::new(),
@@ -225,7 +239,7 @@ mod tests {
                 );
             }
         }
-        let problems = t.resolve(0);
+        let problems = t.resolve(0, false);
         assert_eq!(problems.len(), UNDEFINED_SITES_NAMED + 1, "{problems:#?}");
         assert_eq!(problems[0].0, 10);
         assert!(
@@ -249,13 +263,28 @@ mod tests {
     }
 
     #[test]
+    fn a_trace_cut_short_before_its_site_table_says_so_once() {
+        let mut t = SiteTable::default();
+        for i in 0..300u32 {
+            t.push_pending(i, i / 2, Some(1), 40 + u64::from(i));
+        }
+        let problems = t.resolve(0, true);
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        assert_eq!(problems[0].0, 40);
+        assert!(
+            problems[0].1.starts_with("300 memory events name 150 allocation sites the trace never defines: it was cut short"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
     fn sites_resolve_at_the_end_and_undefined_ids_are_named() {
         let mut t = SiteTable::default();
         t.push_pending(0, 7, Some(1), 2);
         t.push_pending(3, 9, None, 5);
         t.push_site(SiteEvent { id: 7, stack_id: 4 }, |s| (s == 4).then_some(0))
             .unwrap();
-        let problems = t.resolve(0);
+        let problems = t.resolve(0, false);
         assert_eq!(problems.len(), 1);
         assert_eq!(problems[0].0, 5);
         assert!(problems[0].1.contains("site 9"), "{problems:?}");
