@@ -369,25 +369,33 @@ impl CaptureState {
         own: Option<&[u32]>,
     ) -> Begun {
         let _quiet = IgnoreAllocs::new();
-        self.device = Some(device);
-        self.summary = CaptureSummary::default();
-        (self.summary.adopted_storages, self.summary.adopted_bytes) = self.adopted_figures;
-        self.adopted_figures = (0, 0);
-        self.joiner = Joiner::new(calibrate().map(|c| c.tensor_block_size).unwrap_or(0));
-        self.sink = None;
-        if self.window_start.is_none() {
+        // Another session's window is open: its state (summary, joiner, sink, adopted
+        // storages, start) is left alone.
+        let other_window = self.window_start.is_some();
+        if !other_window {
+            self.device = Some(device);
+            self.summary = CaptureSummary::default();
+            (self.summary.adopted_storages, self.summary.adopted_bytes) = self.adopted_figures;
+            self.adopted_figures = (0, 0);
+            self.joiner = Joiner::new(calibrate().map(|c| c.tensor_block_size).unwrap_or(0));
+            self.sink = None;
             self.interrupt_tracking("another session's captured step armed the allocator");
         }
-        if self.window_start.is_some() || alloc::is_armed() || alloc::block_size() == 0 {
+        if other_window || alloc::is_armed() || alloc::block_size() == 0 {
             // No window: adopted storages are written now (no window end will).
-            self.start_session_ns = start_session_ns;
             let queued = std::mem::take(&mut self.pending);
-            for tag in std::mem::take(&mut self.adopted) {
-                if let Some(entry) = self.registry.get(tag).cloned() {
-                    self.queue_adopted(&entry);
+            if !other_window {
+                self.start_session_ns = start_session_ns;
+                for tag in std::mem::take(&mut self.adopted) {
+                    if let Some(entry) = self.registry.get(tag).cloned() {
+                        self.queue_adopted(&entry);
+                    }
                 }
             }
-            self.queue_pre_existing(start_session_ns, own);
+            let counts = self.queue_pre_existing(start_session_ns, own);
+            if !other_window {
+                self.count_pre_existing(counts);
+            }
             let events = std::mem::replace(&mut self.pending, queued);
             return Begun::RegistrationOnly(events);
         }
@@ -402,7 +410,8 @@ impl CaptureState {
         let start = crate::clock::process_ns();
         self.window_start = Some(start);
         self.start_session_ns = start_session_ns;
-        self.queue_pre_existing(start_session_ns, None);
+        let counts = self.queue_pre_existing(start_session_ns, None);
+        self.count_pre_existing(counts);
         self.sites = super::sites::SiteTable::default();
         match self.site_settings {
             Some((threshold, unwinder)) => alloc::sites::reset(threshold, unwinder),
@@ -440,20 +449,23 @@ impl CaptureState {
     }
 
     /// Queues a `pre_existing` alloc at `at` for every registered storage (of `own` only, when
-    /// given) not adopted.
-    fn queue_pre_existing(&mut self, at: u64, own: Option<&[u32]>) {
+    /// given) not adopted. Returns how many, and how many of them the watch table does not hold.
+    fn queue_pre_existing(&mut self, at: u64, own: Option<&[u32]>) -> (u64, u64) {
         let watching = self.registry.watching();
+        let own: Option<rustc_hash::FxHashSet<u32>> = own.map(|o| o.iter().copied().collect());
+        let adopted: rustc_hash::FxHashSet<u32> = self.adopted.iter().copied().collect();
+        let (mut queued, mut unwatched) = (0, 0);
         for e in self.registry.entries() {
-            if self.adopted.contains(&e.tag) {
+            if adopted.contains(&e.tag) {
                 continue; // written when freed or at the window's end
             }
-            if own.is_some_and(|own| !own.contains(&e.tag)) {
+            if own.as_ref().is_some_and(|own| !own.contains(&e.tag)) {
                 continue; // another session's
             }
             if watching && !e.watched {
-                self.summary.unwatched_registrations += 1;
+                unwatched += 1;
             }
-            self.summary.pre_existing_storages += 1;
+            queued += 1;
             self.pending.push(PendingEvent {
                 hook_ns: 0,
                 thread: 0,
@@ -462,6 +474,13 @@ impl CaptureState {
                 infer_category: false,
             });
         }
+        (queued, unwatched)
+    }
+
+    /// Adds [`Self::queue_pre_existing`]'s counts to the window's summary.
+    fn count_pre_existing(&mut self, (queued, unwatched): (u64, u64)) {
+        self.summary.pre_existing_storages += queued;
+        self.summary.unwatched_registrations += unwatched;
     }
 
     /// Drains the ring and keeps the resulting events queued (deterministic mode writes them
