@@ -430,6 +430,44 @@ fn a_site_id_beyond_u32_names_its_field_and_site_kinds_need_trace_13() {
     assert!(err.contains("line 3"), "{err}");
 }
 
+/// Step spans numbered twice, or out of order, are said with their lines; the spans are kept.
+#[test]
+fn a_repeated_or_reversed_step_index_is_an_issue_with_its_line() {
+    let step = |id: &str, n: u32| {
+        format!(
+            r#"{{"kind":"span_start","id":"{id}","parent_id":"s1","name":"step {n}","start_ns":1,"span_kind":"function","step_index":{n}}}"#
+        )
+    };
+    let end = |id: &str| format!(r#"{{"kind":"span_end","id":"{id}","end_ns":2}}"#);
+    let (a, b, c, d) = (step("a", 2), step("b", 3), step("c", 3), step("d", 1));
+    let (ea, eb, ec, ed) = (end("a"), end("b"), end("c"), end("d"));
+    let doc = load(&[
+        META_13, SPAN, &a, &ea, &b, &eb, &c, &ec, &d, &ed, END, TERMINAL,
+    ]);
+    assert_eq!(
+        issues(&doc),
+        vec![
+            (SemanticCode::InvalidStepIndex, 7),
+            (SemanticCode::InvalidStepIndex, 9)
+        ],
+        "{:?}",
+        doc.semantic_issues
+    );
+    assert!(doc.semantic_issues[0]
+        .message
+        .starts_with("step_index 3 repeats the step span of line 5"));
+    assert!(doc.semantic_issues[1]
+        .message
+        .starts_with("step_index 1 starts after step 3"));
+    assert_eq!(
+        doc.spans.iter().filter(|s| s.step_index.is_some()).count(),
+        4
+    );
+    // Numbered up once each: no issue.
+    let clean = load(&[META_13, SPAN, &a, &ea, &b, &eb, END, TERMINAL]);
+    assert_eq!(issues(&clean), vec![]);
+}
+
 /// A step span whose `step_index` names no step (0, or past `u32::MAX`) is kept as a span and
 /// said, with its line: it is not counted as a step, and nothing else about the trace changes.
 #[test]

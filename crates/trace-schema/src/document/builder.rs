@@ -26,6 +26,10 @@ pub struct TraceBuilder {
     sampler_line: u64,
     /// Line of the (first) `alloc_sites` event, for the sites' cross-check at the end.
     alloc_sites_line: u64,
+    /// The step indices seen so far, with their span's line, and the last one (a multi-step
+    /// capture numbers its steps once each, in time order).
+    step_lines: rustc_hash::FxHashMap<u32, u64>,
+    last_step: Option<u32>,
     /// Memory events go here instead of `doc.memory` (a document with a spilled memory plane).
     memory_log: Option<MemoryLogWriter>,
     /// Ops' tensor ids go here instead of `doc.ops` (a spilled document).
@@ -87,6 +91,8 @@ impl TraceBuilder {
             terminal_line: 0,
             sampler_line: 0,
             alloc_sites_line: 0,
+            step_lines: Default::default(),
+            last_step: None,
             memory_log: None,
             op_log: None,
             log_error: None,
@@ -104,7 +110,9 @@ impl TraceBuilder {
         }
     }
 
-    /// A `step_index` on the wire that names no step (0, or past `u32::MAX`) is an issue.
+    /// A `step_index` on the wire that names no step (0, or past `u32::MAX`) is an issue; so is
+    /// one that repeats an earlier step span's, or comes below the previous one's (spans start
+    /// in time order, and steps are numbered up). The span is kept as written.
     fn check_step_index(
         &mut self,
         wire: Option<u64>,
@@ -121,6 +129,24 @@ impl TraceBuilder {
                 ),
             );
         }
+        let Some(n) = kept.map(std::num::NonZeroU32::get) else {
+            return;
+        };
+        if let Some(&first) = self.step_lines.get(&n) {
+            let message = format!(
+                "step_index {n} repeats the step span of line {first}: per-step figures of step {n} mix two spans"
+            );
+            self.issue(SemanticCode::InvalidStepIndex, line, message);
+        } else {
+            self.step_lines.insert(n, line);
+            if let Some(last) = self.last_step.filter(|&last| n < last) {
+                let message = format!(
+                    "step_index {n} starts after step {last}: steps are numbered up in time order, so this capture's step order is in doubt"
+                );
+                self.issue(SemanticCode::InvalidStepIndex, line, message);
+            }
+        }
+        self.last_step = Some(self.last_step.map_or(n, |last| last.max(n)));
     }
 
     fn issue(&mut self, code: SemanticCode, line: u64, message: String) {

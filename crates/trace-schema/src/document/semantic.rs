@@ -41,8 +41,9 @@ pub enum SemanticCode {
     /// second account, a site on a free event, an account that breaks its own rules or
     /// miscounts the sites): the record (or the event's site) is dropped.
     InvalidSites,
-    /// A step span's `step_index` is 0 or past `u32::MAX`: it names no step, so the span is not
-    /// counted as one (trace/13).
+    /// A step span's `step_index` is 0 or past `u32::MAX` (it names no step, so the span is not
+    /// counted as one), repeats an earlier step span's, or is below the previous one's
+    /// (trace/13).
     InvalidStepIndex,
 }
 
