@@ -65,8 +65,9 @@ pub enum HealthCode {
     /// A `site` or `alloc_sites` event, or a memory event's site, breaks its rules and was
     /// dropped (loader; a warning: the other sites stay usable).
     InvalidSites,
-    /// A step span's `step_index` is 0 or past `u32::MAX` and names no step (loader; a
-    /// warning: the span stays, but not as a step of the per-step table).
+    /// A step span's `step_index` is 0 or past `u32::MAX` and names no step (the span stays,
+    /// but not as a step of the per-step table), repeats an earlier step span's, or is below
+    /// the previous one's (loader; a warning).
     InvalidStepIndex,
     /// A gradient norm does not fit its state (loader).
     GradientStateNormInconsistent,
