@@ -134,7 +134,7 @@ impl TraceBuilder {
         };
         if let Some(&first) = self.step_lines.get(&n) {
             let message = format!(
-                "step_index {n} repeats the step span of line {first}: per-step figures of step {n} mix two spans"
+                "step_index {n} repeats the step span of line {first}: the per-step table shows two rows for step {n}"
             );
             self.issue(SemanticCode::InvalidStepIndex, line, message);
         } else {
