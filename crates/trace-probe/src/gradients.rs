@@ -90,8 +90,8 @@ fn sum_of_squares<T: Copy>(values: &[T], to_f32: &impl Fn(T) -> f32) -> f64 {
 
 /// [`sum_of_squares_lanes`] compiled for AVX: the same lanes and the same operations (a
 /// multiply, then an add: Rust never fuses them), four f64 lanes per instruction instead of two,
-/// so the same figure bit for bit; 112 → 78 µs for 668 k f32 elements on this project's VM
-/// (`crates/trace-probe/docs/cost.md`).
+/// so the same figure bit for bit. The MLP step's gradient facts: 168–181 → 131–148 µs
+/// (`AB_PARTS=1 cargo bench -p trace-probe --bench ab_overhead`; `docs/cost.md` of this crate).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
 unsafe fn sum_of_squares_avx<T: Copy>(values: &[T], to_f32: &impl Fn(T) -> f32) -> f64 {

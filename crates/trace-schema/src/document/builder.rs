@@ -752,8 +752,9 @@ impl TraceBuilder {
             self.issue(SemanticCode::InvalidSamples, line, problem);
         }
         let account_line = self.alloc_sites_line;
-        let cut_short = partial_line.is_some()
-            || (self.doc.version.has_terminal() && self.doc.terminal.is_none());
+        // Nothing below adds a terminal: the truncation at the end is known here already.
+        let terminal_missing = self.doc.version.has_terminal() && self.doc.terminal.is_none();
+        let cut_short = partial_line.is_some() || terminal_missing;
         for (line, problem) in self.doc.sites.resolve(account_line, cut_short) {
             self.issue(SemanticCode::InvalidSites, line, problem);
         }
@@ -783,8 +784,7 @@ impl TraceBuilder {
         doc.sites.shrink_to_fit();
         doc.semantic_issues.shrink_to_fit();
         doc.span_index.shrink_to_fit();
-        let terminal_missing = self.doc.version.has_terminal() && self.doc.terminal.is_none();
-        if partial_line.is_some() || terminal_missing {
+        if cut_short {
             self.doc.truncation = Some(Truncation {
                 partial_line: partial_line.map(|(line, _)| line),
                 dropped_bytes: partial_line.map_or(0, |(_, bytes)| bytes),
