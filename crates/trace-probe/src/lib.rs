@@ -32,6 +32,7 @@ mod stats;
 #[doc(hidden)]
 pub mod storage;
 mod tensor_id;
+pub mod testing;
 mod writer;
 
 pub use alloc::Tracking;
