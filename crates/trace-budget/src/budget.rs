@@ -395,10 +395,7 @@ pub(crate) fn held_lines(out: &mut String, figures: &Figures) {
     if peak.held.is_empty() {
         return;
     }
-    let _ = writeln!(
-        out,
-        "\n  held at the peak (op · module · pass, merged rows):"
-    );
+    out.push_str("\n  held at the peak (op · module · pass, merged rows):");
     for row in &peak.held {
         let what = row
             .operation()
