@@ -330,6 +330,24 @@ pub struct CheckArgs {
     /// Exit 1 (after printing) when the trace is structurally invalid or the capture incomplete.
     #[arg(long)]
     pub require_valid: bool,
+    /// Check the budgets of this file (TOML, version 1: see trace-budget's `file` docs) instead
+    /// of printing the health report: exit 1 with a table of what failed or could not be checked.
+    #[arg(long, value_name = "FILE")]
+    pub budget: Option<PathBuf>,
+    /// How `--budget`'s report is printed.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text, requires = "budget")]
+    pub format: ReportFormat,
+}
+
+/// How a budget or gate report is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// A table, then each failure's message.
+    Text,
+    /// Markdown for a CI job summary or a pull-request comment.
+    Markdown,
+    /// JUnit XML (one test case per budget or gate).
+    Junit,
 }
 
 /// `query` arguments.
@@ -384,6 +402,16 @@ pub struct DiffArgs {
     /// before the built-in Candle ↔ PyTorch ones when ops are aligned.
     #[arg(long, value_name = "FILE")]
     pub op_map: Option<PathBuf>,
+    /// Exit 1 when a figure grew by more than a percentage: `peak>+5%`, `pass.backward>+10%`,
+    /// `wall`, `pass.<pass>.peak`, `pass.<pass>.allocated` (repeatable). Time gates follow the
+    /// diff's noise rules and need two or more runs a side; a gate that cannot be decided
+    /// also exits 1, saying why.
+    #[arg(long = "fail-on", value_name = "GATE")]
+    pub fail_on: Vec<trace_budget::Gate>,
+    /// How the comparison is printed: `markdown` (the headline, the gates, the table of
+    /// changes) or `junit` (the gates) for CI.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text, conflicts_with = "json")]
+    pub format: ReportFormat,
 }
 
 impl DiffArgs {

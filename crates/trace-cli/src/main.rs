@@ -297,6 +297,7 @@ fn run(cli: Cli) -> Result<Output> {
                 terminal_safe(commands::ops::render(&report))
             }))
         }
+        Command::Check(args) if args.budget.is_some() => check_budget(&args),
         Command::Check(args) => {
             let (trace, analysis) = load(&args.input.trace, Detail::Summary)?;
             let report = commands::check::build(analysis);
@@ -597,8 +598,36 @@ fn runs<'a>(
         .collect()
 }
 
+/// `check TRACE --budget FILE` (see [`commands::budget`]).
+fn check_budget(args: &cli::CheckArgs) -> Result<Output> {
+    let Some(budget) = &args.budget else {
+        anyhow::bail!("check --budget needs a budget file");
+    };
+    // budgets read the live sets at the peak: full detail
+    let (trace, analysis) = load(&args.input.trace, Detail::Full)?;
+    let report = commands::budget::check_budgets(&trace.doc, analysis, budget)?;
+    let shown = trace.path.display().to_string();
+    let stdout = if args.input.json {
+        to_json("budget", Some(InputRecord::of(trace)), &report)?
+    } else {
+        terminal_safe(commands::budget::render_budgets(
+            &report,
+            args.format,
+            &shown,
+        ))
+    };
+    Ok(Output {
+        stdout,
+        stream: None,
+        code: commands::budget::code(&report),
+    })
+}
+
 fn diff(args: &cli::DiffArgs) -> Result<Output> {
     let (baseline, candidate) = args.sides().map_err(anyhow::Error::msg)?;
+    for path in baseline.iter().chain(&candidate) {
+        commands::budget::verify_if_bundle(path)?;
+    }
     let load_side = |paths: &[std::path::PathBuf]| -> Result<Vec<_>> {
         // the comparison reads the execution graph and the live sets at the peaks: full detail
         paths.iter().map(|p| load(p, Detail::Full)).collect()
@@ -640,7 +669,8 @@ fn diff(args: &cli::DiffArgs) -> Result<Output> {
             trace_format::bytes(html.len() as u64)
         );
     }
-    Ok(Output::ok(if args.json {
+    let gates = commands::budget::check_gates(&args.fail_on, &diff);
+    let stdout = if args.json {
         let report = commands::diff::DiffReport {
             baseline_inputs: b.iter().map(|(t, _)| InputRecord::of(t)).collect(),
             candidate_inputs: c.iter().map(|(t, _)| InputRecord::of(t)).collect(),
@@ -648,6 +678,16 @@ fn diff(args: &cli::DiffArgs) -> Result<Output> {
         };
         to_json("diff", None, &report)?
     } else {
-        terminal_safe(commands::diff::render(&diff, args.top))
-    }))
+        terminal_safe(commands::budget::render_diff(
+            &diff,
+            &gates,
+            args.format,
+            || commands::diff::render(&diff, args.top),
+        ))
+    };
+    Ok(Output {
+        stdout,
+        stream: None,
+        code: commands::budget::code(&gates),
+    })
 }

@@ -3,6 +3,7 @@
 //! text and the pages — is `trace_views`'s, re-exported here under the commands' names; `--json`
 //! prints the same records in the [`trace_views::envelope`].
 
+pub mod budget;
 pub mod demo;
 pub mod device_check;
 pub mod export;
