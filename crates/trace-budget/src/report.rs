@@ -100,9 +100,9 @@ impl Report {
         for c in self.not_passed() {
             let _ = write!(
                 out,
-                "\n**{}** `{}`\n\n```text\n{}\n```\n",
+                "\n**{}** {}\n\n```text\n{}\n```\n",
                 word(&c.outcome),
-                markdown_cell(&c.subject.describe()).replace('`', "'"),
+                markdown_cell(&c.subject.describe()),
                 c.message.replace("```", "'''")
             );
         }

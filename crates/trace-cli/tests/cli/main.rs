@@ -2,6 +2,7 @@
 //! (hand-written traces), and insta snapshots of every command on the golden fixtures.
 
 mod bad_input;
+mod budget;
 mod bundle;
 mod check;
 mod demo;
