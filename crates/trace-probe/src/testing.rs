@@ -35,6 +35,12 @@ use crate::session::TraceSummary;
 /// One capture at a time per process (see the module docs).
 static SERIAL: Mutex<()> = Mutex::new(());
 
+thread_local! {
+    /// This thread holds the capture slot: a second capture started inside the first's
+    /// closure would wait for itself forever, so it is refused instead.
+    static HOLDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// The in-memory sink the session writes the trace to.
 #[derive(Clone, Default)]
 struct SharedBuffer(Arc<Mutex<Vec<u8>>>);
@@ -77,7 +83,17 @@ impl InMemoryCapture {
     pub fn start(run: ProfileRun) -> Result<Self, ProbeError> {
         // A test that panicked while holding the slot poisons it; its profiler was dropped
         // (finished) during the unwind, so the slot is free to take.
+        if HOLDING.with(std::cell::Cell::get) {
+            return Err(ProbeError::InvalidRun {
+                problems: vec![
+                    "a trace_probe::testing capture is already running on this thread \
+                     (captures run one at a time; start the second after the first finished)"
+                        .to_string(),
+                ],
+            });
+        }
         let slot = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        HOLDING.with(|h| h.set(true));
         let buffer = SharedBuffer::default();
         let profiler = run.start_with_writer(buffer.clone())?;
         Ok(Self {
@@ -109,6 +125,14 @@ impl InMemoryCapture {
         };
         let jsonl = std::mem::take(&mut *crate::writer::lock(&self.buffer.0));
         Ok(CapturedTrace { jsonl, summary })
+    }
+}
+
+impl Drop for InMemoryCapture {
+    fn drop(&mut self) {
+        // the profiler finishes its trace first (a capture dropped unfinished, as in a panic)
+        drop(self.profiler.take());
+        HOLDING.with(|h| h.set(false));
     }
 }
 
@@ -185,6 +209,19 @@ mod tests {
         assert_eq!(std::fs::read(&path).ok(), Some(trace.jsonl.clone()));
         let _ = std::fs::remove_dir_all(&dir);
         Ok(())
+    }
+
+    #[test]
+    fn a_capture_inside_a_capture_is_refused_not_a_deadlock() {
+        let outer = InMemoryCapture::start(ProfileRun::training("unit::step", 1));
+        assert!(outer.is_ok());
+        let inner = InMemoryCapture::start(ProfileRun::training("unit::step", 1));
+        assert!(
+            matches!(&inner, Err(ProbeError::InvalidRun { problems }) if problems[0].contains("already running on this thread")),
+            "{inner:?}"
+        );
+        drop(outer);
+        assert!(InMemoryCapture::start(ProfileRun::training("unit::step", 1)).is_ok());
     }
 
     #[test]
