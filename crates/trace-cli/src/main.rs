@@ -676,6 +676,10 @@ fn diff(args: &cli::DiffArgs) -> Result<Output> {
             candidate_inputs: c.iter().map(|(t, _)| InputRecord::of(t)).collect(),
             diff: &diff,
         };
+        let report = commands::budget::WithGates {
+            diff: report,
+            gates: (!gates.checked.is_empty()).then_some(&gates),
+        };
         to_json("diff", None, &report)?
     } else {
         terminal_safe(commands::budget::render_diff(

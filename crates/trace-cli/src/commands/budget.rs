@@ -63,6 +63,18 @@ pub fn verify_if_bundle(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `diff --json`'s record with the gates beside it (the field `gates`, only when `--fail-on`
+/// was given: the record is otherwise unchanged).
+#[derive(serde::Serialize)]
+pub struct WithGates<'a, T: serde::Serialize> {
+    /// The diff's record.
+    #[serde(flatten)]
+    pub diff: T,
+    /// The gates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gates: Option<&'a Report>,
+}
+
 /// The gates checked on `diff`.
 pub fn check_gates(gates: &[Gate], diff: &TraceDiff) -> Report {
     trace_budget::check_all(gates, diff)

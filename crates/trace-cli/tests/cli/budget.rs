@@ -328,6 +328,26 @@ fn diff_prints_markdown_and_junit_for_ci() {
         "{}",
         r.stdout
     );
+    // --json: the diff's record with the gates beside it, only when gates were given
+    let r = run(&[
+        "diff",
+        s(&base),
+        s(&cand),
+        "--fail-on",
+        "peak>+5%",
+        "--json",
+    ]);
+    assert_eq!(r.code, 1);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["schema"], "candle-graph/diff/1");
+    assert_eq!(
+        v["gates"]["checked"][0]["outcome"]["outcome"], "fail",
+        "{v}"
+    );
+    let r = run(&["diff", s(&base), s(&cand), "--json"]);
+    assert_eq!(r.code, 0);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert!(v.get("gates").is_none(), "{v}");
 }
 
 fn tamper(bundle: &Path) {
