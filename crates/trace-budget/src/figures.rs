@@ -8,7 +8,7 @@ use trace_graph::optimizer::OptimizerTemporaries;
 use trace_graph::{Analysis, CapabilityKind, StepFigures, StepRow};
 use trace_memory::steps::MemoryGrowth;
 use trace_ops::{OpRow, SampleTotals, SiteOpRow};
-use trace_schema::{ContractField, MemorySource, Pass, ReasonKey, TraceDocument};
+use trace_schema::{ContractField, MemoryCategory, MemorySource, Pass, ReasonKey, TraceDocument};
 use trace_views::peak::{HeldView, PeakRecord};
 
 /// Merged rows kept of what held the peak (identical storages merged: `op · module · pass`).
@@ -28,6 +28,8 @@ pub struct Figures {
     pub memory_unavailable: Option<String>,
     /// Bytes allocated in each pass (every storage made there, freed or not).
     pub allocated_by_pass: BTreeMap<Pass, u64>,
+    /// Each pass's peak by category: the bytes of each category live at that pass's peak.
+    pub pass_peak_by_category: BTreeMap<Pass, BTreeMap<MemoryCategory, u64>>,
     /// The optimizer pass's temporaries (storages allocated and freed inside it); `None`
     /// when the trace has none or no optimizer pass.
     pub optimizer_temporaries: Option<OptimizerTemporaries>,
@@ -97,6 +99,14 @@ impl Figures {
                     l.pass_peaks
                         .iter()
                         .map(|p| (p.pass, p.allocated_bytes))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            pass_peak_by_category: logical
+                .map(|l| {
+                    l.pass_peaks
+                        .iter()
+                        .map(|p| (p.pass, p.peak.by_category.clone()))
                         .collect()
                 })
                 .unwrap_or_default(),

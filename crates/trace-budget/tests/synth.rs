@@ -56,6 +56,9 @@ fn a_budget_at_its_figure_passes_and_one_byte_less_fails() {
     );
     for pass in [Pass::Forward, Pass::Backward, Pass::Optimizer] {
         let bytes = figures.headline.pass_peak_bytes[&pass];
+        // a pass's peak is the sum of its categories
+        let by_category: u64 = figures.pass_peak_by_category[&pass].values().sum();
+        assert_eq!(by_category, bytes, "{pass:?}");
         let b = Budgets::new().with(trace_budget::Budget::PassPeak {
             pass,
             max_bytes: bytes,
