@@ -616,10 +616,12 @@ fn check_budget(args: &cli::CheckArgs) -> Result<Output> {
             &shown,
         ))
     };
+    // `--require-valid` still applies: an invalid or incomplete capture exits 1 too
+    let invalid = args.require_valid && !commands::check::build(analysis).valid_and_complete;
     Ok(Output {
         stdout,
         stream: None,
-        code: commands::budget::code(&report),
+        code: commands::budget::code(&report).max(u8::from(invalid)),
     })
 }
 

@@ -32,6 +32,33 @@ fn a_budget_within_its_limit_passes_with_exit_0() {
 }
 
 #[test]
+fn require_valid_still_applies_beside_budgets() {
+    let cut = SMALL_TRACE
+        .lines()
+        .filter(|l| !l.contains("\"kind\":\"terminal\""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let (_d, trace) = write("trace.jsonl", cut.as_bytes());
+    let budget = trace.with_file_name("budget.toml");
+    std::fs::write(&budget, "version = 1\n[memory]\npeak = \"1 MiB\"\n").unwrap();
+    let r = run(&["check", s(&trace), "--budget", s(&budget)]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.starts_with("1 of 1 budgets passed"),
+        "{}",
+        r.stdout
+    );
+    let r = run(&[
+        "check",
+        s(&trace),
+        "--budget",
+        s(&budget),
+        "--require-valid",
+    ]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+}
+
+#[test]
 fn a_budget_over_its_limit_exits_1_with_the_figure_against_the_limit() {
     let (_d, trace, budget) = trace_and_budget(
         "version = 1\n[memory]\npeak = \"8 KiB\"\n[memory.category]\ngradient = \"1 MiB\"\n",
