@@ -35,6 +35,15 @@
 //! into one node per backward op (`backward [matmul.backward]`, `backward [grad_accumulate]`).
 //! Only samples inside the measured region count (as in the [`OpProfile`]).
 //!
+//! # Rooted at the step
+//! Stacks start at the process's entry (`_start`, `main`, `std::rt::lang_start`, the harness)
+//! and unwinding stops at different depths, so the same function would appear under two or
+//! three roots. Each thread's trees are cut at its **step frame**: the innermost function
+//! that [`STEP_FRAME_SHARE`] of the thread's counted samples pass through above their op
+//! frame (the user's step function, in a training loop). Every stack holding it starts at its
+//! outermost occurrence, so stacks that differ only above it merge; a stack without it keeps
+//! its whole path. [`FlameTree::rooted_at`] names the frame.
+//!
 //! # Bounded
 //! A node with fewer samples than [`FlameOptions::min_share`] of its tree, and every node
 //! beyond [`FlameOptions::max_nodes`] (the smallest go first), is merged with its small
@@ -52,6 +61,10 @@ use crate::rules::FrameRole;
 
 /// The name of a merged node.
 pub const OTHER: &str = "(other)";
+
+/// The share of a thread's counted samples a frame must be on to root its trees (see the
+/// module docs): 0.95, so a few samples whose unwinding stopped short do not move the root.
+pub const STEP_FRAME_SHARE: f64 = 0.95;
 
 /// Bounds of a flame tree.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -108,6 +121,9 @@ pub struct FlameTree {
     pub nodes: Vec<FlameNode>,
     /// Nodes merged into [`OTHER`] nodes by the bounds.
     pub merged_nodes: u64,
+    /// The function the tree is rooted at (its frames above it cut: see the module docs);
+    /// `None` when no function is on [`STEP_FRAME_SHARE`] of the thread's samples.
+    pub rooted_at: Option<String>,
 }
 
 /// The flame trees of `doc`'s samples, one per thread and pass (forward, backward, optimizer,
@@ -151,22 +167,87 @@ pub fn flame_trees(
             })
         })
         .collect();
+    let anchors = step_frames(doc, profile, &name_of, &weights);
     groups
         .into_iter()
         .map(|g| {
             let mut stacks = by_group.remove(&g).unwrap_or_default();
             stacks.sort_unstable();
-            build(
+            let anchor = anchors.get(&g.0).copied();
+            let mut tree = build(
                 doc,
                 profile,
                 &roles,
                 (&names, &name_of),
-                g,
+                (g, anchor),
                 &stacks,
                 options,
-            )
+            );
+            tree.rooted_at = anchor.map(|a| names[a as usize].clone());
+            tree
         })
         .collect()
+}
+
+/// Positions (innermost first) of `stack`'s frames that may root a tree: those outer than its
+/// op frame (the op frame itself too for a non-op sample, whose frame is user code).
+fn rootable(profile: &OpProfile, stack: u32, len: usize) -> std::ops::Range<usize> {
+    let class = &profile.stack_classes[stack as usize];
+    match class.op_frame {
+        Some(p) if class.kind == OpKind::NonOp => p..len,
+        Some(p) => (p + 1).min(len)..len,
+        None => 0..len,
+    }
+}
+
+/// Each thread's step frame (a function name id): the innermost function on
+/// [`STEP_FRAME_SHARE`] of the thread's counted samples, read along its heaviest stack.
+/// O(frames of the distinct stacks).
+fn step_frames(
+    doc: &TraceDocument,
+    profile: &OpProfile,
+    name_of: &[u32],
+    weights: &HashMap<(u64, Option<Pass>, u32), u64>,
+) -> HashMap<u64, u32> {
+    let stacks = &doc.samples.stacks;
+    let mut on: HashMap<(u64, u32), u64> = HashMap::default();
+    let mut total: HashMap<u64, u64> = HashMap::default();
+    let mut heaviest: HashMap<u64, (u64, u32)> = HashMap::default();
+    // the stack (its 1-based turn) that last counted each name: a name is counted once per
+    // stack, in O(1), however deep a recursion repeats it
+    let names = name_of.iter().map(|&n| n as usize + 1).max().unwrap_or(0);
+    let mut seen: Vec<u32> = vec![0; names];
+    for (turn, (&(thread, _, stack), &w)) in weights.iter().enumerate() {
+        let turn = turn as u32 + 1;
+        *total.entry(thread).or_insert(0) += w;
+        let h = heaviest.entry(thread).or_insert((0, stack));
+        if (w, std::cmp::Reverse(stack)) > (h.0, std::cmp::Reverse(h.1)) {
+            *h = (w, stack);
+        }
+        let frames = &stacks[stack as usize].frames;
+        for pos in rootable(profile, stack, frames.len()) {
+            let name = name_of[frames[pos] as usize];
+            if seen[name as usize] != turn {
+                seen[name as usize] = turn;
+                *on.entry((thread, name)).or_insert(0) += w;
+            }
+        }
+    }
+    let mut out = HashMap::default();
+    for (thread, (_, stack)) in heaviest {
+        let need = STEP_FRAME_SHARE * total[&thread] as f64;
+        let frames = &stacks[stack as usize].frames;
+        // innermost first: the first frame on enough samples, never the heaviest stack's
+        // innermost frame (that is where the time is, not the step holding it)
+        let anchor = rootable(profile, stack, frames.len())
+            .filter(|&pos| pos > 0)
+            .map(|pos| name_of[frames[pos] as usize])
+            .find(|&name| on.get(&(thread, name)).is_some_and(|&n| n as f64 >= need));
+        if let Some(a) = anchor {
+            out.insert(thread, a);
+        }
+    }
+    out
 }
 
 /// A tree's thread and pass.
@@ -189,7 +270,7 @@ fn build(
     profile: &OpProfile,
     roles: &[FrameRole],
     (names, name_of): (&[String], &[u32]),
-    (thread, pass): (u64, Option<Pass>),
+    ((thread, pass), anchor): (Group, Option<u32>),
     stacks: &[(u32, u64)],
     options: &FlameOptions,
 ) -> FlameTree {
@@ -210,9 +291,19 @@ fn build(
         let class = &profile.stack_classes[stack as usize];
         let frames = &table.stacks[stack as usize].frames;
         let mut node = 0u32;
-        for pos in (0..frames.len()).rev() {
+        // from the step frame's outermost occurrence, or the whole stack without it
+        let anchor_pos = anchor.and_then(|a| {
+            rootable(profile, stack, frames.len())
+                .rev()
+                .find(|&pos| name_of[frames[pos] as usize] == a)
+        });
+        let top = anchor_pos.map_or(frames.len(), |pos| pos + 1);
+        for pos in (0..top).rev() {
             let f = frames[pos] as usize;
-            let label = if class.op_frame == Some(pos) {
+            // the step frame is one node: a sample in its own code (a non-op sample whose
+            // frame it is) counts as its self time, without a label of its own
+            let step_self = anchor_pos == Some(pos) && class.kind == OpKind::NonOp;
+            let label = if class.op_frame == Some(pos) && !step_self {
                 Some((class.op.clone(), class.kind))
             } else if let FrameRole::Op(op) = &roles[f] {
                 Some((op.clone(), OpKind::Op))
@@ -327,6 +418,7 @@ fn build(
         samples,
         nodes,
         merged_nodes: merged,
+        rooted_at: None,
     }
 }
 

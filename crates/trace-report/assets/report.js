@@ -47,6 +47,15 @@
     if (cls) e.setAttribute("class", cls);
     return e;
   }
+  // The width of `text` in px at `px` px of the page's font (a canvas measures it: the SVG's
+  // viewBox is the chart's own width, one unit a pixel).
+  var measure = null;
+  function textWidth(text, px) {
+    if (!measure) measure = document.createElement("canvas").getContext("2d");
+    if (!measure) return text.length * px * 0.62;
+    measure.font = px + "px " + getComputedStyle(document.body).fontFamily;
+    return measure.measureText(text).width;
+  }
   function showTip(rows, x, y) {
     tip.textContent = "";
     var t = el("table");
@@ -125,6 +134,7 @@
     this.ymax = ymax > 0 ? ymax * 1.08 : 1;
     this.pmax = pmax > 0 ? pmax * 1.08 : 0;
     root.dataset.yMax = String(this.ymax);
+    root.dataset.zoomed = "false";
     this.seriesMax = s.total.reduce(function (a, b) { return Math.max(a, b); }, 0);
     root.dataset.chartMax = String(this.seriesMax);
     this.legend();
@@ -132,14 +142,19 @@
     var self = this;
     this.area.addEventListener("mousemove", function (ev) { self.move(ev); });
     this.area.addEventListener("mouseleave", function () { hideTip(); });
+    // a click focuses the chart: from then until it loses focus the wheel zooms
+    this.area.addEventListener("focus", function () { self.engaged = true; });
+    this.area.addEventListener("blur", function () { self.engaged = false; });
     this.area.addEventListener("mousedown", function (ev) { self.down(ev); });
     window.addEventListener("mouseup", function (ev) { self.up(ev); });
     this.area.addEventListener("wheel", function (ev) { self.wheel(ev); }, { passive: false });
     this.area.addEventListener("click", function (ev) {
       if (self.dragged) { self.dragged = false; return; }
       self.hover(ev); self.liveSet();
+
     });
     this.area.addEventListener("keydown", function (ev) { self.key(ev); });
+    this.touch();
     this.area.addEventListener("blur", hideTip);
   }
   Chart.prototype.legend = function () {
@@ -161,10 +176,26 @@
       lg.appendChild(item);
     });
   };
+  // The axes' labels (bytes at 0, ¼, … of the scale) and the margins that hold them: measured
+  // in the chart's font, so no label is cut on any screen.
+  Chart.prototype.yLabels = function () {
+    var out = [];
+    for (var i = 0; i <= 4; i++) out.push(fmtBytes(Math.round(this.ymax * i / 4)));
+    return out;
+  };
+  Chart.prototype.pLabels = function () {
+    var out = [];
+    if (this.pmax) for (var q = 0; q <= 4; q += 2) out.push(fmtBytes(Math.round(this.pmax * q / 4)));
+    return out;
+  };
   Chart.prototype.geom = function () {
     var w = Math.max(240, this.area.clientWidth || 600);
-    var narrow = w < 500;
-    return { w: w, h: narrow ? 200 : 260, l: narrow ? 56 : 72, r: this.pmax ? (narrow ? 52 : 64) : 10, t: 10, b: 24, narrow: narrow };
+    var narrow = w < 500, font = 11;
+    var widest = function (labels) { return labels.reduce(function (m, t) { return Math.max(m, textWidth(t, font)); }, 0); };
+    // 4 px between label and axis, 4 px to the edge; the right axis also has its rotated title
+    var l = Math.ceil(widest(this.yLabels())) + 10;
+    var r = this.pmax ? Math.ceil(widest(this.pLabels())) + 8 + font + 4 : 10;
+    return { w: w, h: narrow ? 200 : 260, l: l, r: r, t: 10, b: 24, narrow: narrow };
   };
   Chart.prototype.py = function (v, g) { return g.t + (1 - v / this.pmax) * (g.h - g.t - g.b); };
   Chart.prototype.tAt = function (clientX) {
@@ -172,8 +203,11 @@
     var px = (clientX - rect.left) * g.w / rect.width;
     return this.view[0] + (px - g.l) / (g.w - g.l - g.r) * (this.view[1] - this.view[0]);
   };
-  // wheel: zoom around the pointer (shift or a sideways wheel: pan)
+  // wheel: zoom around the pointer (shift or a sideways wheel: pan) with ctrl/⌘ held (a
+  // trackpad pinch arrives so) or once the chart was clicked, as map widgets do; otherwise the
+  // page scrolls and a hint says how to zoom.
   Chart.prototype.wheel = function (ev) {
+    if (!(ev.ctrlKey || ev.metaKey || this.engaged)) { this.hint("ctrl + wheel (⌘ on a Mac) or click the chart first to zoom"); return; }
     ev.preventDefault();
     var w = this.view[1] - this.view[0];
     if (ev.shiftKey || Math.abs(ev.deltaX) > Math.abs(ev.deltaY)) {
@@ -192,14 +226,80 @@
     this.root.dataset.zoomed = String(a > full[0] || b < full[1]);
     this.draw();
   };
+  // A window of the same width moved inside the whole timeline (narrowed to it when wider).
+  Chart.prototype.clamp = function (a, b) {
+    var full = this.full, w = Math.min(b - a, full[1] - full[0]);
+    if (a < full[0]) a = full[0];
+    if (a + w > full[1]) a = full[1] - w;
+    return [a, a + w];
+  };
   Chart.prototype.pan = function (dt) {
     var w = this.view[1] - this.view[0], a = this.view[0] + dt;
     a = Math.max(this.full[0], Math.min(this.full[1] - w, a));
     this.zoomTo(a, a + w);
   };
+  // Touch: one finger dragged sideways pans, two fingers pinch-zoom around their midpoint (the
+  // page keeps vertical scrolling: touch-action pan-y). Each finger down or up starts the
+  // gesture again from the view of that moment.
+  Chart.prototype.touch = function () {
+    var self = this, area = this.area, pts = {}, base = null;
+    function xs() { return Object.keys(pts).map(function (k) { return pts[k]; }); }
+    function frac(clientX) {
+      var g = self.g, rect = area.getBoundingClientRect();
+      return ((clientX - rect.left) * g.w / rect.width - g.l) / (g.w - g.l - g.r);
+    }
+    function restart() { base = { view: self.view.slice(), xs: xs() }; }
+    area.addEventListener("pointerdown", function (ev) {
+      if (ev.pointerType !== "touch") return;
+      pts[ev.pointerId] = ev.clientX;
+      if (area.setPointerCapture) try { area.setPointerCapture(ev.pointerId); } catch (e) { /* already released */ }
+      restart();
+    });
+    area.addEventListener("pointermove", function (ev) {
+      if (ev.pointerType !== "touch" || !(ev.pointerId in pts) || !base) return;
+      pts[ev.pointerId] = ev.clientX;
+      var now = xs(), v = base.view, w = v[1] - v[0], nv;
+      if (now.length >= 2 && base.xs.length >= 2) {
+        var d0 = Math.abs(base.xs[1] - base.xs[0]), d = Math.abs(now[1] - now[0]);
+        if (d0 < 1 || d < 1) return;
+        var tm = v[0] + frac((base.xs[0] + base.xs[1]) / 2) * w, nw = w * d0 / d;
+        var a = tm - frac((now[0] + now[1]) / 2) * nw;
+        nv = [a, a + nw];
+      } else if (now.length === 1 && base.xs.length === 1) {
+        var dt = -(frac(now[0]) - frac(base.xs[0])) * w;
+        nv = self.clamp(v[0] + dt, v[1] + dt);
+      } else return;
+      hideTip();
+      self.zoomTo(nv[0], nv[1]);
+    });
+    function end(ev) {
+      if (!(ev.pointerId in pts)) return;
+      delete pts[ev.pointerId];
+      restart();
+    }
+    area.addEventListener("pointerup", end);
+    area.addEventListener("pointercancel", end);
+  };
+  // +/− zoom around the cursor (or the middle of the view).
+  Chart.prototype.zoomBy = function (f) {
+    var c = this.cursor >= 0 ? this.dev.series.t[this.cursor] : (this.view[0] + this.view[1]) / 2;
+    if (c < this.view[0] || c > this.view[1]) c = (this.view[0] + this.view[1]) / 2;
+    this.zoomTo(c - (c - this.view[0]) * f, c + (this.view[1] - c) * f);
+  };
+  Chart.prototype.hint = function (text) {
+    var h = this.root.querySelector(".chart-zoom-hint");
+    if (!h) return;
+    h.textContent = text;
+    h.hidden = false;
+    clearTimeout(this.hintTimer);
+    this.hintTimer = setTimeout(function () { h.hidden = true; }, 1500);
+  };
   // drag: a brush; on release the view zooms to it
   Chart.prototype.down = function (ev) {
     if (ev.button !== 0) return;
+    // a press engages the wheel (the chart may redraw before the click event could fire)
+    if (document.activeElement !== this.area) this.area.focus({ preventScroll: true });
+    this.engaged = true;
     this.brush = { x0: ev.clientX, t0: this.tAt(ev.clientX), x1: ev.clientX };
   };
   Chart.prototype.move = function (ev) {
@@ -238,18 +338,26 @@
     var cp = svg("clipPath", { id: clipId });
     cp.appendChild(svg("rect", { x: g.l, y: 0, width: g.w - g.l - g.r, height: g.h }));
     defs.appendChild(cp); root.appendChild(defs);
+    var ylabels = this.yLabels(), plabels = this.pLabels();
     for (var i = 0; i <= 4; i++) {
-      var v = this.ymax * i / 4, yy = this.y(v, g);
+      var yy = this.y(this.ymax * i / 4, g);
       root.appendChild(svg("line", { x1: g.l, x2: g.w - g.r, y1: yy, y2: yy }, "axis"));
-      var lab = svg("text", { x: g.l - 4, y: yy + 4, "text-anchor": "end" });
-      lab.textContent = fmtBytes(Math.round(v));
+      var lab = svg("text", { x: g.l - 4, y: yy + 4, "text-anchor": "end" }, "ylab");
+      lab.textContent = ylabels[i];
       root.appendChild(lab);
     }
-    if (this.pmax) for (var q = 0; q <= 4; q += 2) {
-      var pv = this.pmax * q / 4, pyy = this.py(pv, g);
+    for (var q = 0; q < plabels.length; q++) {
+      var pyy = this.py(this.pmax * q / 2, g);
       var plab = svg("text", { x: g.w - g.r + 4, y: pyy + 4, "text-anchor": "start" }, "phys-axis");
-      plab.textContent = fmtBytes(Math.round(pv));
+      plab.textContent = plabels[q];
       root.appendChild(plab);
+    }
+    if (plabels.length) {
+      // the right axis' title, rotated along the chart's right edge
+      var mid = (g.t + g.h - g.b) / 2, tx = g.w - 4;
+      var title = svg("text", { x: tx, y: mid, "text-anchor": "middle", transform: "rotate(-90 " + tx + " " + mid + ")" }, "phys-title");
+      title.textContent = "physical";
+      root.appendChild(title);
     }
     var xn = g.narrow ? 2 : 4;
     for (var j = 0; j <= xn; j++) {
@@ -269,7 +377,8 @@
         var x0 = self.x(s.t[i], g), x1 = self.x(i + 1 < n ? s.t[i + 1] : end, g);
         var top = self.y(lower[i] + col[i], g), bot = self.y(lower[i], g);
         up.push(x0.toFixed(1) + "," + top.toFixed(1), x1.toFixed(1) + "," + top.toFixed(1));
-        dn.push(x1.toFixed(1) + "," + bot.toFixed(1), x0.toFixed(1) + "," + bot.toFixed(1));
+        // pushed left to right, reversed below: the bottom edge is walked right to left
+        dn.push(x0.toFixed(1) + "," + bot.toFixed(1), x1.toFixed(1) + "," + bot.toFixed(1));
         lower[i] += col[i];
       }
       plot.appendChild(svg("path", { d: "M" + up.join("L") + "L" + dn.reverse().join("L") + "Z" }, "cat" + k));
@@ -355,7 +464,7 @@
     var t = s.t[this.cursor];
     if (t < this.view[0] || t > this.view[1]) {
       var w = this.view[1] - this.view[0];
-      this.view = [t - w / 2, t + w / 2];
+      this.view = this.clamp(t - w / 2, t + w / 2);
     }
     this.draw();
     var rect = this.area.getBoundingClientRect();
@@ -375,8 +484,8 @@
     else if (ev.key === "p") this.jump();
     else if (ev.key === "Enter" || ev.key === " ") this.liveSet();
     else if (ev.key === "Escape") { hideTip(); this.reset(); }
-    else if (ev.key === "+" || ev.key === "=") { var c = this.cursor >= 0 ? this.dev.series.t[this.cursor] : (this.view[0] + this.view[1]) / 2; this.zoomTo(c - (c - this.view[0]) * 0.5, c + (this.view[1] - c) * 0.5); }
-    else if (ev.key === "-") { var w2 = this.view[1] - this.view[0]; this.zoomTo(this.view[0] - w2 / 2, this.view[1] + w2 / 2); }
+    else if (ev.key === "+" || ev.key === "=") this.zoomBy(0.5);
+    else if (ev.key === "-") this.zoomBy(2);
     else return;
     ev.preventDefault();
   };
@@ -384,7 +493,7 @@
     var i = this.peakIndex();
     if (i < 0) return;
     var pk = this.dev.peak, w = (this.full[1] - this.full[0]) / 8;
-    this.view = [pk.t - w / 2, pk.t + w / 2]; this.root.dataset.zoomed = "true";
+    this.view = this.clamp(pk.t - w / 2, pk.t + w / 2); this.root.dataset.zoomed = "true";
     this.focusPoint(i);
     this.area.focus();
     this.liveSet();
@@ -572,6 +681,16 @@
     window.addEventListener("resize", draw);
   }
 
+  // A name shortened to `chars` characters keeping its last path segment (the function):
+  // `candle_core::tensor::Tensor::matmul` → `candle_c…::matmul`; a segment longer than the room
+  // keeps its end.
+  function elideName(name, chars) {
+    if (name.length <= chars) return name;
+    var cut = name.lastIndexOf("::"), last = cut >= 0 ? name.slice(cut + 2) : name;
+    if (cut < 0 || last.length + 4 > chars) return "…" + last.slice(Math.max(0, last.length - chars + 1));
+    return name.slice(0, chars - last.length - 3) + "…::" + last;
+  }
+
   // ---- flame graph of the sampled stacks, one tree per pass ----
   // Trees are columns in pre-order (data.flame): name (into strings), parent (-1: root),
   // value (samples through the node), self, merged. Layout and drawing use explicit stacks.
@@ -586,7 +705,25 @@
       for (var i = 1; i < t.parent.length; i++) k[t.parent[i]].push(i);
       kids.push(k);
     });
-    var ROW = 18, SMALL = 3;
+    var ROW = 18, SMALL = 3, hideProbe = false;
+    // samples of the probe's own frames under each node (nodes come parent first)
+    var probeUnder = trees.map(function (t) {
+      var p = t.value.map(function (v, i) { return t.kind[i] === "probe" ? v : 0; });
+      // children before parents; a probe node's samples already hold its subtree's
+      for (var i = t.parent.length - 1; i > 0; i--) if (t.kind[t.parent[i]] !== "probe") p[t.parent[i]] += p[i];
+      return p;
+    });
+    function val(c, n) { return hideProbe ? trees[c].value[n] - probeUnder[c][n] : trees[c].value[n]; }
+    var probeTotal = probeUnder.reduce(function (a, p) { return a + p[0]; }, 0);
+    if (probeTotal > 0) {
+      var lab = el("label", "flame-probe"), cb = el("input");
+      cb.type = "checkbox";
+      cb.className = "flame-hide-probe";
+      cb.addEventListener("change", function () { hideProbe = cb.checked; zoom = 0; focusNode = 0; draw(false); });
+      lab.appendChild(cb);
+      lab.appendChild(document.createTextNode("hide the probe's own frames (" + probeTotal + " samples)"));
+      box.querySelector(".flame-controls").appendChild(lab);
+    }
     trees.forEach(function (t, i) {
       var b = el("button", null, t.label + " (" + t.samples + " samples)");
       b.type = "button";
@@ -610,10 +747,13 @@
       });
       draw(false);
     }
+    // the samples of tree c the shares are of: the user's work when the probe is hidden
+    function totalOf(c) { return hideProbe ? trees[c].samples - probeUnder[c][0] : trees[c].samples; }
     function tipRows(t, i) {
-      var total = t.samples, r = [["function", F.strings[t.name[i]]]];
+      var total = totalOf(cur), r = [["function", F.strings[t.name[i]]]];
       if (t.op[i] >= 0) r.push([t.kind[i] === "backward_op" ? "backward op" : t.kind[i] === "op" ? "op" : "counted as", F.strings[t.op[i]]]);
-      r.push(["samples", t.value[i] + " of " + total + " in " + t.label], ["share of " + t.label, share(t.value[i], total)]);
+      r.push(["samples", val(cur, i) + " of " + total + " in " + t.label], ["share of " + t.label + (hideProbe ? " (the user's work)" : ""), share(val(cur, i), total)]);
+      if (t.kind[i] === "probe") r.push(["", "the probe's own work (its cost, not the model's)"]);
       if (!t.merged[i]) r.push(["self (innermost)", t.self[i] + " samples, " + share(t.self[i], total)]);
       else r.push(["", "smaller frames merged (each under the drawing threshold)"]);
       if (total < 100) r.push(["", "few samples: shares are rough"]);
@@ -637,7 +777,8 @@
         rows = Math.max(rows, d + 1);
         var cx = x, ch = k[n];
         for (var j = 0; j < ch.length; j++) {
-          var c = ch[j], cw = t.value[n] > 0 ? w * t.value[c] / t.value[n] : 0;
+          var c = ch[j], vn = val(cur, n), cw = vn > 0 ? w * val(cur, c) / vn : 0;
+          if (hideProbe && t.kind[c] === "probe") continue;
           if (cw < 1) narrow++; else stack.push([c, cx, cw, d + 1]);
           cx += cw;
         }
@@ -648,16 +789,17 @@
       placed.forEach(function (p) {
         var n = p[0], x = p[1], w = p[2], d = p[3];
         var g = svg("g", { "data-node": n, tabindex: n === focusNode ? 0 : -1, role: "button",
-          "aria-label": F.strings[t.name[n]] + (t.op[n] >= 0 ? " [" + F.strings[t.op[n]] + "]" : "") + ": " + t.value[n] + " samples, " + share(t.value[n], t.samples) + " of " + t.label },
-          "fn" + (n === zoom ? " zoomed" : "") + (d < chain.length - 1 ? " above" : ""));
+          "aria-label": F.strings[t.name[n]] + (t.op[n] >= 0 ? " [" + F.strings[t.op[n]] + "]" : "") + ": " + val(cur, n) + " samples, " + share(val(cur, n), totalOf(cur)) + " of " + t.label + (t.kind[n] === "probe" ? " (the probe's own work)" : "") },
+          "fn" + (n === zoom ? " zoomed" : "") + (d < chain.length - 1 ? " above" : "") + (t.kind[n] === "probe" ? " probe" : ""));
         g.appendChild(svg("rect", { x: x.toFixed(2), y: d * ROW, width: Math.max(0.5, w - 0.5).toFixed(2), height: ROW - 1,
           "data-width": w.toFixed(2) }, t.merged[n] ? "merged" : "f" + (d % HUES)));
         var chars = Math.floor((w - 6) / 6.6);
         if (chars >= SMALL) {
           var name = F.strings[t.name[n]];
           if (t.kind[n] === "backward_op") name += " [" + F.strings[t.op[n]] + "]";
+          if (t.kind[n] === "probe") name = "probe: " + name;
           var txt = svg("text", { x: (x + 3).toFixed(2), y: d * ROW + 13 });
-          txt.textContent = name.length > chars ? name.slice(0, chars - 1) + "…" : name;
+          txt.textContent = elideName(name, chars);
           g.appendChild(txt);
         }
         var tipAt = function (ev) { showTip(tipRows(t, n), ev.clientX, ev.clientY); };
@@ -674,7 +816,9 @@
       area.dataset.zoom = String(zoom);
       area.dataset.width = String(W);
       info.textContent = t.label + ": " + t.samples + " samples" + (t.samples < 100 ? " (few samples: shares are rough)" : "") +
-        (zoom ? "; zoomed into " + F.strings[t.name[zoom]] + " (" + share(t.value[zoom], t.samples) + ")" : "") +
+        (t.rooted_at >= 0 ? "; rooted at the step's frame " + F.strings[t.rooted_at] + " (the frames above it, process start-up, left out)" : "") +
+        (hideProbe ? "; the probe's own " + probeUnder[cur][0] + " samples hidden, shares of the user's " + totalOf(cur) : "") +
+        (zoom ? "; zoomed into " + F.strings[t.name[zoom]] + " (" + share(val(cur, zoom), totalOf(cur)) + ")" : "") +
         (narrow ? "; " + narrow + " frames too narrow to draw at this zoom" : "") +
         (t.merged_nodes ? "; " + t.merged_nodes + " small frames merged into “(other)” nodes" : "") +
         ". Click a frame (or Enter) to zoom into it; Escape or “Reset zoom” for the whole pass; arrow keys move between frames.";
@@ -750,6 +894,9 @@
     charts[d] = ch;
     c.querySelector(".jump").addEventListener("click", function () { ch.jump(); });
     c.querySelector(".reset").addEventListener("click", function () { ch.reset(); });
+    c.querySelectorAll(".chart-zoom").forEach(function (b) {
+      b.addEventListener("click", function () { ch.zoomBy(b.dataset.zoom === "in" ? 0.5 : 2); });
+    });
     // the page's formatter must say what the CLI says
     var pk = data.devices[d].peak;
     if (pk && (fmtBytes(pk.bytes) !== pk.text || fmtAt(pk.t) !== pk.at))

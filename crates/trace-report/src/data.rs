@@ -416,7 +416,12 @@ fn span_data(doc: &TraceDocument, analysis: &Analysis, opts: ChartOptions) -> Va
     let (mut lane, mut depth, mut apart, mut pass) = (vec![], vec![], vec![], vec![]);
     for &i in &order {
         let sp = &doc.spans[i];
-        name.push(esc(doc.str(sp.name)));
+        // a name repeated among its siblings carries its call order, as the CLI's paths do
+        // (`decode#15`: see `SpanIndex::indexed_path`)
+        name.push(match spans.occurrence(i) {
+            Some(k) if k > 1 => esc(&format!("{}#{k}", doc.str(sp.name))),
+            _ => esc(doc.str(sp.name)),
+        });
         parent.push(spans.parent[i].map_or(-1, |p| pos[p as usize]));
         start.push(rel(sp.start_ns, origin));
         end.push(sp.end_ns().map(|e| rel(e, origin)));

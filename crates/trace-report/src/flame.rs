@@ -30,7 +30,8 @@ fn is_merged(n: &trace_ops::FlameNode) -> bool {
 }
 
 /// The trees as JSON for the page: `strings` (every name once) and per tree its `label`,
-/// `pass`, `thread`, `samples`, `merged_nodes` and the nodes as columns in the trees' order (a
+/// `pass`, `thread`, `samples`, `merged_nodes`, `rooted_at` (the step frame the tree starts at,
+/// its frames above cut: see [`trace_ops::flame`]; index into `strings` or `-1`) and the nodes as columns in the trees' order (a
 /// parent before its children, children most samples first): `name` and `op` (indices into
 /// `strings`, `-1` for no op), `kind` (the op's kind or `null`), `parent` (`-1` for the root),
 /// `value` (samples through the node), `self` (samples innermost in it), `merged` (1 for a node
@@ -73,8 +74,10 @@ pub fn flame_data(trees: &[FlameTree]) -> Value {
                 own.push(if m { 0 } else { node.self_samples });
                 merged.push(u8::from(m));
             }
+            let rooted_at = t.rooted_at.as_deref().map_or(-1, |r| intern(r) as i64);
             json!({
                 "label": tree_label(t, threads.len()),
+                "rooted_at": rooted_at,
                 "pass": t.pass.map(|p| p.as_str()),
                 "thread": t.thread,
                 "samples": t.samples,

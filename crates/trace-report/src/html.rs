@@ -133,7 +133,10 @@ fn block(b: &Block) -> Markup {
                 div.chart-controls {
                     button.jump type="button" data-device=(device) { "Jump to peak" }
                     button.reset type="button" data-device=(device) { "Whole timeline" }
-                    span.chart-hint { "Hover or use ←/→ for the breakdown; click or Enter for what was live then." }
+                    button.chart-zoom type="button" data-zoom="in" aria-label="Zoom in" { "+" }
+                    button.chart-zoom type="button" data-zoom="out" aria-label="Zoom out" { "−" }
+                    span.chart-hint { "Hover or use ←/→ for the breakdown; click or Enter for what was live then; ctrl + wheel, +/− or a pinch zooms." }
+                    span.chart-zoom-hint aria-live="polite" hidden {}
                 }
                 div.chart-area tabindex="0" role="img" data-device=(device)
                     aria-label="Live bytes over time, stacked by category" {}

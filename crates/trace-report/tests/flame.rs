@@ -53,9 +53,13 @@ fn the_browser_trace_gives_a_tree_per_pass_with_aligned_columns() {
                 None => assert_eq!(t["op"][i], -1),
             }
         }
-        // the page's root is the pass, its only child the outermost frame
-        // a short name with its file reads `crate::module::function` (trace-ops display_path)
-        assert_eq!(string(&v, &t["name"][1]), "examples::main");
+        // the page's root is the pass, its only child the step frame the tree is rooted at
+        // (`llama::train_step`, on every sample; `main` above it cut); a short name with its
+        // file reads `crate::module::function` (trace-ops display_path)
+        assert_eq!(string(&v, &t["rooted_at"]), string(&v, &t["name"][1]));
+        assert_eq!(tree.nodes[0].children.len(), 1);
+        assert!(string(&v, &t["name"][1]).ends_with("train_step"));
+        assert!(tree.nodes.iter().all(|n| !n.name.ends_with("::main")));
     }
     // the markup in a frame name is text with the bidi override shown visibly
     let strings = v["strings"].as_array().unwrap();
@@ -120,10 +124,17 @@ fn several_threads_label_their_trees_and_a_deep_stack_converts() {
     let depth = 20_000u32;
     let frames: Vec<String> = (0..depth).map(|i| format!("f{i}")).collect();
     let names: Vec<&str> = frames.iter().map(String::as_str).collect();
-    let stacks = vec![(0..depth).collect::<Vec<u32>>(), vec![0, depth - 1]];
+    // thread 1's stacks share only their outermost frame, so its tree is rooted there and
+    // keeps the whole deep path
+    let stacks = vec![
+        (0..depth).collect::<Vec<u32>>(),
+        vec![0, depth - 1],
+        vec![depth - 1],
+    ];
     let samples = [
         (10, 1, 0, Some("s3")),
         (20, 1, 0, Some("s3")),
+        (25, 1, 2, Some("s3")),
         (30, 4, 1, Some("s2")),
     ];
     let doc = common::sampled_doc(

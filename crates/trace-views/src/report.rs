@@ -279,7 +279,7 @@ fn memory_section(doc: &TraceDocument, analysis: &Analysis, r: &SummaryReport) -
         };
     };
     blocks.push(Block::Paragraph(
-        "Logical live bytes (tensor storages) stacked by category, each device on the measured region's time axis; every point is the highest value of its time slice, so the peak is always drawn. The logical stack sets the left axis; physical device samples are dots (joined by dashed lines) on their own axis, right. Wheel or drag to zoom (shift+wheel pans), Escape or Whole timeline resets.".into(),
+        "Logical live bytes (tensor storages) stacked by category, each device on the measured region's time axis; every point is the highest value of its time slice, so the peak is always drawn. The logical stack sets the left axis; physical device samples are dots (joined by dashed lines) on their own axis, right. Drag, ctrl/⌘ + wheel (or the wheel once the chart was clicked), +/− or a two-finger pinch zooms; shift+wheel or a one-finger drag pans; Escape or Whole timeline resets.".into(),
     ));
     let memory_report = memory::build(doc, analysis, None, 1, None, false).ok();
     for (d, name) in l.timeline.devices.iter().enumerate() {

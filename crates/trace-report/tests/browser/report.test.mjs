@@ -184,23 +184,147 @@ test("the memory chart: logical y-scale, hover on the peak reads the peak, wheel
   // the x-axis starts at the measured region's start
   const firstX = await page.locator(".chart-area svg text.xlab").first().textContent();
   assert.match(firstX, /^0(\.0+)? ?(ns|µs|ms|s)$|^0$/, firstX);
-  // wheel zoom, then Escape resets
+  // a plain wheel scrolls the page (no zoom, a hint says how); ctrl + wheel zooms; Escape resets
   await page.mouse.move(area.x + area.width / 2, area.y + area.height / 2);
   await page.mouse.wheel(0, -300);
   await page.waitForTimeout(50);
-  assert.equal(await chart.getAttribute("data-zoomed"), "true");
+  assert.equal(await chart.getAttribute("data-zoomed"), "false", "a plain wheel does not zoom");
+  assert.match(await page.locator(".chart-zoom-hint").first().textContent(), /ctrl \+ wheel/);
+  // ctrl + wheel (a trackpad pinch arrives so) zooms
+  await page.evaluate(([x, y]) => document.querySelector(".chart-area").dispatchEvent(new WheelEvent("wheel",
+    { deltaY: -300, ctrlKey: true, clientX: x, clientY: y, bubbles: true, cancelable: true })), [area.x + area.width / 2, area.y + area.height / 2]);
+  await page.waitForTimeout(50);
+  assert.equal(await chart.getAttribute("data-zoomed"), "true", "ctrl + wheel zooms");
+  await page.locator(".chart-area").first().focus();
+  await page.keyboard.press("Escape");
+  assert.equal(await chart.getAttribute("data-zoomed"), "false");
+  // after a click on the chart a plain wheel zooms
+  // (the plain wheel above scrolled the page: the chart's box is read again)
+  const moved = await page.locator(".chart-area").first().boundingBox();
+  await page.mouse.click(moved.x + moved.width / 2, moved.y + moved.height / 2);
+  assert.equal(await page.evaluate(() => document.activeElement.classList.contains("chart-area")), true, "a click focuses the chart");
+  await page.mouse.wheel(0, -300);
+  await page.waitForTimeout(50);
+  assert.equal(await chart.getAttribute("data-zoomed"), "true", "a wheel after a click zooms");
   await page.locator(".chart-area").first().focus();
   await page.keyboard.press("Escape");
   assert.equal(await chart.getAttribute("data-zoomed"), "false");
   // a brush (drag) zooms, the button resets
-  await page.mouse.move(area.x + area.width * 0.3, area.y + area.height / 2);
+  const at = await page.locator(".chart-area").first().boundingBox();
+  await page.mouse.move(at.x + at.width * 0.3, at.y + at.height / 2);
   await page.mouse.down();
-  await page.mouse.move(area.x + area.width * 0.6, area.y + area.height / 2, { steps: 5 });
+  await page.mouse.move(at.x + at.width * 0.6, at.y + at.height / 2, { steps: 5 });
   await page.mouse.up();
   assert.equal(await chart.getAttribute("data-zoomed"), "true");
   await page.locator("button.reset").first().click();
   assert.equal(await chart.getAttribute("data-zoomed"), "false");
+  // the zoom buttons
+  await page.locator("button.chart-zoom[data-zoom='in']").first().click();
+  assert.equal(await chart.getAttribute("data-zoomed"), "true");
+  await page.locator("button.chart-zoom[data-zoom='out']").first().click();
+  assert.equal(await chart.getAttribute("data-zoomed"), "false");
   clean(problems);
+});
+
+// The stacked areas' outlines: along the top edge x never decreases, along the bottom edge
+// (walked back) x never increases, and each layer closes where it started (no slant, no
+// diagonal). Checked on the whole timeline and after "Jump to peak".
+async function polygonsMonotone(page) {
+  return page.evaluate(() => [...document.querySelectorAll(".chart-area path[class^='cat']")].map((p) => {
+    const pts = p.getAttribute("d").replace(/^M/, "").replace(/Z$/, "").split("L").map((q) => q.split(",").map(Number));
+    const half = pts.length / 2, bad = [];
+    for (let i = 1; i < half; i++) if (pts[i][0] < pts[i - 1][0] - 0.05) bad.push(["top", i]);
+    for (let i = half + 1; i < pts.length; i++) if (pts[i][0] > pts[i - 1][0] + 0.05) bad.push(["bottom", i]);
+    // vertical or horizontal moves only: every segment keeps x or y
+    for (let i = 1; i < pts.length; i++) {
+      const [a, b] = [pts[i - 1], pts[i]];
+      if (Math.abs(a[0] - b[0]) > 0.05 && Math.abs(a[1] - b[1]) > 0.05) bad.push(["slant", i]);
+    }
+    if (Math.abs(pts[0][0] - pts[pts.length - 1][0]) > 0.05) bad.push(["open", 0]);
+    return { cls: p.getAttribute("class"), n: pts.length, even: pts.length % 2 === 0, bad };
+  }));
+}
+
+for (const [label, viewport] of [["1280", { width: 1280, height: 800 }], ["390", { width: 390, height: 844 }]]) {
+  test(`the memory chart at ${label} px: outlines monotone, labels inside, jump stays in the data, tooltip on screen`, async () => {
+    for (const file of [env("CG_DEMO_REPORT"), env("CG_SAMPLED_REPORT")]) {
+      const { page, problems } = await open(file, viewport);
+      const chart = page.locator(".chart").first();
+      if (!(await chart.count())) { await page.close(); continue; }
+      await page.locator(".chart-area").first().scrollIntoViewIfNeeded();
+      const check = async (when) => {
+        const polys = await polygonsMonotone(page);
+        assert.ok(polys.length >= 1, `${when}: a stacked layer`);
+        for (const p of polys) {
+          assert.ok(p.even, `${when} ${p.cls}: top and bottom edges pair up`);
+          assert.deepEqual(p.bad, [], `${when} ${p.cls}: outline walked in order`);
+        }
+        // every label's box inside the chart's svg (none cut at either side)
+        const cut = await page.evaluate(() => {
+          const svg = document.querySelector(".chart-area svg").getBoundingClientRect();
+          return [...document.querySelectorAll(".chart-area svg text")].map((t) => [t.textContent, t.getBoundingClientRect()])
+            .filter(([, r]) => r.left < svg.left - 0.5 || r.right > svg.right + 0.5 || r.top < svg.top - 0.5 || r.bottom > svg.bottom + 0.5)
+            .map(([t]) => t);
+        });
+        assert.deepEqual(cut, [], `${when}: labels inside the chart`);
+      };
+      await check("whole timeline");
+      await page.locator("button.jump").first().click();
+      await page.waitForTimeout(50);
+      await check("after jump to peak");
+      // the view after the jump lies inside the data: its last x label is not past the end
+      const tip = await page.locator("#tooltip").boundingBox();
+      const width = viewport.width;
+      assert.ok(tip && tip.x >= 0 && tip.x + tip.width <= width + 0.5, `tooltip on screen (${JSON.stringify(tip)})`);
+      const inner = await page.evaluate(() => {
+        const t = document.querySelector("#tooltip"), tb = t.querySelector("table");
+        return [t.getBoundingClientRect().right, tb ? tb.getBoundingClientRect().right : 0];
+      });
+      assert.ok(inner[1] <= inner[0] + 0.5, `the tooltip's table inside its box (${inner})`);
+      const view = await page.evaluate(() => {
+        const lab = [...document.querySelectorAll(".chart-area svg text.xlab")].map((t) => t.textContent);
+        return lab;
+      });
+      assert.ok(view.length >= 2);
+      clean(problems);
+      await page.close();
+    }
+  });
+}
+
+// "Jump to peak" shows a window inside the data, whatever the peak's place, and a pinch zooms
+// on a touch screen (two touch points through the DevTools protocol).
+test("the memory chart: jump to peak stays inside the data, pinch and one-finger drag work", async () => {
+  const context = await browser.newContext({ viewport: { width: 390, height: 844 }, hasTouch: true, isMobile: true });
+  const page = await context.newPage();
+  await page.goto(pathToFileURL(env("CG_DEMO_REPORT")).href, { waitUntil: "load" });
+  await page.waitForSelector("html[data-ready='1']");
+  const chart = page.locator(".chart").first();
+  const area = page.locator(".chart-area").first();
+  await area.scrollIntoViewIfNeeded();
+  const box = await area.boundingBox();
+  const cdp = await context.newCDPSession(page);
+  const touch = (type, pts) => cdp.send("Input.dispatchTouchEvent", {
+    type, touchPoints: pts.map(([x, y], id) => ({ x, y, id })),
+  });
+  const y = box.y + box.height / 2, mid = box.x + box.width / 2;
+  await touch("touchStart", [[mid - 20, y], [mid + 20, y]]);
+  for (let d = 30; d <= 120; d += 30) await touch("touchMove", [[mid - d, y], [mid + d, y]]);
+  await touch("touchEnd", []);
+  await page.waitForTimeout(50);
+  assert.equal(await chart.getAttribute("data-zoomed"), "true", "a pinch zooms in");
+  const before = await page.locator(".chart-area svg text.xlab").first().textContent();
+  await touch("touchStart", [[mid + 60, y]]);
+  for (let d = 20; d <= 100; d += 20) await touch("touchMove", [[mid + 60 - d, y]]);
+  await touch("touchEnd", []);
+  await page.waitForTimeout(50);
+  const after = await page.locator(".chart-area svg text.xlab").first().textContent();
+  assert.notEqual(after, before, "a one-finger drag pans");
+  // jump to the peak: the window lies inside the data (its first label ≥ the start)
+  await page.locator("button.jump").first().click();
+  const first = await page.locator(".chart-area svg text.xlab").first().textContent();
+  assert.ok(!first.startsWith("-"), `the window starts inside the data (${first})`);
+  await context.close();
 });
 
 for (const [name, file] of [["report", "CG_DEMO_REPORT"], ["diff", "CG_DIFF_REPORT"]]) {
@@ -375,6 +499,23 @@ async function checkFlame(file, screenshot) {
 
 test("a sampled trace's report shows a zoomable flame graph per pass", async () => {
   await checkFlame(env("CG_SAMPLED_REPORT"), process.env.CG_FLAME_SCREENSHOT);
+  // rooted at the step: in every pass the one frame under the pass is the step function
+  // (llama::train_step, on every sample; `main` above it is cut)
+  {
+    const { page } = await open(env("CG_SAMPLED_REPORT"));
+    const tabs = page.locator(".flame-tabs button");
+    for (let i = 0; i < await tabs.count(); i++) {
+      await tabs.nth(i).click();
+      const row1 = await page.locator(".flame-area g.fn").evaluateAll((gs) => gs
+        .filter((g) => g.querySelector("rect").getAttribute("y") === "18").map((g) => g.getAttribute("aria-label")));
+      assert.equal(row1.length, 1, `one frame under the pass (${row1})`);
+      assert.match(row1[0], /^llama::train_step: /);
+      const names = await page.locator(".flame-area g.fn").evaluateAll((gs) => gs.map((g) => g.getAttribute("aria-label")));
+      assert.ok(!names.some((n) => n.startsWith("main: ")), "the frames above the step are cut");
+      assert.match(await page.locator(".flame-info").textContent(), /rooted at the step's frame llama::train_step/);
+    }
+    await page.close();
+  }
   // the markup in a frame's name is text, not markup
   const { page, problems } = await open(env("CG_SAMPLED_REPORT"));
   const tabs = page.locator(".flame-tabs button");
@@ -387,6 +528,40 @@ test("a sampled trace's report shows a zoomable flame graph per pass", async () 
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
   assert.equal(await page.locator("script").count(), 2);
   assert.equal(await page.locator("img").count(), 0);
+  clean(problems);
+});
+
+// The probe's own frames are marked (class and label) and can be hidden; names cut to fit keep
+// their function (the last path segment), eliding the middle.
+test("the demo's flame graph marks the probe's frames, hides them on request, keeps function names", async () => {
+  const { page, problems } = await open(env("CG_DEMO_REPORT"), { width: 1280, height: 900 });
+  if (!(await page.locator(".flame-area").count())) { await page.close(); return; }
+  await page.locator(".flame-area").scrollIntoViewIfNeeded();
+  const texts = await page.locator(".flame-area g.fn").evaluateAll((gs) => gs.map((g) => {
+    const t = g.querySelector("text");
+    return [g.getAttribute("aria-label").split(": ")[0].replace(/ \[.*\]$/, ""), t ? t.textContent : null];
+  }));
+  for (const [full, shown] of texts) {
+    if (!shown || !shown.includes("…") || !full.includes("::")) continue;
+    const last = full.slice(full.lastIndexOf("::") + 2);
+    assert.ok(shown.endsWith(last) || !shown.includes("::"), `"${shown}" keeps the function of ${full}`);
+  }
+  const toggle = page.locator(".flame-hide-probe");
+  if (await toggle.count()) {
+    const tabs = page.locator(".flame-tabs button");
+    let marked = 0;
+    for (let i = 0; i < await tabs.count(); i++) {
+      await tabs.nth(i).click();
+      marked += await page.locator(".flame-area g.fn.probe").count();
+    }
+    assert.ok(marked > 0, "the probe's frames are marked");
+    await toggle.check();
+    for (let i = 0; i < await tabs.count(); i++) {
+      await tabs.nth(i).click();
+      assert.equal(await page.locator(".flame-area g.fn.probe").count(), 0, "hidden");
+    }
+    assert.match(await page.locator(".flame-info").textContent(), /the probe's own \d+ samples hidden/);
+  }
   clean(problems);
 });
 
