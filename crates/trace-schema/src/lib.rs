@@ -42,6 +42,7 @@ pub mod reader;
 pub mod sampling;
 pub mod shared;
 pub mod sites;
+mod surrogate;
 #[doc(hidden)]
 pub mod varint;
 pub mod version;

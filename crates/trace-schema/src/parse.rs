@@ -211,7 +211,9 @@ fn diagnose(bytes: &[u8], line: u64) -> LoadError {
         Ok(v) => v,
         Err(err) => {
             let message = match std::str::from_utf8(bytes) {
-                Ok(_) => syntax_message(&err),
+                Ok(_) => {
+                    crate::surrogate::lone_surrogate(bytes).unwrap_or_else(|| syntax_message(&err))
+                }
                 Err(utf8) => format!("not valid UTF-8 ({utf8})"),
             };
             return LoadError::Malformed { line, message };
@@ -274,6 +276,8 @@ fn diagnose(bytes: &[u8], line: u64) -> LoadError {
         "sample" => check!(SampleEvent),
         "sampler" => check!(SamplerEvent),
         "terminal" => check!(TerminalEvent),
+        "site" => check!(crate::sites::SiteEvent),
+        "alloc_sites" => check!(crate::sites::AllocSitesEvent),
         _ => LoadError::UnknownKind { line, kind },
     }
 }
