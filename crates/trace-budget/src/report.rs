@@ -197,22 +197,9 @@ pub fn markdown_cell(s: &str) -> String {
 }
 
 /// Text in XML: the five entities; control characters other than tab and line feed (not
-/// allowed in XML 1.0) are dropped.
+/// allowed in XML 1.0) are dropped ([`trace_format::markup_escape`]).
 pub fn xml(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' => out.push(c),
-            c if c.is_control() => {}
-            c => out.push(c),
-        }
-    }
-    out
+    trace_format::markup_escape(s).into_owned()
 }
 
 #[cfg(test)]
@@ -268,7 +255,7 @@ mod tests {
             "{junit}"
         );
         assert!(
-            junit.contains("&lt;&amp;&quot;&apos;&gt; </failure>"),
+            junit.contains("&lt;&amp;&quot;&#39;&gt; </failure>"),
             "{junit}"
         );
         assert!(!junit.contains('\u{1b}'));

@@ -13,7 +13,9 @@
 //!   bidirectional controls are written visibly (`\x01`, `\u{202e}`), so a trace cannot move the
 //!   cursor, recolour or reorder what a person reads;
 //! - [`width`] and [`elide`]: display columns (wide CJK characters count two) and elision with
-//!   `…` to a column width.
+//!   `…` to a column width;
+//! - [`markup_escape`]: text inside XML or HTML markup (the five entities, no controls);
+//! - [`count`]: a counted noun, singular for one (`1 sample`, `2 samples`).
 //!
 //! ```
 //! assert_eq!(trace_format::bytes(1536), "1.50 KiB");
@@ -30,6 +32,12 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use unicode_width::UnicodeWidthChar;
+
+mod markup;
+mod words;
+
+pub use markup::markup_escape;
+pub use words::{count, more};
 
 /// Binary unit labels, each 1024 times the previous.
 const BYTE_UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];

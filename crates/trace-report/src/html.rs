@@ -16,8 +16,20 @@ use crate::FindingText;
 
 /// The stylesheet, embedded as written.
 pub const STYLE: &str = include_str!("../assets/report.css");
-/// The script, embedded as written.
-pub const SCRIPT: &str = include_str!("../assets/report.js");
+/// The script, embedded as written: the parts in `assets/js/` joined inside one function (one
+/// scope, strict mode), in the order they depend on each other: the shared helpers, the memory
+/// charts, the icicles and flame graph, the tables, and the start that draws them.
+pub const SCRIPT: &str = concat!(
+    "// candle-graph report: charts, icicles, flame graphs, sortable tables and the live-set panel,\n",
+    "// drawn from the JSON data block. Trace text only ever reaches the page through textContent.\n",
+    "(function () {\n  \"use strict\";\n",
+    include_str!("../assets/js/core.js"),
+    include_str!("../assets/js/chart.js"),
+    include_str!("../assets/js/flame.js"),
+    include_str!("../assets/js/tables.js"),
+    include_str!("../assets/js/start.js"),
+    "})();\n"
+);
 
 /// `'sha256-…'` of an inline element's text, as CSP hashes it.
 pub fn csp_hash(text: &str) -> String {
@@ -75,7 +87,7 @@ pub fn render(page: &Page) -> String {
                 header {
                     div.headline {
                         h1 { (page.title.0) }
-                        p.subtitle { (page.subtitle.0) }
+                        p.subtitle { (breakable(&page.subtitle.0)) }
                     }
                     button #theme type="button" aria-label="Switch between automatic, light and dark colours" { "Theme: auto" }
                 }
@@ -105,13 +117,13 @@ pub fn render(page: &Page) -> String {
 
 fn block(b: &Block) -> Markup {
     match b {
-        Block::Heading(t) => html! { h3 { (t.0) } },
+        Block::Heading(t) => html! { h3 { (breakable(&t.0)) } },
         Block::Facts(facts) => html! {
             dl.facts { @for f in facts { (fact(f)) } }
         },
-        Block::Paragraph(t) => html! { p { (t.0) } },
+        Block::Paragraph(t) => html! { p { (breakable(&t.0)) } },
         Block::List(items) => html! {
-            ul.list { @for i in items { li { (i.0) } } }
+            ul.list { @for i in items { li { (breakable(&i.0)) } } }
         },
         Block::Table(t) => table(t),
         Block::Findings(f) => findings(f),
@@ -167,6 +179,33 @@ fn block(b: &Block) -> Markup {
     }
 }
 
+/// Text as escaped markup with a line-break opportunity (`<wbr>`) after each `/`, `.`, `:`,
+/// `_` or `,` that joins two names (`candle_core::<wbr>tensor`, `fc1.<wbr>weight`,
+/// `model/<wbr>fc1`): a long path wraps between its names, never inside one, and numbers
+/// (`1.53`) stay whole. `<wbr>` is not text: copying, filtering and CSV read the name as is.
+fn breakable(s: &str) -> Markup {
+    let mut out = String::with_capacity(s.len() + 16);
+    let mut prev: Option<char> = None;
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            c => out.push(c),
+        }
+        let joins = matches!(c, '/' | '.' | ':' | '_' | ',')
+            && prev.is_some_and(|p| p.is_alphanumeric() || p == ':' || p == ')')
+            && chars.peek().is_some_and(|n| n.is_alphabetic());
+        if joins {
+            out.push_str("<wbr>");
+        }
+        prev = Some(c);
+    }
+    PreEscaped(out)
+}
+
 fn fact(f: &Fact) -> Markup {
     let attrs: String = f
         .data
@@ -175,43 +214,27 @@ fn fact(f: &Fact) -> Markup {
             k.chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         })
-        .map(|(k, v)| format!(" data-{k}=\"{}\"", attr_escape(v)))
+        .map(|(k, v)| format!(" data-{k}=\"{}\"", trace_format::markup_escape(v)))
         .collect();
     html! {
         dt { (f.label.0) }
         dd {
             // data-* attributes with names checked above and values escaped
             (PreEscaped(format!("<span class=\"value\"{attrs}>")))
-            (f.value.0)
+            (breakable(&f.value.0))
             (PreEscaped("</span>"))
             @if !f.items.is_empty() {
-                ul { @for i in &f.items { li { (i.0) } } }
+                ul { @for i in &f.items { li { (breakable(&i.0)) } } }
             }
         }
     }
 }
 
-/// Escapes an attribute value (`&`, `<`, `>`, `"`, `'`).
-fn attr_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 fn table(t: &Table) -> Markup {
     html! {
         div.table-wrap {
-            table.sortable id=(t.id) {
-                @if !t.caption.0.is_empty() { caption { (t.caption.0) } }
+            table.sortable.cards id=(t.id) {
+                @if !t.caption.0.is_empty() { caption { (breakable(&t.caption.0)) } }
                 thead { tr {
                     @for (i, c) in t.columns.iter().enumerate() {
                         th scope="col" class=(if c.numeric { "num" } else { "" }) aria-sort="none" {
@@ -224,29 +247,32 @@ fn table(t: &Table) -> Markup {
                         tr {
                             @for (i, cell) in row.iter().enumerate() {
                                 @let numeric = t.columns.get(i).is_some_and(|c| c.numeric);
+                                // the column's name, shown before the cell where a row is a card
+                                @let label = t.columns.get(i).map_or("", |c| c.title.0.as_str());
                                 @match cell.sort {
-                                    Some(v) if numeric => td.num data-sort=(v) { (cell.text.0) },
-                                    _ => td class=(if numeric { "num" } else { "" }) { (cell.text.0) },
+                                    Some(v) if numeric => td.num data-sort=(v) data-label=(label) { (breakable(&cell.text.0)) },
+                                    _ => td class=(if numeric { "num" } else { "" }) data-label=(label) { (breakable(&cell.text.0)) },
                                 }
                             }
                         }
                     }
                 }
             }
-            @if let Some(f) = &t.footer { p.footer { (f.0) } }
+            @if let Some(f) = &t.footer { p.footer { (breakable(&f.0)) } }
         }
     }
 }
 
 /// The overlay's SVG: steps (a value holds until the next point), y from 0 to the largest
-/// value, x over every series' time range; the largest value and the time range labelled.
+/// value, x over every series' time range. The largest value and the time range are labelled
+/// in HTML beside the SVG (not inside it, where they would shrink with a narrow screen).
 fn overlay(o: &Overlay) -> Markup {
     const W: f64 = 640.0;
-    const H: f64 = 220.0;
-    const LEFT: f64 = 72.0;
-    const RIGHT: f64 = 8.0;
-    const TOP: f64 = 10.0;
-    const BOTTOM: f64 = 26.0;
+    const H: f64 = 200.0;
+    const LEFT: f64 = 1.0;
+    const RIGHT: f64 = 1.0;
+    const TOP: f64 = 4.0;
+    const BOTTOM: f64 = 1.0;
     let all = o.series.iter().flat_map(|s| s.points.iter());
     let t0 = all.clone().map(|p| p.0).min().unwrap_or(0).min(0);
     let t1 = all
@@ -281,18 +307,24 @@ fn overlay(o: &Overlay) -> Markup {
     };
     html! {
         figure.overlay id=(o.id) {
-            figcaption { (o.caption.0) }
-            svg viewBox={ "0 0 " (W) " " (H) } role="img" aria-label=(o.caption.0) {
-                line.axis x1=(LEFT) y1=(H - BOTTOM) x2=(W - RIGHT) y2=(H - BOTTOM) {}
-                line.axis x1=(LEFT) y1=(TOP) x2=(LEFT) y2=(H - BOTTOM) {}
-                text.label x=(LEFT - 4.0) y=(TOP + 10.0) text-anchor="end" { (trace_format::bytes(ymax)) }
-                text.label x=(LEFT - 4.0) y=(H - BOTTOM) text-anchor="end" { "0 B" }
-                text.label x=(LEFT) y=(H - 8.0) text-anchor="start" { (ns(t0)) }
-                text.label x=(W - RIGHT) y=(H - 8.0) text-anchor="end" { (ns(t1)) }
-                @for (k, s) in o.series.iter().enumerate() {
-                    @let max = s.points.iter().map(|p| p.1).max();
-                    path class={ "series s" (k.min(3)) } d=(path(&s.points))
-                        data-series=(s.name.0) data-series-max=[max] data-points=(s.points.len()) {}
+            figcaption { (breakable(&o.caption.0)) }
+            div.overlay-plot {
+                div.overlay-y {
+                    span.label { (trace_format::bytes(ymax)) }
+                    span.label { "0 B" }
+                }
+                svg viewBox={ "0 0 " (W) " " (H) } role="img" aria-label=(o.caption.0) {
+                    line.axis x1=(LEFT) y1=(H - BOTTOM) x2=(W - RIGHT) y2=(H - BOTTOM) {}
+                    line.axis x1=(LEFT) y1=(TOP) x2=(LEFT) y2=(H - BOTTOM) {}
+                    @for (k, s) in o.series.iter().enumerate() {
+                        @let max = s.points.iter().map(|p| p.1).max();
+                        path class={ "series s" (k.min(3)) } d=(path(&s.points))
+                            data-series=(s.name.0) data-series-max=[max] data-points=(s.points.len()) {}
+                    }
+                }
+                div.overlay-x {
+                    span.label { (ns(t0)) }
+                    span.label { (ns(t1)) }
                 }
             }
             ul.overlay-legend {
@@ -320,9 +352,9 @@ fn findings(list: &[FindingText]) -> Markup {
                         " "
                         code { (f.code) }
                         ": "
-                        (trace_format::escape(&f.summary))
+                        (breakable(&trace_format::escape(&f.summary)))
                         @if let Some(a) = &f.advice {
-                            div.advice { "→ " (trace_format::escape(a)) }
+                            div.advice { "→ " (breakable(&trace_format::escape(a))) }
                         }
                     }
                 }
@@ -334,6 +366,22 @@ fn findings(list: &[FindingText]) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_names_wrap_between_their_names_and_numbers_stay_whole() {
+        let b = |s: &str| breakable(s).into_string();
+        assert_eq!(
+            b("candle_core::tensor::Tensor::matmul"),
+            "candle_<wbr>core::<wbr>tensor::<wbr>Tensor::<wbr>matmul"
+        );
+        assert_eq!(
+            b("model/fc1.weight,fc2.bias"),
+            "model/<wbr>fc1.<wbr>weight,<wbr>fc2.<wbr>bias"
+        );
+        assert_eq!(b("1.53 MiB at 0.5 s: peak"), "1.53 MiB at 0.5 s: peak");
+        // escaped first: markup stays text, and no break lands inside an entity
+        assert_eq!(b("</script>&x.y"), "&lt;/script&gt;&amp;x.<wbr>y");
+    }
     use crate::page::{Cell, Column, Section, Text};
 
     fn page_with(name: &str) -> String {

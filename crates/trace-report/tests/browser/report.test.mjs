@@ -344,6 +344,76 @@ for (const [name, file] of [["report", "CG_DEMO_REPORT"], ["diff", "CG_DIFF_REPO
   });
 }
 
+// Words of at most 12 letters split over two lines in the page's text (tables, facts,
+// findings; every <details> opened first): a column squeezed below its words' width.
+async function brokenWords(page) {
+  return page.evaluate(() => {
+    document.querySelectorAll("details").forEach((d) => { d.open = true; });
+    const out = [];
+    const walker = document.createTreeWalker(document.querySelector("main"), NodeFilter.SHOW_TEXT);
+    const range = document.createRange();
+    let n, checked = 0;
+    while ((n = walker.nextNode()) && checked < 50000) {
+      const host = n.parentElement;
+      if (!host || host.closest("svg, pre, .icicle, .flame-area, #tooltip, .legend")) continue;
+      const re = /\p{L}+/gu;
+      let m;
+      while ((m = re.exec(n.data))) {
+        if (m[0].length < 2 || m[0].length > 12) continue;
+        checked++;
+        range.setStart(n, m.index);
+        range.setEnd(n, m.index + m[0].length);
+        const tops = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+        if (tops.size > 1) out.push(`${m[0]} in ${host.tagName.toLowerCase()}${host.id ? "#" + host.id : ""}: ${n.data.slice(0, 60)}`);
+      }
+    }
+    return out;
+  });
+}
+
+for (const [label, viewport] of [["1280", { width: 1280, height: 800 }], ["390", { width: 390, height: 844 }]]) {
+  for (const [name, file] of [["report", "CG_DEMO_REPORT"], ["diff", "CG_DIFF_REPORT"], ["sampled", "CG_SAMPLED_REPORT"]]) {
+    test(`the ${name} page at ${label} px: tables keep every column on screen, no word broken inside`, async () => {
+      const { page, problems } = await open(env(file), viewport);
+      await page.waitForTimeout(200);
+      // every table's cells lie inside the page's width: none clipped, none off screen
+      const off = await page.evaluate((w) => {
+        document.querySelectorAll("details").forEach((d) => { d.open = true; });
+        const bad = [];
+        document.querySelectorAll("table.sortable").forEach((t) => {
+          const wrap = t.closest(".table-wrap");
+          if (wrap && wrap.scrollWidth > wrap.clientWidth + 1) bad.push(`${t.id}: ${wrap.scrollWidth} px in ${wrap.clientWidth} px`);
+          const first = t.tBodies[0] && t.tBodies[0].rows[0];
+          if (!first) return;
+          [...first.cells].forEach((c, i) => {
+            const r = c.getBoundingClientRect();
+            if (r.width > 0 && (r.left < -1 || r.right > w + 1)) bad.push(`${t.id} column ${i}: ${Math.round(r.left)}–${Math.round(r.right)} px`);
+          });
+        });
+        return bad;
+      }, viewport.width);
+      assert.deepEqual(off, [], "table cells off screen or clipped");
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(overflow <= 1, `no horizontal scrolling (${overflow} px)`);
+      assert.deepEqual(await brokenWords(page), [], "words of at most 12 letters broken over two lines");
+      if (name === "diff") {
+        // the overlay's axis labels are read at the page's size, not shrunk with the SVG
+        const heights = await page.locator("figure.overlay .label").evaluateAll((ls) => ls.map((l) => l.getBoundingClientRect().height));
+        assert.ok(heights.length >= 4 && heights.every((h) => h >= 12), `overlay labels ${heights}`);
+      }
+      if (name === "report" && label === "390") {
+        // the first screen: the peak, what held it and the advice that lowers it most
+        await page.evaluate(() => { document.querySelectorAll("details").forEach((d) => { d.open = false; }); window.scrollTo(0, 0); });
+        const advice = await page.locator("[data-finding]").first().boundingBox();
+        assert.ok(advice && advice.y + 20 < viewport.height, `the advice starts on the first screen (y = ${advice && advice.y})`);
+        const nav = await page.locator("nav").boundingBox();
+        assert.ok(nav.height < 48, `the sticky bar is one line (${nav.height} px)`);
+      }
+      clean(problems);
+    });
+  }
+}
+
 test("a trace full of markup and control characters runs nothing and shows it as text", async () => {
   const { page, problems } = await open(env("CG_INJECTION_REPORT"));
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
