@@ -334,8 +334,8 @@ pub(crate) fn describe_sampled_operations(matrix: &mut CapabilityMatrix, p: &tra
         .map(|(_, r)| format!(" ({r}"))
         .unwrap_or_default();
     row.reason = format!(
-        "{} samples{rate}{lost}: figures are estimates{producer}",
-        t.samples
+        "{}{rate}{lost}: figures are estimates{producer}",
+        trace_format::count(t.samples, "sample", "samples")
     );
 }
 

@@ -27,8 +27,14 @@ pub enum FindingCode {
     MemoryPeak,
     /// Activations still live when the optimizer step runs.
     ActivationsRetainedIntoOptimizer,
-    /// Parameters that received no gradient.
+    /// Parameters that received no gradient; with module spans named after their
+    /// `VarBuilder` prefix, the module where the gradient stops (`module`, `node_ids`) and,
+    /// with allocation sites, the op inside it without a backward (`operation`).
     ParametersWithoutGradient,
+    /// Optimizer state kept for parameters that received no gradient (AdamW's two moments,
+    /// each the parameter's size, never updated): its bytes, the parameters (`count` of
+    /// `of_count`) and all the optimizer state (`of_bytes`).
+    OptimizerStateWithoutGradient,
     /// Parameters whose gradient is all zero.
     ZeroGradients,
     /// Parameters whose gradient has NaN or ±inf elements.
@@ -191,6 +197,26 @@ pub fn batch_split(by_category: &std::collections::BTreeMap<MemoryCategory, u64>
     (fixed, get(MemoryCategory::Activation))
 }
 
+/// The fixed categories a peak holds, as a reader names them: `parameters, gradients,
+/// optimizer state`, only those with bytes (an inference run reads `parameters`); `no
+/// parameters, gradients or optimizer state` when it holds none.
+pub fn fixed_categories(by_category: &std::collections::BTreeMap<MemoryCategory, u64>) -> String {
+    let names: Vec<&str> = [
+        (MemoryCategory::Parameter, "parameters"),
+        (MemoryCategory::Gradient, "gradients"),
+        (MemoryCategory::Optimizer, "optimizer state"),
+    ]
+    .into_iter()
+    .filter(|(c, _)| by_category.get(c).is_some_and(|b| *b > 0))
+    .map(|(_, n)| n)
+    .collect();
+    if names.is_empty() {
+        "no parameters, gradients or optimizer state".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
 /// What holds storages that outlive the point where they could have been freed, read from
 /// their lifetimes (see the `activations_retained_into_optimizer` finding in the README).
 #[derive(
@@ -288,9 +314,20 @@ pub(crate) fn largest_self_time(
     })
 }
 
-/// Missing, zero and non-finite gradients.
+/// What the gradient findings read beside the gradient summary: where the gradient stops and
+/// the optimizer state kept for parameters without one.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct GradientContext {
+    /// See [`crate::cut::gradient_cut`].
+    pub cut: Option<crate::cut::GradientCut>,
+    /// See [`crate::cut::unused_state`].
+    pub unused_state: Option<crate::cut::UnusedState>,
+}
+
+/// Missing, zero and non-finite gradients, and the optimizer state of parameters without one.
 pub(crate) fn gradient_findings(
     g: &GradientSummary,
+    context: &GradientContext,
     caps: &CapabilityMatrix,
     out: &mut Vec<Finding>,
 ) {
@@ -305,11 +342,20 @@ pub(crate) fn gradient_findings(
     let without = g.without_gradient.len() as u64;
     if without > 0 {
         let all = without == n;
-        let summary = if all {
+        let mut summary = if all {
             format!("{without} of {n} parameters received no gradient: the symptom of an op without a backward (or a detached tensor) between the parameters and the loss")
         } else {
             format!("{without} of {n} parameters received no gradient: they are unused in the loss or cut off from it")
         };
+        if let Some(cut) = &context.cut {
+            summary.push_str(&format!(
+                "; the gradient stops at module {} (the last module of the forward whose parameters got none)",
+                cut.module
+            ));
+            if let Some(op) = &cut.op {
+                summary.push_str(&format!(", whose op {op} has no backward in Candle"));
+            }
+        }
         out.push(Finding {
             code: FindingCode::ParametersWithoutGradient,
             severity: if all {
@@ -319,12 +365,45 @@ pub(crate) fn gradient_findings(
             },
             summary,
             evidence: Evidence {
+                node_ids: context.cut.iter().map(|c| c.span_id.clone()).collect(),
                 gradients: g.without_gradient.clone(),
                 count: Some(without),
                 of_count: Some(n),
+                module: context.cut.as_ref().map(|c| c.module.clone()),
+                operation: context.cut.as_ref().and_then(|c| c.op.clone()),
                 ..Evidence::default()
             },
             requires: requires.clone(),
+        });
+    }
+    if let Some(u) = context
+        .unused_state
+        .filter(|_| caps.allows(&[CapabilityKind::Gradients, CapabilityKind::LogicalMemory]))
+    {
+        out.push(Finding {
+            code: FindingCode::OptimizerStateWithoutGradient,
+            severity: Severity::Warning,
+            summary: format!(
+                "the optimizer keeps {} of state for the {} that received no gradient ({} per parameter, each the parameter's size, never updated; {:.1}% of the {} of optimizer state)",
+                human_bytes(u.bytes),
+                if u.parameters == 1 {
+                    "1 parameter".to_string()
+                } else {
+                    format!("{} parameters", u.parameters)
+                },
+                if u.moments == 2 { "two moments" } else { "one moment" },
+                100.0 * u.bytes as f64 / u.state_bytes as f64,
+                human_bytes(u.state_bytes)
+            ),
+            evidence: Evidence {
+                bytes: Some(u.bytes),
+                of_bytes: Some(u.state_bytes),
+                count: Some(u.parameters),
+                of_count: Some(n),
+                category: Some(MemoryCategory::Optimizer),
+                ..Evidence::default()
+            },
+            requires: vec![CapabilityKind::Gradients, CapabilityKind::LogicalMemory],
         });
     }
     let zero = g.zero.len() as u64;
@@ -473,7 +552,8 @@ fn peak_finding(
     let (fixed, scaled) = batch_split(by_category);
     if live_bytes > 0 {
         summary.push_str(&format!(
-            "; fixed (parameters, gradients, optimizer state) {} ({:.1}%), activations {} ({:.1}%) scale with the batch",
+            "; fixed ({}) {} ({:.1}%), activations {} ({:.1}%) scale with the batch",
+            fixed_categories(by_category),
             human_bytes(fixed),
             100.0 * fixed as f64 / live_bytes as f64,
             human_bytes(scaled),
@@ -611,9 +691,9 @@ pub(crate) fn memory_findings(
             code: FindingCode::ActivationsRetainedIntoOptimizer,
             severity: Severity::Warning,
             summary: format!(
-                "{} of activations ({} storages) are still live when the optimizer pass {path} starts{still}{bound}{advice}{replayed}",
+                "{} of activations ({}) are still live when the optimizer pass {path} starts{still}{bound}{advice}{replayed}",
                 human_bytes(opt.activation_live_bytes),
-                opt.activation_live_count,
+                trace_format::count(opt.activation_live_count, "storage", "storages"),
             ),
             evidence: Evidence {
                 node_ids: vec![opt.span_id.to_string()],

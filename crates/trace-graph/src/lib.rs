@@ -32,6 +32,7 @@
 
 mod advice;
 pub mod capability;
+pub mod cut;
 pub mod earlier;
 pub mod figures;
 pub mod findings;
@@ -261,7 +262,11 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
     earlier::finding(doc, &index.spans, &capabilities, &mut findings);
     let steps = steps::steps(doc, &index.spans);
     steps::finding(doc, &steps, &capabilities, &mut findings);
-    findings::gradient_findings(&gradients, &capabilities, &mut findings);
+    let gradient_context = findings::GradientContext {
+        cut: cut::gradient_cut(doc, &index.spans, sites.as_ref(), &gradients),
+        unused_state: cut::unused_state(doc, &gradients),
+    };
+    findings::gradient_findings(&gradients, &gradient_context, &capabilities, &mut findings);
     findings::coverage_gaps(&capabilities, &mut findings);
     Analysis {
         health,

@@ -29,10 +29,11 @@ pub const ACCUMULATION_SHARE: f64 = 0.10;
 /// `34.2% (95% 30.1–38.5%, 412 of 1,204 samples)`.
 fn share_text(s: &Share, k: u64, n: u64) -> String {
     format!(
-        "{:.1}% (95% interval {:.1}–{:.1}%, {k} of {n} samples)",
+        "{:.1}% (95% interval {:.1}–{:.1}%, {k} of {})",
         100.0 * s.share,
         100.0 * s.low,
-        100.0 * s.high
+        100.0 * s.high,
+        trace_format::count(n, "sample", "samples")
     )
 }
 

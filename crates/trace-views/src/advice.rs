@@ -25,11 +25,35 @@ fn peak_advice(f: &Finding) -> String {
     }
 }
 
+/// Ops without a backward in Candle 0.11.1, and what calls them.
+const NO_BACKWARD: &str = "layer_norm (candle-nn's LayerNorm forward on a contiguous input with a bias calls ops::layer_norm, a custom op built with apply_op3_no_bwd), rms_norm (RmsNorm forward; `candle_nn::ops::rms_norm_slow` or trace_probe's `forward_diff` is differentiable), rope, softmax_last_dim";
+
+/// The advice of a `parameters_without_gradient` finding: the op and module where the
+/// gradient stops when the finding names them.
+fn no_gradient_advice(f: &Finding) -> String {
+    let e = &f.evidence;
+    match (&e.operation, &e.module) {
+        (Some(op), Some(module)) if op == "layer_norm" => format!(
+            "module {module} runs {op}, which has no backward in Candle: candle-nn's LayerNorm on a contiguous input with a bias calls ops::layer_norm (apply_op3_no_bwd), so it and every parameter before it get no gradient and nothing errors; to train, compute it with `candle_nn::ops::layer_norm_slow(&x, &weight, &bias, eps)` (the same norm from ops that have a backward)"
+        ),
+        (Some(op), Some(module)) => format!(
+            "module {module} runs {op}, which has no backward in Candle (ops without one: {NO_BACKWARD}): replace it with the differentiable composition of the same ops"
+        ),
+        (None, Some(module)) => format!(
+            "the gradient stops at module {module}: look inside it for an op without a backward ({NO_BACKWARD}) or a detach"
+        ),
+        _ => format!(
+            "look for an op without a backward ({NO_BACKWARD}), a detach, or a parameter unused in the loss"
+        ),
+    }
+}
+
 /// What to do about a finding, when there is a general answer; for retained activations it
 /// follows the holder the finding's evidence names.
 pub fn advice(f: &Finding) -> Option<String> {
     Some(match f.code {
         FindingCode::MemoryPeak => return Some(peak_advice(f)),
+        FindingCode::ParametersWithoutGradient => return Some(no_gradient_advice(f)),
         FindingCode::ActivationsRetainedIntoOptimizer => {
             let holders: Vec<Holder> = f.evidence.held_by.iter().map(|h| h.holder).collect();
             return Some(if holders.contains(&Holder::GradientStore) {
@@ -56,8 +80,9 @@ fn static_advice(f: &Finding) -> Option<&'static str> {
             "optimise or split this span first; self time excludes its children"
         }
         FindingCode::MemoryPeak | FindingCode::ActivationsRetainedIntoOptimizer => return None,
-        FindingCode::ParametersWithoutGradient => {
-            "look for an op without a backward (fused rms_norm, rope, softmax_last_dim in Candle 0.11.1), a detach, or a parameter unused in the loss"
+        FindingCode::ParametersWithoutGradient => return None,
+        FindingCode::OptimizerStateWithoutGradient => {
+            "give those parameters a gradient (the parameters_without_gradient finding says where it stops), or build the optimizer over the parameters that train only (`AdamW::new(vars_that_train, config)`): its state for the others is allocated and never used"
         }
         FindingCode::ZeroGradients => {
             "check for dead activations (ReLU), masked paths or a zero learning signal"
