@@ -237,9 +237,10 @@ pub struct MemoryArgs {
     /// Only this device (e.g. `cpu`, `cuda:0`).
     #[arg(long, value_name = "D")]
     pub device: Option<String>,
-    /// Rows of the live-at-peak table.
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub top: usize,
+    /// Rows of the live-at-peak table (default 10; with `--json` every row: the JSON is for
+    /// scripts).
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
     /// Group what is live at the peak by allocating span path, shape/dtype, category, or —
     /// with allocation sites (trace/13) — allocating op or site (every storage counted; the
     /// top N groups shown).

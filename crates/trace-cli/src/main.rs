@@ -33,6 +33,10 @@ use trace_views::envelope::InputRecord;
 #[global_allocator]
 static ALLOC: trace_probe::alloc::Tracking = trace_probe::alloc::Tracking::system();
 
+/// Rows of `memory`'s live-at-peak table in the terminal (`--top` changes it; `--json` gives
+/// every row).
+const MEMORY_TOP: usize = 10;
+
 /// Writes a command's output as it is produced.
 type Stream = Box<dyn FnOnce(&mut dyn Write) -> std::io::Result<()>>;
 
@@ -158,15 +162,14 @@ fn run(cli: Cli) -> Result<Output> {
             let report = commands::demo::run_inference(&args)?;
             eprintln!("{}", commands::demo::describe_inference(&report));
             let (trace, analysis) = load(&report.trace_path, Detail::Summary)?;
-            let figures = commands::demo::InferenceFigures::of(&trace.doc);
+            // the summary carries the inference figures (prefill, decode, the KV cache)
             let summary = commands::summary::build(&trace.doc, analysis);
             Ok(Output::ok(if args.json {
                 to_json("summary", Some(InputRecord::of(trace)), &summary)?
             } else {
-                terminal_safe(format!(
-                    "{}\n{}",
-                    figures.render(),
-                    commands::summary::render(&summary, &trace.path.display().to_string())
+                terminal_safe(commands::summary::render(
+                    &summary,
+                    &trace.path.display().to_string(),
                 ))
             }))
         }
@@ -231,14 +234,20 @@ fn run(cli: Cli) -> Result<Output> {
         Command::Memory(args) => {
             // A summary analysis lists the largest SUMMARY_TOP storages of each peak; grouping
             // reads every storage live at the peak: both need the full detail beyond that.
-            let detail = if args.top > trace_memory::SUMMARY_TOP || args.group_by.is_some() {
+            // The terminal shows the top 10 rows; the JSON every row (for scripts).
+            let top = args.top.unwrap_or(if args.input.json {
+                usize::MAX
+            } else {
+                MEMORY_TOP
+            });
+            let detail = if top > trace_memory::SUMMARY_TOP || args.group_by.is_some() {
                 Detail::Full
             } else {
                 Detail::Summary
             };
             let (mut trace, mut analysis) = load(&args.input.trace, detail)?;
-            // With allocation sites, merged rows and the op coverage need every storage live
-            // at the peak: past the summary's SUMMARY_TOP, read the trace again in full.
+            // Merged rows (and, with allocation sites, the op coverage) need every storage
+            // live at the peak: past the summary's SUMMARY_TOP, read the trace again in full.
             let beyond_summary = analysis.memory.logical.as_ref().is_some_and(|l| {
                 l.by_device.iter().any(|d| {
                     d.peak
@@ -246,14 +255,14 @@ fn run(cli: Cli) -> Result<Output> {
                         .is_some_and(|p| p.live_allocation_count > trace_memory::SUMMARY_TOP as u64)
                 })
             });
-            if detail == Detail::Summary && analysis.sites.is_some() && beyond_summary {
+            if detail == Detail::Summary && !args.ungrouped && beyond_summary {
                 (trace, analysis) = load(&args.input.trace, Detail::Full)?;
             }
             let report = commands::memory::build(
                 &trace.doc,
                 analysis,
                 args.device.as_deref(),
-                args.top,
+                top,
                 args.group_by,
                 args.ungrouped,
             )?;

@@ -60,9 +60,15 @@ pub struct StorageRow {
     /// when unknown.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub module: Option<String>,
-    /// The allocation site's index (storages of one site were allocated at one call stack).
+    /// The allocation site's index (storages of one site were allocated at one call stack);
+    /// for a merged row, the site its storages share (absent when they have several: see
+    /// `sites`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub site: Option<u32>,
+    /// For a merged row: every allocation site of its storages, ascending. Absent for a
+    /// single storage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sites: Option<Vec<u32>>,
     /// For a merged row: the number of identical storages it stands for (same shape, dtype,
     /// category, pass, bytes, module, span path and label); `bytes` is per storage. Absent for
     /// a single storage.
@@ -105,6 +111,7 @@ impl StorageRow {
             site: site.map(|x| x.site),
             count: None,
             ops: None,
+            sites: None,
         }
     }
 
@@ -163,7 +170,8 @@ impl StorageRow {
 }
 
 /// Merges rows that read the same but for their op — same shape, dtype, category, pass,
-/// bytes, module, span path and label; rows without a site are never merged — into one row each
+/// bytes, module, span path, label and whether they are from before the capture; rows without
+/// a site only with rows without one — into one row each
 /// with a count and the tally of its ops (`affine ×6, add ×3, …`), keeping the first row's
 /// other fields (rows arrive largest first, then by alloc time). An optimizer-pass temporary
 /// whose bytes equal exactly one parameter's among the rows is first tied to it (`update of
@@ -182,14 +190,13 @@ pub fn merge(mut rows: Vec<StorageRow>) -> Vec<StorageRow> {
         module: Option<String>,
         span_path: Option<String>,
         label: Option<String>,
+        pre_existing: bool,
+        // storages with a site merge with storages with one, those without with those without
+        sited: bool,
     }
     let mut index: HashMap<Key, usize> = HashMap::new();
     let mut out: Vec<StorageRow> = Vec::with_capacity(rows.len());
     for r in rows {
-        if r.site.is_none() {
-            out.push(r);
-            continue;
-        }
         let key = Key {
             shape: r.shape.clone(),
             dtype: r.dtype.clone(),
@@ -199,11 +206,15 @@ pub fn merge(mut rows: Vec<StorageRow>) -> Vec<StorageRow> {
             module: r.module.clone(),
             span_path: r.span_path.clone(),
             label: r.label.clone(),
+            pre_existing: r.pre_existing,
+            sited: r.site.is_some(),
         };
         match index.get(&key) {
             Some(&i) => {
                 let m = &mut out[i];
                 m.count = Some(m.storages() + 1);
+                let sites = m.sites.get_or_insert_with(|| m.site.into_iter().collect());
+                sites.extend(r.site);
                 if m.site != r.site {
                     m.site = None;
                 }
@@ -226,6 +237,14 @@ pub fn merge(mut rows: Vec<StorageRow>) -> Vec<StorageRow> {
         }
     }
     for r in &mut out {
+        if let Some(sites) = &mut r.sites {
+            sites.sort_unstable();
+            sites.dedup();
+        }
+        // storages from before the capture have no site
+        if r.sites.as_ref().is_some_and(Vec::is_empty) {
+            r.sites = None;
+        }
         if let Some(tally) = &mut r.ops {
             if tally.len() == 1 {
                 r.ops = None;

@@ -122,6 +122,7 @@ pub fn build(
         group_by,
         sites: analysis.sites.as_ref(),
         ungrouped,
+        merge_without_sites: true,
     };
     let peaks = logical.map(|l| Peaks::of(doc, spans, l, device, top, lower_bound, view));
     let shown_peak = peaks.as_ref().and_then(|p| p.memory_peak.as_ref());

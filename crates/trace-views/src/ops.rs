@@ -455,8 +455,9 @@ pub fn render(r: &OpsReport) -> String {
     if t.outside_region > 0 {
         let _ = writeln!(
             out,
-            "  {} samples outside the measured region are not counted",
-            t.outside_region
+            "  {} outside the measured region {} not counted",
+            trace_format::count(t.outside_region, "sample", "samples"),
+            if t.outside_region == 1 { "is" } else { "are" }
         );
     }
     if t.backward_line_unknown > 0 {

@@ -22,6 +22,10 @@ pub struct HeldView<'a> {
     pub sites: Option<&'a trace_ops::SiteProfile>,
     /// List identical storages one by one (`--ungrouped`) instead of merged with a count.
     pub ungrouped: bool,
+    /// Merge identical storages also without allocation sites (`memory` and the report page,
+    /// which read the whole live set; `summary` keeps its rows as the summary detail lists
+    /// them, so both details print the same).
+    pub merge_without_sites: bool,
 }
 
 /// How much of the peak carries its allocating op (trace/13 sites).
@@ -202,12 +206,12 @@ impl PeakRecord {
         };
         // The listed storages come first in rank order (a summary analysis lists the first
         // trace_memory::SUMMARY_TOP); the rest is every other storage live at the peak.
-        // With sites, identical storages are merged first: `top` merged rows are shown.
+        // Identical storages are merged first: `top` merged rows are shown.
         let sites = view.sites;
         // merged counts are exact only over the whole live set (a summary analysis holds the
         // largest trace_memory::SUMMARY_TOP): otherwise storages are listed one by one
         let whole_set = live.len() as u64 == count;
-        let merge = sites.is_some() && !view.ungrouped && whole_set;
+        let merge = (sites.is_some() || view.merge_without_sites) && !view.ungrouped && whole_set;
         let (held, shown_storages, shown_bytes) = if merge {
             let rows: Vec<StorageRow> = live
                 .iter()
@@ -360,9 +364,9 @@ fn render_held(out: &mut String, p: &PeakRecord, indent: &str) {
         if g.more_groups > 0 {
             let _ = writeln!(
                 out,
-                "{indent}  {} more groups ({} storages) = {}",
-                g.more_groups,
-                g.more_storages,
+                "{indent}  {} ({}) = {}",
+                trace_format::more(g.more_groups as u64, "group", "groups"),
+                trace_format::count(g.more_storages, "storage", "storages"),
                 bytes(g.more_bytes)
             );
         }
@@ -375,15 +379,18 @@ fn render_held(out: &mut String, p: &PeakRecord, indent: &str) {
         return;
     }
     let merged = p.held.iter().any(|r| r.count.is_some());
+    let shown: u64 = p.held.iter().map(StorageRow::storages).sum();
+    let storages = trace_format::count(total as u64, "storage", "storages");
     let _ = writeln!(
         out,
-        "{indent}held at the peak (top {}{} of {total}{}):",
-        p.held.len(),
-        if merged { " rows" } else { "" },
+        "{indent}held at the peak ({}):",
         if merged {
-            " storages; identical storages merged, --ungrouped lists them"
+            format!(
+                "top {}, {shown} of {storages}; identical storages merged, --ungrouped lists them",
+                trace_format::count(p.held.len() as u64, "row", "rows")
+            )
         } else {
-            ""
+            format!("top {} of {storages}", p.held.len())
         }
     );
     out.push_str(&live::table(&p.held).render(&format!("{indent}  ")));

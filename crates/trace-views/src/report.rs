@@ -177,18 +177,8 @@ fn answer_facts(r: &SummaryReport, facts: &mut Vec<Fact>) {
 
 fn summary_section(r: &SummaryReport, path: &str) -> Section {
     let origin = r.time_origin_ns;
-    let mut facts = vec![
-        Fact {
-            label: "trace".into(),
-            value: Text::trace(path),
-            ..Fact::default()
-        },
-        Fact {
-            label: "run".into(),
-            value: Text::trace(&identity(r)),
-            ..Fact::default()
-        },
-    ];
+    // the answer first: the run line is the page's subtitle, the trace's path follows it
+    let mut facts = Vec::new();
     match (&r.peaks, &r.memory_overflow) {
         (_, Some(o)) => facts.push(Fact {
             label: "memory peak".into(),
@@ -222,6 +212,14 @@ fn summary_section(r: &SummaryReport, path: &str) -> Section {
         }),
     }
     answer_facts(r, &mut facts);
+    if let Some(i) = &r.inference {
+        facts.push(crate::inference::fact(i));
+    }
+    facts.push(Fact {
+        label: "trace".into(),
+        value: Text::trace(path),
+        ..Fact::default()
+    });
     facts.push(Fact {
         label: "health".into(),
         value: health_line(&r.health).into(),
@@ -420,6 +418,25 @@ fn count(n: u64) -> Cell {
     Cell::number(n.to_string(), Some(n as f64))
 }
 
+/// The caption of the held rows: rows and storages counted apart (`41 rows for 52 of 61
+/// storages`), never one "of" the other.
+fn held_caption(rows: usize, shown: u64, total: u64, merged: bool) -> String {
+    let storages = trace_format::count(total, "storage", "storages");
+    let what = match (merged, shown < total) {
+        (true, true) => format!(
+            "{} for {shown} of {storages}, identical storages merged with their count",
+            trace_format::count(rows as u64, "row", "rows")
+        ),
+        (true, false) => format!(
+            "{} for all {storages}, identical storages merged with their count",
+            trace_format::count(rows as u64, "row", "rows")
+        ),
+        (false, true) => format!("the {shown} largest of {storages}"),
+        (false, false) => format!("all {storages}"),
+    };
+    format!("held at the peak ({what}; * category inferred from the pass it was allocated in)")
+}
+
 fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
     let mut blocks = Vec::new();
     let lower_bound = analysis.health.memory_lower_bound;
@@ -435,6 +452,7 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
     for (d, name) in l.timeline.devices.iter().enumerate() {
         let view = peak::HeldView {
             sites: analysis.sites.as_ref(),
+            merge_without_sites: true,
             ..Default::default()
         };
         let peaks = Peaks::of(
@@ -475,9 +493,11 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
         ));
         let held_rows = Table {
             id: format!("held-{d}"),
-            caption: Text::from(format!(
-                "held at the peak (top {} of {total}; * category inferred from the pass it was allocated in)",
-                p.held.len()
+            caption: Text::from(held_caption(
+                p.held.len(),
+                shown_storages,
+                total as u64,
+                p.held.iter().any(|r| r.count.is_some()),
             )),
             columns: {
                 let mut c = vec![
@@ -518,7 +538,10 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
                         cells.push(Cell::trace(r.operation().as_deref().unwrap_or("-")));
                     }
                     cells.extend([
-                        Cell::trace(&live::shape_dtype_of(r.shape.as_deref(), r.dtype.as_deref())),
+                        Cell::trace(&live::shape_dtype_of(
+                            r.shape.as_deref(),
+                            r.dtype.as_deref(),
+                        )),
                         Cell::trace(&match (&r.label, &r.op_name) {
                             (Some(x), _) => x.clone(),
                             (None, Some(op)) => format!("op {op}"),
@@ -590,9 +613,9 @@ fn held_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
                     .collect(),
                 footer: (g.more_groups > 0).then(|| {
                     Text::from(format!(
-                        "{} more groups ({} storages) = {}",
-                        g.more_groups,
-                        g.more_storages,
+                        "{} ({}) = {}",
+                        trace_format::more(g.more_groups as u64, "group", "groups"),
+                        trace_format::count(g.more_storages, "storage", "storages"),
                         bytes(g.more_bytes)
                     ))
                 }),
@@ -657,16 +680,16 @@ fn time_section(doc: &TraceDocument, analysis: &Analysis) -> Section {
                     .iter()
                     .try_fold(0u64, |a, n| a.checked_add(n.host_self_time_ns.unwrap_or(0)));
                 Text::from(format!(
-                    "{} more spans, {} of self time together",
-                    rest.len(),
+                    "{}, {} of self time together",
+                    trace_format::more(rest.len() as u64, "span", "spans"),
                     self_ns.map_or_else(|| trace_format::OVERFLOWED.to_string(), duration)
                 ))
             });
             blocks.push(Block::Table(Table {
                 id: "span-cost".into(),
                 caption: Text::from(format!(
-                    "span cost ({} spans{})",
-                    spans.len(),
+                    "span cost ({}{})",
+                    trace_format::count(spans.len() as u64, "span", "spans"),
                     if g.incomplete_capture {
                         "; closed spans of an incomplete capture"
                     } else {
@@ -814,12 +837,12 @@ fn ops_section(profile: &Result<OpProfile, trace_ops::Unavailable>) -> Section {
     let mut facts = vec![Fact {
         label: "sampler".into(),
         value: Text::trace(&format!(
-            "{} wall clock{} · {} samples ({} in the measured region) · {} lost · unwinder {} · symbols {}",
+            "{} wall clock{} · {} ({} in the measured region) · {} lost · unwinder {} · symbols {}",
             t.hz.map_or_else(|| "rate unknown,".to_string(), |hz| format!("{hz} Hz")),
             t.period_ns
                 .map(|p| format!(" ({} period)", duration(p)))
                 .unwrap_or_default(),
-            t.samples,
+            trace_format::count(t.samples, "sample", "samples"),
             t.counted,
             t.lost.map_or_else(|| "-".to_string(), |l| l.to_string()),
             t.unwinder.as_deref().unwrap_or("-"),
@@ -834,11 +857,15 @@ fn ops_section(profile: &Result<OpProfile, trace_ops::Unavailable>) -> Section {
             .iter()
             .map(|th| {
                 Text::trace(&format!(
-                    "thread {}{}: {} samples over {}{}",
+                    "thread {}{}: {} over {}{}",
                     th.thread,
-                    th.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default(),
-                    th.samples,
-                    th.region_ns.map_or_else(|| "an unknown duration".to_string(), duration),
+                    th.name
+                        .as_deref()
+                        .map(|n| format!(" ({n})"))
+                        .unwrap_or_default(),
+                    trace_format::count(th.samples, "sample", "samples"),
+                    th.region_ns
+                        .map_or_else(|| "an unknown duration".to_string(), duration),
                     th.lost.map(|l| format!(", {l} lost")).unwrap_or_default()
                 ))
             })
@@ -855,8 +882,9 @@ fn ops_section(profile: &Result<OpProfile, trace_ops::Unavailable>) -> Section {
     }
     if t.outside_region > 0 {
         blocks.push(Block::Paragraph(Text::from(format!(
-            "{} samples outside the measured region are not in the table.",
-            t.outside_region
+            "{} outside the measured region {} not in the table.",
+            trace_format::count(t.outside_region, "sample", "samples"),
+            if t.outside_region == 1 { "is" } else { "are" }
         ))));
     }
     if t.backward_line_unknown > 0 {
@@ -937,9 +965,13 @@ fn ops_section(profile: &Result<OpProfile, trace_ops::Unavailable>) -> Section {
         rows,
         footer: (!rest.is_empty()).then(|| {
             Text::from(format!(
-                "{} more rows, {} samples (each at most {})",
-                rest.len(),
-                rest.iter().map(|r| r.samples).sum::<u64>(),
+                "{}, {} (each at most {})",
+                trace_format::more(rest.len() as u64, "row", "rows"),
+                trace_format::count(
+                    rest.iter().map(|r| r.samples).sum::<u64>(),
+                    "sample",
+                    "samples"
+                ),
                 rest[0].samples
             ))
         }),

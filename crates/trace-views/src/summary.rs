@@ -302,6 +302,10 @@ pub struct SummaryReport {
     /// passes, memory, what each step left live, and the growth when memory grows.
     #[serde(skip_serializing_if = "trace_graph::Steps::is_empty")]
     pub steps: trace_graph::Steps,
+    /// An inference trace's prefill/decode split and what the call keeps (absent without a
+    /// `prefill` or `decode` span).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inference: Option<crate::inference::InferenceRecord>,
     /// Findings.
     pub findings: Vec<FindingRecord>,
 }
@@ -642,6 +646,7 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis) -> SummaryReport {
         backward_modules: backward::build(doc, analysis, SLOWEST_ROWS),
         gradients,
         steps: analysis.steps.clone(),
+        inference: crate::inference::InferenceFigures::of_inference(doc).map(|f| f.record()),
         findings,
     }
 }
@@ -769,6 +774,10 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
     }
     out.push('\n');
     if render_steps(&mut out, &r.steps) {
+        out.push('\n');
+    }
+    if let Some(i) = &r.inference {
+        out.push_str(&crate::inference::render_record(i));
         out.push('\n');
     }
     render_operations(&mut out, &r.slowest_operations);
@@ -981,11 +990,14 @@ pub(crate) fn held_by_text(a: &AnswerRecord, peak_bytes: u64) -> (String, Option
             )
         })
         .collect();
+    let by_category: std::collections::BTreeMap<_, _> =
+        a.held_by.iter().map(|c| (c.category, c.bytes)).collect();
     let split = match (a.fixed_bytes, a.batch_scaled_bytes) {
         (Some(fixed), Some(scaled)) => Some(format!(
-            "fixed {} ({:.0}%: parameters, gradients, optimizer state) · batch-scaled {} ({:.0}%: activations)",
+            "fixed {} ({:.0}%: {}) · batch-scaled {} ({:.0}%: activations)",
             bytes(fixed),
             pct(fixed),
+            trace_graph::findings::fixed_categories(&by_category),
             bytes(scaled),
             pct(scaled)
         )),

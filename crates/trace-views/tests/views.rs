@@ -82,7 +82,7 @@ fn memory_text_is_what_the_cli_prints() {
     let memory = trace_views::memory(&doc, &analysis).expect("memory");
     assert!(memory
         .render_text()
-        .contains("held at the peak (top 10 of 61)"));
+        .contains("held at the peak (top 10 rows, 28 of 61 storages; identical storages merged"));
     // the snapshot's `memory --top 6`
     let memory = trace_views::memory::build(&doc, &analysis, None, 6, None, false).expect("memory");
     let text = memory.render_text();
@@ -302,7 +302,7 @@ fn the_diff_page_overlays_both_memory_timelines() {
         "{fig}"
     );
     assert!(
-        fig.contains(">12.00 KiB</text>"),
+        fig.contains("<span class=\"label\">12.00 KiB</span>"),
         "the y-axis is labelled with the larger peak: {fig}"
     );
 }

@@ -208,5 +208,3 @@ pub fn describe_inference(report: &candle_graph_examples::infer::InferReport) ->
         report.trace_path.display()
     )
 }
-
-pub use trace_views::inference::InferenceFigures;

@@ -148,6 +148,51 @@ fn demo_inference_prints_prefill_decode_and_the_kv_cache() {
         "{}",
         r.stdout
     );
+    // the summary of the trace says the same, once; and its JSON has the figures
+    let sum = run(&["summary", s(&out)]);
+    assert_eq!(sum.code, 0, "{}", sum.stderr);
+    assert_eq!(
+        sum.stdout.matches("inference (from the trace)").count(),
+        1,
+        "{}",
+        sum.stdout
+    );
+    assert!(
+        sum.stdout.contains("decode        15 calls"),
+        "{}",
+        sum.stdout
+    );
+    assert_eq!(
+        r.stdout.matches("inference (from the trace)").count(),
+        1,
+        "{}",
+        r.stdout
+    );
+    let q = run(&["summary", s(&out), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&q.stdout).unwrap();
+    let i = &v["inference"];
+    assert_eq!(i["decode_calls"], 15, "{i}");
+    assert_eq!(i["live_at_end_bytes"], cache, "{i}");
+    assert_eq!(i["live_at_end_storages"], 5, "{i}");
+    assert_eq!(i["growth_per_token_bytes"], 512, "{i}");
+    assert!(i["prefill_ns"].as_u64().unwrap() > 0, "{i}");
+    // an inference run holds parameters only: the split names no gradients or optimizer state
+    assert!(
+        !sum.stdout.contains("gradients, optimizer state"),
+        "{}",
+        sum.stdout
+    );
+    // the report page states them too, with the figures for scripts
+    let html = dir.path().join("infer.html");
+    let p = run(&["report", s(&out), "-o", s(&html)]);
+    assert_eq!(p.code, 0, "{}", p.stderr);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("data-decode-calls=\"15\""),
+        "the inference fact"
+    );
+    assert!(page.contains(&format!("data-live-at-end-bytes=\"{cache}\"")));
+    assert!(page.contains("decode 15 calls,"));
     let bad = run(&["demo", "--inference", "--backward-spans", "--out", s(&out)]);
     assert_eq!(
         bad.code, 2,

@@ -19,7 +19,7 @@ fn ok(args: &[&str]) -> String {
 fn memory_names_the_op_and_merges_identical_storages() {
     let out = ok(&["memory", SITES]);
     assert!(
-        out.contains("held at the peak (top 3 rows of 6 storages; identical storages merged, --ungrouped lists them):"),
+        out.contains("held at the peak (top 3 rows, 6 of 6 storages; identical storages merged, --ungrouped lists them):"),
         "{out}"
     );
     // the three sqr temporaries of the optimizer: one row with a count
@@ -35,7 +35,7 @@ fn memory_names_the_op_and_merges_identical_storages() {
     );
     let ungrouped = ok(&["memory", SITES, "--ungrouped"]);
     assert!(
-        ungrouped.contains("held at the peak (top 6 of 6):"),
+        ungrouped.contains("held at the peak (top 6 of 6 storages):"),
         "{ungrouped}"
     );
     assert!(!ungrouped.contains(" × "), "{ungrouped}");
@@ -55,9 +55,64 @@ fn memory_json_rows_carry_op_module_and_count() {
     assert_eq!(matmul["count"], 2);
     let back = held.iter().find(|r| r["op"] == "matmul.backward").unwrap();
     assert!(back.get("count").is_none(), "a single storage has no count");
+    // merged rows name their allocation sites; a single storage its one site
+    assert_eq!(sqr["sites"], serde_json::json!([3]));
+    assert_eq!(matmul["sites"], serde_json::json!([1]));
+    assert!(back.get("sites").is_none() && back["site"] == 2);
     let cov = &v["memory_peak"]["op_coverage"];
     assert_eq!(cov["allocated_in_step_bytes"], 65536);
     assert_eq!(cov["with_op_bytes"], 65536);
+}
+
+/// The llama step with allocation sites (trace-ops' test data): more rows than the terminal's 10.
+const LLAMA_SITES: &str = "../trace-ops/tests/data/llama_sites.jsonl";
+
+#[test]
+fn memory_json_gives_every_row_and_merged_rows_their_sites() {
+    let v: Value = serde_json::from_str(&ok(&["memory", LLAMA_SITES, "--json"])).unwrap();
+    let p = &v["memory_peak"];
+    let held = p["held"].as_array().unwrap();
+    assert!(held.len() > 10, "{} rows", held.len());
+    assert_eq!(p["held_more_count"], 0, "every row: none left over");
+    let storages: u64 = held.iter().map(|r| r["count"].as_u64().unwrap_or(1)).sum();
+    let bytes: u64 = held
+        .iter()
+        .map(|r| r["bytes"].as_u64().unwrap() * r["count"].as_u64().unwrap_or(1))
+        .sum();
+    assert_eq!(
+        bytes,
+        p["live_bytes"].as_u64().unwrap(),
+        "the rows add up to the peak"
+    );
+    let merged: Vec<&Value> = held.iter().filter(|r| r.get("count").is_some()).collect();
+    assert!(!merged.is_empty());
+    for r in &merged {
+        let sites: Vec<u64> = r["sites"]
+            .as_array()
+            .map(|a| a.iter().map(|x| x.as_u64().unwrap()).collect())
+            .unwrap_or_default();
+        // storages without a site (from before the capture, under the threshold) have no op;
+        // every merged row with an op names its sites
+        if r.get("op").is_some() || r.get("ops").is_some() {
+            assert!(!sites.is_empty(), "{r}");
+            assert!(
+                sites.windows(2).all(|w| w[0] < w[1]),
+                "ascending, once each: {r}"
+            );
+            assert!(sites.len() as u64 <= r["count"].as_u64().unwrap());
+        }
+    }
+    assert!(
+        storages > held.len() as u64,
+        "{storages} storages in {} rows",
+        held.len()
+    );
+    // the terminal keeps its 10 rows; --top still limits the JSON
+    let text = ok(&["memory", LLAMA_SITES]);
+    assert!(text.contains("held at the peak (top 10 rows, "), "{text}");
+    let v: Value =
+        serde_json::from_str(&ok(&["memory", LLAMA_SITES, "--json", "--top", "3"])).unwrap();
+    assert_eq!(v["memory_peak"]["held"].as_array().unwrap().len(), 3);
 }
 
 #[test]
