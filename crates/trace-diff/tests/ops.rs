@@ -167,3 +167,62 @@ fn a_trace_without_ops_on_one_side_says_why() {
         .unwrap()
         .starts_with("the candidate has no op table"));
 }
+
+#[test]
+fn two_candle_runs_carry_no_framework_notes_and_near_equal_memory_is_one_host() {
+    let (b, c) = (pytorch(), candle());
+    // across frameworks a role says how they differ
+    let cross = diff(&b, &c);
+    let notes = |d: &trace_diff::TraceDiff| -> usize {
+        d.ops.as_ref().map_or(0, |o| {
+            o.passes
+                .iter()
+                .flat_map(|p| &p.roles)
+                .filter(|r| r.note.is_some())
+                .count()
+        })
+    };
+    assert!(
+        notes(&cross) > 0,
+        "the PyTorch-vs-Candle diff explains its roles"
+    );
+    // two Candle runs: no note about PyTorch
+    let mut c2 = candle();
+    let host = c2.meta.host.get_or_insert_with(Default::default);
+    let mem = *host.memory_bytes.get_or_insert(25_276_502_016);
+    // 0.002% apart: the same machine read a few pages apart
+    host.memory_bytes = Some(mem - mem / 50_000);
+    let mut c1 = candle();
+    c1.meta
+        .host
+        .get_or_insert_with(Default::default)
+        .memory_bytes = Some(mem);
+    let same = diff(&c1, &c2);
+    assert_eq!(notes(&same), 0);
+    let ops = same.ops.as_ref().unwrap();
+    assert!(
+        !ops.refusals.iter().any(|r| r.starts_with("host_differs")),
+        "{:?}",
+        ops.refusals
+    );
+    // 20% apart is another host, said in binary units
+    c2.meta.host.as_mut().unwrap().memory_bytes = Some(mem / 5 * 4);
+    let other = diff(&c1, &c2);
+    let refusal = other
+        .ops
+        .as_ref()
+        .unwrap()
+        .refusals
+        .iter()
+        .find(|r| r.starts_with("host_differs: memory"))
+        .expect("a host refusal")
+        .clone();
+    assert_eq!(
+        refusal,
+        format!(
+            "host_differs: memory baseline {}, candidate {}",
+            trace_format::bytes(mem),
+            trace_format::bytes(mem / 5 * 4)
+        )
+    );
+}

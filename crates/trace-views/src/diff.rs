@@ -237,9 +237,10 @@ fn storage_table(out: &mut String, groups: &[StorageGroup], indent: &str) {
             .fold((0, 0), |(n, b), g| (n + g.count, b + g.bytes));
         let _ = writeln!(
             out,
-            "{indent}{} more groups = {} ({n} storages)",
-            rest.len(),
-            bytes(b)
+            "{indent}{} = {} ({})",
+            trace_format::more(rest.len() as u64, "group", "groups"),
+            bytes(b),
+            trace_format::count(n, "storage", "storages")
         );
     }
 }

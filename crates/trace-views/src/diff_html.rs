@@ -291,8 +291,8 @@ fn storage_table(id: String, caption: String, groups: &[StorageGroup]) -> Table 
             (n.saturating_add(g.count), b.saturating_add(g.bytes))
         });
         Text::from(format!(
-            "{} more groups = {} ({})",
-            rest.len(),
+            "{} = {} ({})",
+            trace_format::more(rest.len() as u64, "group", "groups"),
             bytes(b),
             storages(n)
         ))
@@ -623,10 +623,8 @@ fn ops_section(diff: &TraceDiff) -> Section {
                                 r.gap_ns.map(|g| g as f64),
                             ),
                             Cell::number(
-                                r.share_of_pass_gap.map_or_else(
-                                    || "-".to_string(),
-                                    |x| format!("{:.0}%", 100.0 * x),
-                                ),
+                                r.share_of_pass_gap
+                                    .map_or_else(|| "-".to_string(), crate::diff_ops::share_of_gap),
                                 r.share_of_pass_gap,
                             ),
                             Cell::trace(r.note.as_deref().unwrap_or("")),
@@ -768,7 +766,10 @@ fn spans_section(diff: &TraceDiff) -> Section {
             .iter()
             .take(SPAN_ROWS)
             .map(|r| {
-                let mut row = vec![Cell::number(format!("{:.4}", r.impact), Some(r.impact))];
+                let mut row = vec![Cell::number(
+                    impact_text(r.impact, r.impact_metric),
+                    Some(r.impact),
+                )];
                 if timing {
                     row.push(Cell::number(
                         cell(&r.total_time_ns, Unit::Time),
@@ -945,4 +946,39 @@ fn gradients_section(diff: &TraceDiff) -> Section {
 /// table as in the text.
 pub fn html(diff: &TraceDiff, top: usize) -> String {
     trace_report::html::render(&build(diff, top))
+}
+
+/// A span row's impact as a share of the whole figure it is scaled by (see trace-diff's
+/// `spans` module): `1.1% of the baseline's wall time`, `12.5% of the logical peak`; `-`
+/// when nothing changed.
+fn impact_text(impact: f64, metric: Option<trace_diff::SpanMetric>) -> String {
+    use trace_diff::SpanMetric;
+    match metric {
+        Some(SpanMetric::SelfTime | SpanMetric::TotalTime) => {
+            format!("{:.1}% of the baseline's wall time", 100.0 * impact)
+        }
+        Some(SpanMetric::DirectAllocated | SpanMetric::SubtreePeak) => {
+            format!("{:.1}% of the logical peak", 100.0 * impact)
+        }
+        None => "-".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::impact_text;
+
+    #[test]
+    fn impact_reads_as_a_share_of_what_it_is_scaled_by() {
+        use trace_diff::SpanMetric;
+        assert_eq!(
+            impact_text(0.0108, Some(SpanMetric::SelfTime)),
+            "1.1% of the baseline's wall time"
+        );
+        assert_eq!(
+            impact_text(0.0108, Some(SpanMetric::SubtreePeak)),
+            "1.1% of the logical peak"
+        );
+        assert_eq!(impact_text(0.0, None), "-");
+    }
 }

@@ -66,6 +66,18 @@ fn names(s: &RoleSide) -> String {
     elide(&shown.join(", "), 48).into_owned()
 }
 
+/// A role's share of its pass's change: `34%` inside 0–100%; a role that moved against its
+/// pass, or by more than it (other roles offsetting), says so instead of `-731%`.
+pub(crate) fn share_of_gap(s: f64) -> String {
+    if s < 0.0 {
+        "against the pass".to_string()
+    } else if s > 1.0 {
+        "more than the pass".to_string()
+    } else {
+        format!("{:.0}%", 100.0 * s)
+    }
+}
+
 /// PyTorch's autograd node names without the engine prefix.
 fn short(name: &str) -> String {
     let n = name
@@ -174,7 +186,7 @@ pub fn render(out: &mut String, diff: &TraceDiff, top: usize) {
                     side_time(&r.candidate),
                     r.gap_ns.map_or_else(|| "-".to_string(), delta_duration),
                     r.share_of_pass_gap
-                        .map_or_else(|| "-".to_string(), |s| format!("{:.0}%", 100.0 * s)),
+                        .map_or_else(|| "-".to_string(), share_of_gap),
                     allocated(&r.baseline, &r.candidate),
                 ]);
             }
@@ -196,6 +208,7 @@ pub fn render(out: &mut String, diff: &TraceDiff, top: usize) {
         let (p, r) = top_gap;
         let share = r
             .share_of_pass_gap
+            .filter(|s| (0.0..=1.0).contains(s))
             .map(|s| {
                 format!(
                     ": {:.0}% of the {} gap",
@@ -219,5 +232,18 @@ pub fn render(out: &mut String, diff: &TraceDiff, top: usize) {
                 .map(|n| format!(" — {}", escape(n)))
                 .unwrap_or_default()
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share_of_gap;
+
+    #[test]
+    fn a_share_outside_its_pass_says_so_instead_of_a_percentage() {
+        assert_eq!(share_of_gap(0.34), "34%");
+        assert_eq!(share_of_gap(1.0), "100%");
+        assert_eq!(share_of_gap(-7.31), "against the pass");
+        assert_eq!(share_of_gap(3.2), "more than the pass");
     }
 }
