@@ -19,14 +19,31 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Names from the `VarBuilder`
+//! A span created with a `module` field (the probed constructors of [`crate::nn`]) is named
+//! after it. One without is named from the parameters the run's `VarMap`
+//! ([`crate::ProfileRun::varmap`]) gained since the previous new span, its tracing name then
+//! becoming its module kind:
+//! - a layer (candle-transformers' `linear`, `embedding`, `layer-norm`, `rms-norm`, `conv*`
+//!   spans, [`LEAF_KINDS`], created right after the layer's parameters) after the owner of
+//!   the newest of them: `encoder.layer.1.attention.self.query` for its `.weight` and `.bias`
+//!   (parameters of a layer without a span, made before it, are not its own);
+//! - any other span after the `VarBuilder` prefix they all share, when they share one;
+//! - a span with no new parameters (a block around layers built before it) keeps its tracing
+//!   name, told apart by call order (`layer#2`).
+//!
+//! One look at the map's length per new span; its keys are read only when it grew; a span
+//! created while the map is locked is left unnamed.
+//!
 //! Each enter/exit inside the captured step becomes one trace span (unique id, kind `module`)
 //! whose parent is the innermost open span on that thread — a probe span or an enclosing
 //! tracing span — so the trace keeps exactly one root. It records the module path (names of the
 //! enclosing module spans joined by `/`) and the tracing span id as instance key. Outside the
 //! captured step an enter costs one atomic load, an exit two.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tracing::span::Id;
 use tracing::Subscriber;
@@ -43,6 +60,81 @@ pub struct ProbeLayer {
     session: TraceSession,
     /// Trace spans opened by this layer and not yet closed.
     open: Arc<AtomicUsize>,
+    /// The run's `VarMap` keys seen when the last span was created.
+    seen: Arc<Mutex<HashSet<String>>>,
+}
+
+/// The `VarBuilder` prefix of parameter keys: the dotted path they share, their own last
+/// segment (`weight`, `bias`) left out; `None` when they share none.
+fn shared_prefix<'a>(keys: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let mut common: Option<Vec<&str>> = None;
+    for key in keys {
+        let segments: Vec<&str> = key.split('.').collect();
+        let owner = &segments[..segments.len().saturating_sub(1)];
+        common = Some(match common {
+            None => owner.to_vec(),
+            Some(c) => c
+                .iter()
+                .zip(owner)
+                .take_while(|(a, b)| a == b)
+                .map(|(a, _)| *a)
+                .collect(),
+        });
+    }
+    common.filter(|c| !c.is_empty()).map(|c| c.join("."))
+}
+
+/// Tracing span names of single layers (the probe's and candle-transformers' `with_tracing`
+/// names): named after the owner of their newest parameter.
+pub(crate) const LEAF_KINDS: &[&str] = &[
+    "linear",
+    "embedding",
+    "layer-norm",
+    "rms-norm",
+    "group-norm",
+    "batch-norm",
+    "conv1d",
+    "conv2d",
+    "conv-transpose1d",
+    "conv-transpose2d",
+    "qmatmul",
+];
+
+impl ProbeLayer {
+    /// The name of a span of tracing name `kind` from the parameters the run's `VarMap` gained
+    /// since the last call (see the module docs).
+    fn new_parameters_prefix(&self, kind: &str) -> Option<String> {
+        let varmap = &self.session.run().parameters.as_ref()?.varmap;
+        // never wait for the map: a span created while its owner holds it is left unnamed
+        let data = match varmap.data().try_lock() {
+            Ok(d) => d,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if data.len() == seen.len() {
+            return None;
+        }
+        let mut new: Vec<(u64, &str)> = data
+            .iter()
+            .filter(|(k, _)| !seen.contains(k.as_str()))
+            .map(|(k, v)| {
+                (
+                    crate::tensor_id::tensor_number(v.as_tensor().id()),
+                    k.as_str(),
+                )
+            })
+            .collect();
+        // creation order: Candle's tensor ids count up
+        new.sort_unstable();
+        let name = if LEAF_KINDS.contains(&kind) {
+            new.last().and_then(|(_, k)| shared_prefix([*k]))
+        } else {
+            shared_prefix(new.iter().map(|(_, k)| *k))
+        };
+        seen.extend(new.into_iter().map(|(_, k)| k.to_string()));
+        name
+    }
 }
 
 /// The instance name a span carries in its `module` field (the probed constructors record
@@ -80,6 +172,7 @@ impl TraceSession {
         ProbeLayer {
             session: self.clone(),
             open: Arc::new(AtomicUsize::new(0)),
+            seen: Arc::default(),
         }
     }
 }
@@ -89,12 +182,16 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_new_span(&self, attrs: &tracing::span::Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        if attrs.metadata().fields().field("module").is_none() {
-            return;
-        }
-        let mut field = ModuleField(None);
-        attrs.record(&mut field);
-        if let (Some(name), Some(span)) = (field.0.filter(|n| !n.is_empty()), ctx.span(id)) {
+        let named = if attrs.metadata().fields().field("module").is_some() {
+            let mut field = ModuleField(None);
+            attrs.record(&mut field);
+            // the probed constructors' parameters are the map's too: seen, not named again
+            let _ = self.new_parameters_prefix(attrs.metadata().name());
+            field.0.filter(|n| !n.is_empty())
+        } else {
+            self.new_parameters_prefix(attrs.metadata().name())
+        };
+        if let (Some(name), Some(span)) = (named, ctx.span(id)) {
             span.extensions_mut().insert(ModuleName(name));
         }
     }
@@ -157,5 +254,33 @@ where
             crate::backward::forward_call_exited(self.session.inner.uid, open.id);
             self.session.inner.end_span(open.id, open.start_ns);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shared_prefix;
+
+    #[test]
+    fn the_prefix_is_the_path_the_keys_share() {
+        let q = [
+            "encoder.layer.1.attention.self.query.weight",
+            "encoder.layer.1.attention.self.query.bias",
+        ];
+        assert_eq!(
+            shared_prefix(q).as_deref(),
+            Some("encoder.layer.1.attention.self.query")
+        );
+        // one key: its owner
+        assert_eq!(shared_prefix(["fc1.weight"]).as_deref(), Some("fc1"));
+        // keys of two layers share their parent
+        assert_eq!(
+            shared_prefix(["enc.a.weight", "enc.b.weight"]).as_deref(),
+            Some("enc")
+        );
+        // nothing shared, a root key, no keys: no name
+        assert_eq!(shared_prefix(["a.weight", "b.weight"]), None);
+        assert_eq!(shared_prefix(["weight"]), None);
+        assert_eq!(shared_prefix([]), None);
     }
 }

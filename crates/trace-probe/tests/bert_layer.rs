@@ -78,17 +78,26 @@ fn bert_module_spans_and_missing_gradients() -> Result<(), Box<dyn std::error::E
         paths.contains(&"model/encoder/layer/attn/self-attn"),
         "{paths:?}"
     );
-    assert!(paths.iter().any(|p| p.ends_with("/linear")), "{paths:?}");
-    // Identical names told apart by call order under one parent: the two encoder layers, the
-    // query, key and value linears of each self-attention.
+    // candle-transformers' layers are named after the VarBuilder prefix of their parameters
+    // (their tracing name is the module kind); the blocks around them keep their tracing
+    // names, told apart by call order under one parent (the two encoder layers).
     for path in [
         "model/encoder/layer#2/attn/self-attn",
-        "model/encoder/layer/attn/self-attn/linear#2",
-        "model/encoder/layer#2/attn/self-attn/linear#3",
+        "model/encoder/layer/attn/self-attn/encoder.layer.0.attention.self.key",
+        "model/encoder/layer#2/attn/self-attn/encoder.layer.1.attention.self.value",
+        "model/encoder/layer#2/attn/self-out/encoder.layer.1.attention.output.LayerNorm",
+        // the embeddings (no spans of their own) are not the layer norm's
+        "model/embeddings/embeddings.LayerNorm",
     ] {
         assert!(paths.contains(&path), "{path} in {paths:?}");
     }
-    assert!(!paths.iter().any(|p| p.contains("#4")), "{paths:?}");
+    assert!(!paths.iter().any(|p| p.ends_with("/linear")), "{paths:?}");
+    assert!(!paths.iter().any(|p| p.contains("#3")), "{paths:?}");
+    let query = modules
+        .iter()
+        .find(|s| doc.str(s.name) == "encoder.layer.0.attention.self.query")
+        .expect("the query linear");
+    assert_eq!(query.module_kind.map(|k| doc.str(k)), Some("linear"));
     let forward = doc
         .spans
         .iter()
@@ -114,14 +123,33 @@ fn bert_module_spans_and_missing_gradients() -> Result<(), Box<dyn std::error::E
         analysis.health.issues
     );
     assert_eq!(analysis.gradients.without_gradient.len(), params.len());
-    assert!(
+    let finding = |code| {
         analysis
             .findings
             .iter()
-            .any(|f| f.code == trace_graph::FindingCode::ParametersWithoutGradient),
-        "{:#?}",
-        analysis.findings
+            .find(|f| f.code == code)
+            .unwrap_or_else(|| panic!("{code:?} in {:#?}", analysis.findings))
+    };
+    // the gradient stops at the last layer norm of the forward: the layer named after it
+    let cut = finding(trace_graph::FindingCode::ParametersWithoutGradient);
+    assert_eq!(
+        cut.evidence.module.as_deref(),
+        Some("encoder.layer.1.output.LayerNorm"),
+        "{}",
+        cut.summary
     );
+    assert!(
+        cut.summary
+            .contains("the gradient stops at module encoder.layer.1.output.LayerNorm"),
+        "{}",
+        cut.summary
+    );
+    // this test records no storages (no tracking allocator): no optimizer state is in the
+    // trace, so no figure is given for the moments of the parameters without a gradient
+    assert!(!analysis
+        .findings
+        .iter()
+        .any(|f| f.code == trace_graph::FindingCode::OptimizerStateWithoutGradient));
     Ok(())
 }
 
