@@ -129,14 +129,18 @@ pub(crate) fn no_growth(
 ) -> Checked {
     let captured = figures.steps.len() as u64;
     if captured < steps {
+        // checked: a budget built in code may hold any numbers (the file's are checked on read)
+        let hint = match (warmup.checked_add(1), warmup.checked_add(steps)) {
+            (Some(first), Some(last)) => format!(
+                " (capture them with ProfileRun::training(.., {first}).capture_steps({first}..={last}))"
+            ),
+            _ => format!(" (warmup {warmup} + steps {steps} overflows a step number)"),
+        };
         return unknown(
             budget,
             format!(
-                "{} needs {steps} captured steps; the trace has {captured} \
-                 (capture them with ProfileRun::training(.., {first}).capture_steps({first}..={last}))",
+                "{} needs {steps} captured steps; the trace has {captured}{hint}",
                 budget.describe(),
-                first = warmup + 1,
-                last = warmup + steps
             ),
         );
     }

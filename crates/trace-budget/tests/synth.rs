@@ -123,3 +123,20 @@ fn gates_read_the_diff() {
         matches!(time.check(&same).outcome, Outcome::Unknown(ref why) if why.contains("spread is unknown"))
     );
 }
+
+/// A leak budget built in code with a warm-up of u64::MAX (a hostile number the file reader
+/// refuses): checked on a one-step trace it is unknown, saying the step numbers overflow,
+/// never a panic on `warmup + steps`.
+#[test]
+fn a_leak_budget_whose_step_numbers_overflow_is_unknown_not_a_panic() {
+    let figures = Figures::of(&doc(&small(1)));
+    let r = Budgets::new().no_growth(2, u64::MAX).evaluate(&figures);
+    let c = &r.checked[0];
+    assert!(matches!(c.outcome, Outcome::Unknown(_)), "{r}");
+    assert!(
+        c.message
+            .ends_with("(warmup 18446744073709551615 + steps 2 overflows a step number)"),
+        "{}",
+        c.message
+    );
+}
