@@ -165,10 +165,26 @@ pub(crate) fn no_growth(
         return pass(budget, "no steady growth".into());
     };
     let figure = format!("+{} a step", bytes(g.bytes_per_step));
+    // steps captured apart (1, 5, 9): each entry covers the step numbers since the one before
+    let apart = !g.consecutive();
     let per_step: Vec<String> = g
         .per_step_bytes
         .iter()
-        .map(|b| format!("+{}", bytes(*b)))
+        .enumerate()
+        .map(|(i, b)| match (apart, i.checked_sub(1)) {
+            (true, Some(p)) => format!(
+                "+{} (steps {}→{})",
+                bytes(*b),
+                g.step_indices.get(p).copied().unwrap_or(0),
+                g.step_indices.get(i).copied().unwrap_or(0)
+            ),
+            (true, None) => format!(
+                "+{} (step {})",
+                bytes(*b),
+                g.step_indices.first().copied().unwrap_or(0)
+            ),
+            (false, _) => format!("+{}", bytes(*b)),
+        })
         .collect();
     let mut msg = format!(
         "live memory grew in each of {} captured steps after {warmup} warm-up: +{} a step > budget {} \
