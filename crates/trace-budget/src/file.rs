@@ -198,7 +198,7 @@ impl BudgetFile {
     /// # Errors
     /// TOML syntax, an unknown key, a bad size or percentage, a wrong version, an `[[ops]]`
     /// entry with no or several limits, a leak budget of fewer than 2 steps or whose
-    /// `warmup + steps` overflows: each naming the line.
+    /// `warmup + steps` overflows: each naming the line; a file that declares no budget.
     pub fn parse(text: &str, path: &str) -> Result<Self, FileError> {
         let line_of =
             |offset: usize| Some(text[..offset.min(text.len())].matches('\n').count() + 1);
@@ -293,6 +293,13 @@ impl BudgetFile {
             };
             budgets = budgets.with(budget);
         }
+        if budgets.budgets.is_empty() {
+            // A gate that checks nothing must not read as passed.
+            return Err(err(
+                None,
+                "declares no budget: add a [memory] limit, a [leaks] table or an [[ops]] entry (a file that checks nothing would always pass)".into(),
+            ));
+        }
         Ok(Self {
             version: BUDGET_FILE_VERSION,
             budgets,
@@ -386,6 +393,15 @@ max_share = "40%"
 
     fn error(text: &str) -> FileError {
         BudgetFile::parse(text, "b.toml").unwrap_err()
+    }
+
+    #[test]
+    fn a_file_that_checks_nothing_is_refused() {
+        for text in ["version = 1\n", "version = 1\n[memory]\n"] {
+            let e = error(text);
+            assert_eq!(e.line, None, "{text:?}");
+            assert!(e.message.starts_with("declares no budget"), "{}", e.message);
+        }
     }
 
     #[test]
