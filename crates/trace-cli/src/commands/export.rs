@@ -93,7 +93,7 @@ fn export_to<S>(
         Ok(stats) => stats,
         Err(e) => {
             let _ = std::fs::remove_file(&tmp);
-            return Err(e);
+            return Err(e.context(format!("cannot write {}", output.display())));
         }
     };
     output_file::commit(&tmp, output)?;
