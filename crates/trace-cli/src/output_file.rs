@@ -22,7 +22,16 @@ pub fn temporary_name(output: &Path, fallback: &str) -> PathBuf {
 pub fn commit(tmp: &Path, output: &Path) -> Result<()> {
     std::fs::rename(tmp, output).with_context(|| {
         let _ = std::fs::remove_file(tmp);
-        format!("cannot rename {} to {}", tmp.display(), output.display())
+        let why = if output.is_dir() {
+            " (it is a directory: give a file name)"
+        } else {
+            ""
+        };
+        format!(
+            "cannot write {}{why} (renaming the complete temporary file {} to it failed)",
+            output.display(),
+            tmp.display()
+        )
     })
 }
 
@@ -34,7 +43,13 @@ pub fn write(output: &Path, bytes: &[u8], fallback: &str) -> Result<()> {
     let tmp = temporary_name(output, fallback);
     if let Err(e) = std::fs::write(&tmp, bytes) {
         let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("cannot write {}", tmp.display()));
+        return Err(e).with_context(|| {
+            format!(
+                "cannot write {} (through the temporary file {})",
+                output.display(),
+                tmp.display()
+            )
+        });
     }
     commit(&tmp, output)
 }

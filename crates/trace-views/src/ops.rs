@@ -460,6 +460,9 @@ pub fn render(r: &OpsReport) -> String {
             if t.outside_region == 1 { "is" } else { "are" }
         );
     }
+    if let Some(d) = t.dropped.describe(t.samples) {
+        let _ = writeln!(out, "  {d}");
+    }
     if t.backward_line_unknown > 0 {
         let _ = writeln!(
             out,

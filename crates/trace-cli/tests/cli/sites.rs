@@ -56,9 +56,9 @@ fn memory_json_rows_carry_op_module_and_count() {
     let back = held.iter().find(|r| r["op"] == "matmul.backward").unwrap();
     assert!(back.get("count").is_none(), "a single storage has no count");
     // merged rows name their allocation sites; a single storage its one site
-    assert_eq!(sqr["sites"], serde_json::json!([3]));
-    assert_eq!(matmul["sites"], serde_json::json!([1]));
-    assert!(back.get("sites").is_none() && back["site"] == 2);
+    assert_eq!(sqr["site_ids"], serde_json::json!([3]));
+    assert_eq!(matmul["site_ids"], serde_json::json!([1]));
+    assert!(back.get("site_ids").is_none() && back["site"] == 2);
     let cov = &v["memory_peak"]["op_coverage"];
     assert_eq!(cov["allocated_in_step_bytes"], 65536);
     assert_eq!(cov["with_op_bytes"], 65536);
@@ -87,7 +87,7 @@ fn memory_json_gives_every_row_and_merged_rows_their_sites() {
     let merged: Vec<&Value> = held.iter().filter(|r| r.get("count").is_some()).collect();
     assert!(!merged.is_empty());
     for r in &merged {
-        let sites: Vec<u64> = r["sites"]
+        let sites: Vec<u64> = r["site_ids"]
             .as_array()
             .map(|a| a.iter().map(|x| x.as_u64().unwrap()).collect())
             .unwrap_or_default();
@@ -100,6 +100,7 @@ fn memory_json_gives_every_row_and_merged_rows_their_sites() {
                 "ascending, once each: {r}"
             );
             assert!(sites.len() as u64 <= r["count"].as_u64().unwrap());
+            assert_eq!(r["sites"], sites.len() as u64, "the count of sites: {r}");
         }
     }
     assert!(

@@ -40,10 +40,10 @@ fn next_symbol(name: &'static std::ffi::CStr) -> Option<usize> {
     let p = unsafe { libc::dlsym(lib, name.as_ptr()) };
     // Never one of this binary's own definitions (that would call itself forever).
     let ours = [
-        cuMemAllocAsync as usize,
-        cuMemAlloc_v2 as usize,
-        cuMemFreeAsync as usize,
-        cuMemFree_v2 as usize,
+        cuMemAllocAsync as *const () as usize,
+        cuMemAlloc_v2 as *const () as usize,
+        cuMemFreeAsync as *const () as usize,
+        cuMemFree_v2 as *const () as usize,
     ];
     (!p.is_null() && !ours.contains(&(p as usize))).then_some(p as usize)
 }
@@ -51,11 +51,11 @@ fn next_symbol(name: &'static std::ffi::CStr) -> Option<usize> {
 macro_rules! driver_fn {
     ($cell:ident, $name:literal, $ty:ty) => {{
         static $cell: OnceLock<Option<usize>> = OnceLock::new();
-        // SAFETY: the address is the driver's function of that name, whose C signature is
-        // `$ty` (cudarc's bindings of the same CUDA version).
-        $cell
-            .get_or_init(|| next_symbol($name))
-            .map(|p| unsafe { std::mem::transmute::<usize, $ty>(p) })
+        $cell.get_or_init(|| next_symbol($name)).map(|p| {
+            // SAFETY: the address is the driver's function of that name, whose C signature
+            // is `$ty` (cudarc's bindings of the same CUDA version).
+            unsafe { std::mem::transmute::<usize, $ty>(p) }
+        })
     }};
 }
 
