@@ -16,3 +16,7 @@ eval "$cuda_env"
 export NVCC="$PWD/scripts/nvcc-check-only"
 CARGO_TARGET_DIR="$cache/cuda-check-target" cargo clippy --locked \
     -p trace-probe -p candle-graph-examples -p trace-cli --features cuda -- -D warnings
+# The same with the complete CUDA storage capture (trace-probe's `cuda-ledger`: the driver's
+# allocation calls interposed), which is off by default until it has run on a GPU.
+CARGO_TARGET_DIR="$cache/cuda-check-target" cargo clippy --locked \
+    -p trace-probe -p candle-graph-examples -p trace-cli --features cuda,trace-probe/cuda-ledger,trace-cli/cuda-ledger -- -D warnings

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds what scripts/gpu-check.sh runs on the GPU machine (which has no Rust toolchain): the
-# `candle-graph` binary with the `cuda` feature, release profile, stripped, gzip-compressed into
+# `candle-graph` binary with the `cuda` and `cuda-ledger` features, release profile, stripped, gzip-compressed into
 # target/gpu-carry/candle-graph.gz (carry that folder to the GPU machine). Then prints its sizes
 # and the shared libraries it needs (readelf NEEDED): those are looked up there, not carried.
 #
@@ -22,7 +22,7 @@ cd "$repo"
 # Release without debug info and stripped: the binary must fit the 64 MiB the device tool
 # carries (a debug CUDA test binary was 262 MB).
 CARGO_TARGET_DIR="$target" CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=symbols \
-    cargo build --release --locked -p trace-cli --features cuda
+    cargo build --release --locked -p trace-cli --features cuda,cuda-ledger
 mkdir -p target/gpu-carry
 rm -f target/gpu-carry/candle-graph target/gpu-carry/candle-graph.gz
 bin="$target/release/candle-graph"

@@ -145,9 +145,16 @@ for model in llama mlp; do
     fi
 done
 
+# The main job on the device: `demo` profiles the llama step there and prints the analysis.
+mkdir -p "$out/demo"
+say "running: $bin demo --device $device --out $out/demo"
+timeout 120 "$bin" demo --device "$device" --out "$out/demo" >"$out/demo/demo.txt" 2>&1
+say "demo exit status $? ($(wc -l <"$out/demo/demo.txt") lines in demo/demo.txt)"
+"$bin" memory "$out/demo" --device "$device" >"$out/demo/memory.txt" 2>&1
+
 if [ "$pack" = 1 ]; then
-    (cd "$out" && tar czf details.tar.gz --exclude=details.tar.gz llama mlp 2>/dev/null &&
-        rm -rf llama mlp)
+    (cd "$out" && tar czf details.tar.gz --exclude=details.tar.gz llama mlp demo 2>/dev/null &&
+        rm -rf llama mlp demo)
     say "packed traces and summaries into $out/details.tar.gz"
 fi
 [ -f "$out/checks.txt" ] && cat "$out/checks.txt"

@@ -107,9 +107,10 @@ fn measure(mut cmd: Command, ok_codes: &[i32]) -> Result<Measured> {
     });
     let pid = child.id() as libc::pid_t;
     let mut status: libc::c_int = 0;
-    // SAFETY: `rusage` is plain data that wait4 fills; `pid` is our own child, not yet reaped
-    // (std's Child is not waited on afterwards).
+    // SAFETY: `rusage` is plain data (integers), valid when zeroed.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own child, not yet reaped (std's Child is not waited on
+    // afterwards); `status` and `usage` are valid for wait4 to fill.
     let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     let wall = start.elapsed();
     if rc != pid {

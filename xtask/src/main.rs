@@ -1,5 +1,5 @@
 //! Project tasks: `cargo xtask fixtures [--check]`, `cargo xtask pytorch-fixtures`, `cargo xtask
-//! synth`, `cargo xtask bench-scale [--events N]`.
+//! synth`, `cargo xtask bench-scale [--events N]`, `cargo xtask workspace-map [--check]`.
 //!
 //! `fixtures` regenerates the golden traces under `examples/fixtures/` by running the runnable
 //! examples in the probe's deterministic mode (logical clock, sequential ids) with
@@ -16,6 +16,7 @@ use serde_json::Value;
 
 mod bench;
 mod pytorch;
+mod workspace_map;
 
 #[derive(Debug, Parser)]
 #[command(name = "xtask", about = "candle-graph project tasks")]
@@ -66,6 +67,13 @@ enum Task {
     /// parse of the same generated trace, side by side, with CPU and peak RSS (issue 16; see
     /// xtask/src/bench.rs).
     BenchScale(bench::BenchArgs),
+    /// Write the README's workspace map from the Cargo.toml files (or check it with --check),
+    /// and check the layering rules (only the capture side depends on Candle).
+    WorkspaceMap {
+        /// Compare instead of writing.
+        #[arg(long)]
+        check: bool,
+    },
     /// The bare typed parse `bench-scale` compares with (one thread, nothing kept).
     #[command(hide = true)]
     BareParse {
@@ -143,6 +151,7 @@ fn main() -> ExitCode {
         } => synth(memory_events, spans, ops, devices, &output),
         Task::BenchScale(args) => bench::bench_scale(&workspace_root(), &args),
         Task::BareParse { path } => bench::bare_parse(&path),
+        Task::WorkspaceMap { check } => workspace_map::run(&workspace_root(), check),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

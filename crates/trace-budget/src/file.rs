@@ -197,7 +197,8 @@ impl BudgetFile {
     ///
     /// # Errors
     /// TOML syntax, an unknown key, a bad size or percentage, a wrong version, an `[[ops]]`
-    /// entry with no or several limits, a leak budget of 0 steps: each naming the line.
+    /// entry with no or several limits, a leak budget of fewer than 2 steps or whose
+    /// `warmup + steps` overflows: each naming the line.
     pub fn parse(text: &str, path: &str) -> Result<Self, FileError> {
         let line_of =
             |offset: usize| Some(text[..offset.min(text.len())].matches('\n').count() + 1);
@@ -229,6 +230,27 @@ impl BudgetFile {
                     format!(
                         "[leaks] steps = {}: growth needs at least 2 captured steps",
                         l.steps
+                    ),
+                ));
+            }
+            if l.warmup.checked_add(l.steps).is_none() {
+                // the line of `warmup` (else `steps`) inside the table
+                // (the table's span may cover only its header: read on to the next table)
+                let body = text.get(span.start..).unwrap_or("");
+                let end = body
+                    .get(1..)
+                    .and_then(|b| b.find("\n["))
+                    .map_or(body.len(), |i| i + 1);
+                let body = &body[..end];
+                let key = |k: &str| body.find(&format!("\n{k}")).map(|i| span.start + i + 1);
+                let at = key("warmup").or_else(|| key("steps")).unwrap_or(span.start);
+                return Err(err(
+                    Some(at..at),
+                    format!(
+                        "[leaks] warmup = {} and steps = {}: the last captured step, warmup + steps, does not fit a step number (at most {})",
+                        l.warmup,
+                        l.steps,
+                        u64::MAX
                     ),
                 ));
             }
@@ -396,5 +418,25 @@ max_share = "40%"
         assert_eq!(e.line, Some(4), "{e}");
         let e = error("[memory]\npeak = 5\n");
         assert!(e.message.contains("missing field `version`"), "{e}");
+    }
+
+    /// `warmup + steps` of a hostile file overflows u64: an error naming the line, not a
+    /// panic (debug) or a wrapped step number (release) when the check reports it.
+    #[test]
+    fn a_leak_budget_whose_last_step_overflows_names_its_line() {
+        let e = error("version = 1\n\n[leaks]\nsteps = 2\nwarmup = 18446744073709551615\n");
+        assert_eq!(
+            e.to_string(),
+            "b.toml line 5: [leaks] warmup = 18446744073709551615 and steps = 2: the last \
+             captured step, warmup + steps, does not fit a step number (at most \
+             18446744073709551615)"
+        );
+        // the largest that fits reads
+        let f = BudgetFile::parse(
+            "version = 1\n[leaks]\nsteps = 2\nwarmup = 18446744073709551613\n",
+            "b.toml",
+        )
+        .unwrap();
+        assert_eq!(f.budgets.budgets.len(), 1);
     }
 }

@@ -129,14 +129,18 @@ pub(crate) fn no_growth(
 ) -> Checked {
     let captured = figures.steps.len() as u64;
     if captured < steps {
+        // checked: a budget built in code may hold any numbers (the file's are checked on read)
+        let hint = match (warmup.checked_add(1), warmup.checked_add(steps)) {
+            (Some(first), Some(last)) => format!(
+                " (capture them with ProfileRun::training(.., {first}).capture_steps({first}..={last}))"
+            ),
+            _ => format!(" (warmup {warmup} + steps {steps} overflows a step number)"),
+        };
         return unknown(
             budget,
             format!(
-                "{} needs {steps} captured steps; the trace has {captured} \
-                 (capture them with ProfileRun::training(.., {first}).capture_steps({first}..={last}))",
+                "{} needs {steps} captured steps; the trace has {captured}{hint}",
                 budget.describe(),
-                first = warmup + 1,
-                last = warmup + steps
             ),
         );
     }
@@ -161,10 +165,26 @@ pub(crate) fn no_growth(
         return pass(budget, "no steady growth".into());
     };
     let figure = format!("+{} a step", bytes(g.bytes_per_step));
+    // steps captured apart (1, 5, 9): each entry covers the step numbers since the one before
+    let apart = !g.consecutive();
     let per_step: Vec<String> = g
         .per_step_bytes
         .iter()
-        .map(|b| format!("+{}", bytes(*b)))
+        .enumerate()
+        .map(|(i, b)| match (apart, i.checked_sub(1)) {
+            (true, Some(p)) => format!(
+                "+{} (steps {}→{})",
+                bytes(*b),
+                g.step_indices.get(p).copied().unwrap_or(0),
+                g.step_indices.get(i).copied().unwrap_or(0)
+            ),
+            (true, None) => format!(
+                "+{} (step {})",
+                bytes(*b),
+                g.step_indices.first().copied().unwrap_or(0)
+            ),
+            (false, _) => format!("+{}", bytes(*b)),
+        })
         .collect();
     let mut msg = format!(
         "live memory grew in each of {} captured steps after {warmup} warm-up: +{} a step > budget {} \

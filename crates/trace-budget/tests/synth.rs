@@ -123,3 +123,52 @@ fn gates_read_the_diff() {
         matches!(time.check(&same).outcome, Outcome::Unknown(ref why) if why.contains("spread is unknown"))
     );
 }
+
+/// A leak budget built in code with a warm-up of u64::MAX (a hostile number the file reader
+/// refuses): checked on a one-step trace it is unknown, saying the step numbers overflow,
+/// never a panic on `warmup + steps`.
+#[test]
+fn a_leak_budget_whose_step_numbers_overflow_is_unknown_not_a_panic() {
+    let figures = Figures::of(&doc(&small(1)));
+    let r = Budgets::new().no_growth(2, u64::MAX).evaluate(&figures);
+    let c = &r.checked[0];
+    assert!(matches!(c.outcome, Outcome::Unknown(_)), "{r}");
+    assert!(
+        c.message
+            .ends_with("(warmup 18446744073709551615 + steps 2 overflows a step number)"),
+        "{}",
+        c.message
+    );
+}
+
+/// Steps 1, 5 and 9 captured, 4,096 B kept in each (issue 46): the leak budget's figure is per
+/// step number — 8,192 B from step 1's end to step 9's over 8 step numbers = 1.00 KiB a step —
+/// and each growth names the steps it covers.
+#[test]
+fn a_leak_budget_over_steps_captured_apart_reads_per_step_number() {
+    let mut lines = vec![
+        r#"{"kind":"meta","schema":"candle-graph/trace/13","run_id":"r","entrypoint":"e::train_step","phase":"train","timestamp":"2026-01-01T00:00:00.000Z","capture_step":1,"last_capture_step":9,"warmup_steps":0,"tracking_allocator_installed":true,"capture_contract":{"logical_memory":"complete"}}"#.to_string(),
+        r#"{"kind":"span_start","id":"s1","name":"e::train_step","start_ns":0,"span_kind":"function","measured":true}"#.into(),
+    ];
+    for (k, step) in [1u64, 5, 9].into_iter().enumerate() {
+        let t = 10 + 20 * k as u64;
+        lines.push(format!(r#"{{"kind":"span_start","id":"t{step}","parent_id":"s1","name":"step {step}","start_ns":{t},"span_kind":"function","step_index":{step}}}"#));
+        lines.push(format!(r#"{{"kind":"memory","timestamp_ns":{},"action":"alloc","device":"cpu","storage_id":"K{step}","bytes":4096,"span_id":"t{step}","source":"allocator"}}"#, t + 2));
+        lines.push(format!(
+            r#"{{"kind":"span_end","id":"t{step}","duration_ns":10}}"#
+        ));
+    }
+    lines.push(r#"{"kind":"span_end","id":"s1","duration_ns":100}"#.into());
+    lines.push(r#"{"kind":"terminal","outcome":"complete","timestamp_ns":100}"#.into());
+    let doc = trace_schema::load_str(&(lines.join("\n") + "\n")).unwrap();
+    let r = Budgets::new().no_growth(3, 0).evaluate(&Figures::of(&doc));
+    let c = &r.checked[0];
+    assert_eq!(c.outcome, Outcome::Fail, "{r}");
+    assert_eq!(c.figure, "+1.00 KiB a step");
+    assert!(
+        c.message
+            .contains("per step: +4.00 KiB (step 1), +4.00 KiB (steps 1→5), +4.00 KiB (steps 5→9)"),
+        "{}",
+        c.message
+    );
+}

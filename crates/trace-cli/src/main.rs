@@ -384,6 +384,7 @@ fn run(cli: Cli) -> Result<Output> {
                     anyhow::bail!("--span and --window apply to --format chrome only; a speedscope export holds every sample");
                 }
                 let written = commands::export::run_speedscope(&trace.doc, &args.output)?;
+                warn_dropped_samples(&trace.doc);
                 if let Some(file) = &written.file {
                     let s = written.stats;
                     eprintln!(
@@ -399,6 +400,7 @@ fn run(cli: Cli) -> Result<Output> {
             }
             let written =
                 commands::export::run(&trace.doc, analysis, &args.output, args.span, args.window)?;
+            warn_dropped_samples(&trace.doc);
             if let Some(file) = &written.file {
                 let s = written.stats;
                 eprintln!(
@@ -462,6 +464,15 @@ fn export_parquet(_: &cli::ExportArgs) -> Result<Output> {
     anyhow::bail!("this candle-graph was built without the `parquet` feature (a default feature)")
 }
 
+/// The exports hold the kept samples: when the loader dropped some, a warning says how many and
+/// where, as `ops` does (one rule, `trace_ops::availability`).
+fn warn_dropped_samples(doc: &trace_schema::TraceDocument) {
+    let kept = doc.samples.samples.len() as u64;
+    if let Some(text) = trace_ops::Dropped::of(doc).describe(kept) {
+        eprintln!("candle-graph: warning: {}", trace_format::escape(&text));
+    }
+}
+
 /// A directory without `trace.jsonl` (or `.gz`) that holds rank traces (`*.rank<N>.jsonl`).
 fn is_rank_directory(path: &std::path::Path) -> bool {
     path.is_dir()
@@ -497,7 +508,7 @@ fn rank_report(dir: &std::path::Path) -> Result<trace_ranks::RankReport> {
             loaded: load(&file, Detail::Summary)
                 .map(|(t, a)| (&t.doc, a))
                 .map_err(|e| format!("{e:#}")),
-            rank_in_name: Some(rank),
+            rank_in_name: rank,
             file,
         })
         .collect();

@@ -313,7 +313,9 @@ pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> Capabil
 }
 
 /// Rewrites the reason of a `sampled` operations row with the sampler's figures: `1204 samples
-/// at 1000 Hz, 3 lost: figures are estimates`, the producer's reason after it.
+/// at 1000 Hz, 3 lost: figures are estimates`, the dropped samples when the loader dropped any,
+/// the producer's reason after it; lowers the row to `partial` when the dropped share may bias
+/// the estimate ([`trace_ops::BIASED_SHARE`]).
 pub(crate) fn describe_sampled_operations(matrix: &mut CapabilityMatrix, p: &trace_ops::OpProfile) {
     let Some(row) = matrix
         .capabilities
@@ -333,10 +335,34 @@ pub(crate) fn describe_sampled_operations(matrix: &mut CapabilityMatrix, p: &tra
         .split_once(" (")
         .map(|(_, r)| format!(" ({r}"))
         .unwrap_or_default();
+    let dropped = t
+        .dropped
+        .describe(t.samples)
+        .map(|d| format!("; {d}"))
+        .unwrap_or_default();
     row.reason = format!(
-        "{} samples{rate}{lost}: figures are estimates{producer}",
+        "{} samples{rate}{lost}: figures are estimates{dropped}{producer}",
         t.samples
     );
+    // one rule with the profile (trace_ops::availability): a biased share of dropped samples
+    // lowers the capability
+    if t.dropped.biased {
+        row.level = CapabilityLevel::Partial;
+    }
+}
+
+/// A `sampled` operations row whose samples give no estimate (cut short before the sampler's
+/// account, no sample inside the measured region, every sample dropped): `unavailable`, with
+/// the profile's reason, as `ops` says it.
+pub(crate) fn no_sampled_estimate(matrix: &mut CapabilityMatrix, why: &trace_ops::Unavailable) {
+    if let Some(row) = matrix
+        .capabilities
+        .iter_mut()
+        .find(|c| c.kind == CapabilityKind::Operations && c.level == CapabilityLevel::Sampled)
+    {
+        row.level = CapabilityLevel::Unavailable;
+        row.reason = format!("no estimate: {}", why.reason);
+    }
 }
 
 trace_schema::wire_names!(CapabilityKind, CapabilityLevel);

@@ -201,8 +201,9 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
     );
     let mut capabilities = assess_capabilities(doc, &health);
     let mut operations = trace_ops::OpProfile::from_document_with(doc, &index.spans);
-    if let Ok(p) = &operations {
-        capability::describe_sampled_operations(&mut capabilities, p);
+    match &operations {
+        Ok(p) => capability::describe_sampled_operations(&mut capabilities, p),
+        Err(u) => capability::no_sampled_estimate(&mut capabilities, u),
     }
     let sites = trace_ops::SiteProfile::from_document_with(doc, &index.spans);
     if let (Ok(p), Some(s)) = (&mut operations, &sites) {

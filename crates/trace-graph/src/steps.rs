@@ -137,6 +137,16 @@ fn grouped(n: u64) -> String {
     out
 }
 
+/// Step numbers as a list, `1, 5, 9` (at most 8, then `… (12 in all)`).
+fn numbers(steps: &[u64]) -> String {
+    const SHOWN: usize = 8;
+    let mut list: Vec<String> = steps.iter().take(SHOWN).map(|n| grouped(*n)).collect();
+    if steps.len() > SHOWN {
+        list.push(format!("… ({} in all)", steps.len()));
+    }
+    list.join(", ")
+}
+
 /// `(32, 256) f32` style description of a retained group, with its span.
 fn group_text(g: &trace_memory::RetainedGroup) -> String {
     let mut out = format!("{} × ", g.count);
@@ -183,20 +193,35 @@ pub(crate) fn finding(
     } else {
         ("step", "steps", PROJECTED_STEPS)
     };
+    let consecutive = g.consecutive();
     let rate = if g.constant {
         let exact = if g.bytes_per_step >= 1024 {
             format!(" ({} B)", grouped(g.bytes_per_step))
         } else {
             String::new()
         };
-        format!(
-            "+{}{exact} per {unit} (exactly: each {unit} ends that much above the one before; {} {units})",
-            human_bytes(g.bytes_per_step),
-            g.steps
-        )
+        if consecutive {
+            format!(
+                "+{}{exact} per {unit} (exactly: each {unit} ends that much above the one before; {} {units})",
+                human_bytes(g.bytes_per_step),
+                g.steps
+            )
+        } else {
+            format!(
+                "+{}{exact} per {unit} (exactly: each captured {unit} ends that much per {unit} number above the one captured before; {} {units} captured, {})",
+                human_bytes(g.bytes_per_step),
+                g.steps,
+                numbers(&g.step_indices)
+            )
+        }
     } else {
-        let min = g.per_step_bytes[1..].iter().min().copied().unwrap_or(0);
-        let max = g.per_step_bytes[1..].iter().max().copied().unwrap_or(0);
+        // per step number: each gap's growth over the step numbers it covers
+        let rates = g.per_step_bytes[1..]
+            .iter()
+            .zip(g.step_indices.windows(2))
+            .map(|(&b, w)| b / w[1].saturating_sub(w[0]).max(1));
+        let min = rates.clone().min().unwrap_or(0);
+        let max = rates.max().unwrap_or(0);
         format!(
             "+{} per {unit} on average over {} {units} (from {} to {})",
             human_bytes(g.bytes_per_step),
@@ -233,8 +258,18 @@ pub(crate) fn finding(
     } else {
         "something keeps each step's storages alive: a tensor kept across steps (e.g. pushed to a Vec), a stored loss holding its graph"
     };
+    let seen = if consecutive {
+        String::new()
+    } else {
+        format!(
+            " (at the rate per {unit} number over {units} {}–{}, of which {} were captured)",
+            g.step_indices.first().copied().unwrap_or(0),
+            g.step_indices.last().copied().unwrap_or(0),
+            numbers(&g.step_indices)
+        )
+    };
     let summary = format!(
-        "live memory grows at every captured {unit}: {rate}, from {} to {}; {} more {units} → +{projection}; {cause}{left_text}",
+        "live memory grows at every captured {unit}: {rate}, from {} to {}; {} more {units} → +{projection}{seen}; {cause}{left_text}",
         human_bytes(g.start_bytes),
         human_bytes(g.end_bytes),
         grouped(projected),
@@ -265,5 +300,10 @@ mod tests {
         assert_eq!(grouped(999), "999");
         assert_eq!(grouped(4096), "4,096");
         assert_eq!(grouped(32_768_000), "32,768,000");
+        assert_eq!(super::numbers(&[1, 5, 9]), "1, 5, 9");
+        assert_eq!(
+            super::numbers(&(1..=12).collect::<Vec<u64>>()),
+            "1, 2, 3, 4, 5, 6, 7, 8, … (12 in all)"
+        );
     }
 }

@@ -98,16 +98,31 @@ pub struct MemoryGrowth {
     pub start_bytes: u64,
     /// Live bytes at the last step's end.
     pub end_bytes: u64,
-    /// Per step, how much higher its end is than the end before it (the first step: than its
-    /// start, which misses what the loop allocated before the first step's guard), bytes;
-    /// every one above 0.
+    /// Per captured step, how much higher its end is than the end of the captured step before
+    /// it (the first step: than its start, which misses what the loop allocated before the
+    /// first step's guard), bytes; every one above 0. With steps captured apart (1, 5, 9) an
+    /// entry covers the step numbers since the one before (4 here).
     pub per_step_bytes: Vec<u64>,
-    /// The growth per step, bytes: from the first step's end to the last's, over the steps in
-    /// between (`(end - first end) / (steps - 1)`, rounded down) — whole loop iterations,
-    /// what happens between two steps' guards included.
+    /// The step numbers read (`step_index`), in order: `[1, 5, 9]` when those were captured.
+    pub step_indices: Vec<u64>,
+    /// The step numbers from the first captured step's end to the last's: the sum of the gaps
+    /// between captured step numbers (a gap that does not increase counts as 1); `steps - 1`
+    /// when they are consecutive.
+    pub steps_spanned: u64,
+    /// The growth per step, bytes: from the first step's end to the last's, over the step
+    /// *numbers* in between (`(end - first end) / steps_spanned`, rounded down) — whole loop
+    /// iterations, what happens between two steps' guards included. Steps 1, 5 and 9 with
+    /// 4,096 B kept each grow 8,192 B over 8 step numbers: 1,024 B per step (issue 46).
     pub bytes_per_step: u64,
-    /// Every step after the first grew by the same number of bytes.
+    /// Every step after the first grew by the same number of bytes per step number.
     pub constant: bool,
+}
+
+impl MemoryGrowth {
+    /// The captured step numbers are consecutive (no gap between them).
+    pub fn consecutive(&self) -> bool {
+        self.steps_spanned.saturating_add(1) == self.steps
+    }
 }
 
 /// Group key: allocating span, op, shape, dtype.
@@ -345,13 +360,27 @@ pub fn memory_growth(steps: &[StepMemory]) -> Option<MemoryGrowth> {
     // Every step ended above the one before: `before` (the last end) ≥ the first end.
     let first_end = steps[0].live_at_end_bytes?;
     let n = steps.len() as u64;
+    // the step numbers between consecutive captured steps; one that does not increase is 1
+    let gaps: Vec<u64> = steps
+        .windows(2)
+        .map(|w| w[1].step_index.saturating_sub(w[0].step_index).max(1))
+        .collect();
+    let spanned = gaps.iter().fold(0u64, |a, &g| a.saturating_add(g));
+    let bytes_per_step = (before - first_end) / spanned;
+    // the same bytes per step number in every gap (exact, no rounding)
+    let constant = per_step[1..]
+        .iter()
+        .zip(&gaps)
+        .all(|(&b, &g)| bytes_per_step.checked_mul(g) == Some(b));
     Some(MemoryGrowth {
         steps: n,
         start_bytes: steps[0].live_at_start_bytes,
         end_bytes: before,
-        bytes_per_step: (before - first_end) / (n - 1),
-        constant: per_step[1..].windows(2).all(|w| w[0] == w[1]),
+        bytes_per_step,
+        constant,
         per_step_bytes: per_step,
+        step_indices: steps.iter().map(|s| s.step_index).collect(),
+        steps_spanned: spanned,
     })
 }
 

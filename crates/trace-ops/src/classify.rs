@@ -17,7 +17,9 @@
 //! 3. **Op**: the outermost op frame (what the model called: `broadcast_add`, not the `add` it
 //!    is built from); the innermost op frame is kept as `inner_op`.
 //! 4. **Non-op**: the innermost frame that is not a system frame, named by its path
-//!    (`candle_nn::optim::AdamW::step`, `llama::train_step`).
+//!    (`candle_nn::optim::AdamW::step`, `llama::train_step`). A frame without a name (only an
+//!    address: a stripped library, a JIT) ends that walk: the sample is [`UNSYMBOLISED`], never
+//!    its caller's function (flameox #484's bug, issue 46); system frames inside it are its.
 //!
 //! The stack-derived module is the chain of `forward` / `forward_t` frames of types outside
 //! candle-core and the probe, outermost first, each shortened to its last two path segments
@@ -58,7 +60,8 @@ impl OpKind {
 pub struct StackClass {
     /// The op's name (`matmul`, `matmul.backward`, `grad_accumulate`), or the function's path
     /// for a non-op or probe sample; [`UNSYMBOLISED`] when no frame has a name (a stripped
-    /// binary: the flame tree still shows the addresses).
+    /// binary: the flame tree still shows the addresses) or when the innermost frame that would
+    /// name a non-op sample has none.
     pub op: String,
     /// What kind it is.
     pub kind: OpKind,
@@ -192,17 +195,23 @@ pub fn classify_roles(frames: &[&FrameEvent], roles: &[FrameRole]) -> StackClass
             file_io_frames: io_below(outer_i),
         };
     }
-    // 4. no op: the innermost frame that is not a system frame (nor, when skipped, the probe's)
+    // 4. no op: the innermost frame that is not a system frame (nor, when skipped, the probe's);
+    // a frame without a name stops the walk: its time is its own, never its caller's
     let named = roles
         .iter()
-        .position(|r| match r {
-            FrameRole::System => false,
+        .enumerate()
+        .position(|(i, r)| match r {
+            FrameRole::System => frames[i].function.is_none(),
             FrameRole::Probe => !skip_probe_frames,
             _ => true,
         })
         .or_else(|| frames.iter().position(|f| f.function.is_some()));
+    let op = match named {
+        Some(i) if frames[i].function.is_some() => function_path(frames[i]),
+        _ => UNSYMBOLISED.to_string(),
+    };
     StackClass {
-        op: named.map_or_else(|| UNSYMBOLISED.to_string(), |i| function_path(frames[i])),
+        op,
         kind: OpKind::NonOp,
         inner_op: None,
         stack_module,

@@ -5,6 +5,8 @@
 //! `Storage` enums, a crate-private `Tensor::op()`), so the probe samples the training thread's
 //! stack and this crate reads each stack as an operation:
 //!
+//! - [`availability`]: when the samples give an estimate (bad samples dropped and counted, the
+//!   estimate flagged biased past [`BIASED_SHARE`], none without a sample in the region);
 //! - [`rules`]: the stack-to-op mapping as data, with its sources in Candle 0.11.1 (op modules,
 //!   helpers, the generated line table of `Tensor::backward`'s arms);
 //! - [`classify`]: one stack → an op (`matmul`, the outermost op frame: what the model called),
@@ -47,6 +49,7 @@
 
 #![deny(missing_docs)]
 
+pub mod availability;
 pub mod classify;
 pub mod flame;
 pub mod interval;
@@ -58,6 +61,7 @@ pub mod roles;
 pub mod rules;
 pub mod sites;
 
+pub use availability::{unavailable, Dropped, BIASED_SHARE};
 pub use classify::{classify_stack, OpKind, StackClass};
 pub use flame::{flame_trees, FlameNode, FlameOptions, FlameTree};
 pub use interval::{wilson, Share, Z_95};

@@ -20,8 +20,9 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 use trace_memory::SpanIndex;
-use trace_schema::{ContractField, CoverageLevel, FrameEvent, Pass, SymbolQuality, TraceDocument};
+use trace_schema::{FrameEvent, Pass, SymbolQuality, TraceDocument};
 
+use crate::availability::{cut_before_account, no_sample_in_region, unavailable, Dropped};
 use crate::classify::{classify_roles, function_path, OpKind, StackClass};
 use crate::interval::Share;
 use crate::rules::FrameRole;
@@ -190,6 +191,10 @@ pub struct SampleTotals {
     pub backward_line_unknown: u64,
     /// Some thread's profile rests on fewer than [`FEW_SAMPLES`] samples.
     pub few_samples: bool,
+    /// Samples the loader dropped (their stack undefined or rejected) or the sampler's account
+    /// counts but the trace lacks: in no row, the figures rest on the kept ones; `biased` past
+    /// [`crate::availability::BIASED_SHARE`] (the capability is then lowered to partial).
+    pub dropped: Dropped,
 }
 
 /// File I/O inside an op: samples of one op whose stack reads or opens a file below it.
@@ -271,7 +276,7 @@ impl OpProfile {
         if table.samples.is_empty() {
             return Err(unavailable(doc));
         }
-        if let Some(why) = incomplete(doc) {
+        if let Some(why) = cut_before_account(doc) {
             return Err(Unavailable { reason: why });
         }
         // every frame's role once, then every stack's class
@@ -495,6 +500,10 @@ impl OpProfile {
         });
 
         let counted = sample_rows.iter().filter(|r| r.is_some()).count() as u64;
+        if counted == 0 {
+            return Err(no_sample_in_region(doc, region, outside));
+        }
+        let dropped = Dropped::of(doc);
         let totals = SampleTotals {
             samples: table.samples.len() as u64,
             counted,
@@ -508,6 +517,7 @@ impl OpProfile {
             few_samples: threads.iter().any(|t| t.samples < FEW_SAMPLES) || threads.is_empty(),
             threads,
             backward_line_unknown,
+            dropped,
         };
         Ok(Self {
             totals,
@@ -771,58 +781,5 @@ pub fn sort_rows(rows: &mut [OpRow], by: SortBy) {
 pub fn filter_pass(rows: &mut Vec<OpRow>, pass: Option<Pass>) {
     if let Some(p) = pass {
         rows.retain(|r| r.pass == Some(p));
-    }
-}
-
-/// Why `doc`'s samples cannot give estimates, when they cannot: the trace was cut short before
-/// the sampler's account (which the producer writes after the last sample: the samples it
-/// holds may be a biased part of the step), or the loader found samples, stacks or the account
-/// breaking their rules (a dropped or miscounted sample biases every share). A complete trace
-/// without an account keeps its estimates, its losses unknown.
-fn incomplete(doc: &TraceDocument) -> Option<String> {
-    if doc.samples.sampler.is_none() && doc.truncation.is_some() {
-        return Some(
-            "the trace was cut short before the sampler's account: the samples it holds may be a biased part of the step, so no estimate is given"
-                .to_string(),
-        );
-    }
-    let mut bad = doc
-        .semantic_issues
-        .iter()
-        .filter(|i| i.code == trace_schema::SemanticCode::InvalidSamples);
-    let first = bad.next()?;
-    let more = bad.count();
-    let more = if more > 0 {
-        format!(" (and {more} more)")
-    } else {
-        String::new()
-    };
-    Some(format!(
-        "the samples break their rules, so no estimate is given: line {}: {}{more} (`check` lists them)",
-        first.line, first.message
-    ))
-}
-
-/// Why `doc` has no profile.
-fn unavailable(doc: &TraceDocument) -> Unavailable {
-    let contract = doc.effective_contract();
-    let reason = contract
-        .as_ref()
-        .and_then(|c| c.reason(ContractField::Operations).map(str::to_string));
-    let declared = contract
-        .as_ref()
-        .map(|c| c.level(ContractField::Operations));
-    let base = match declared {
-        Some(CoverageLevel::Sampled) if doc.truncation.is_some() => {
-            "declared sampled, but the trace was cut short before any sample"
-        }
-        Some(CoverageLevel::Sampled) => "declared sampled but no sample was recorded",
-        _ => "not captured",
-    };
-    Unavailable {
-        reason: match reason {
-            Some(r) => format!("{base} ({r})"),
-            None => base.to_string(),
-        },
     }
 }

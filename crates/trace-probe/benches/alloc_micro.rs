@@ -23,6 +23,7 @@ fn pairs(c: &mut Criterion) {
     for size in [64usize, 56, 4096] {
         let layout = Layout::from_size_align(size, 8).expect("layout");
         group.bench_function(format!("system/{size}"), |b| {
+            // SAFETY: a non-zero-size layout; the block is freed with the same layout.
             b.iter(|| unsafe {
                 let p = System.alloc(black_box(layout));
                 black_box(p);
@@ -30,6 +31,7 @@ fn pairs(c: &mut Criterion) {
             })
         });
         group.bench_function(format!("tracking_disarmed/{size}"), |b| {
+            // SAFETY: as above, through the disarmed tracking allocator.
             b.iter(|| unsafe {
                 let p = DIRECT.alloc(black_box(layout));
                 black_box(p);

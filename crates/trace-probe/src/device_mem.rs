@@ -42,12 +42,20 @@ pub fn sample(device: &Device, device_label: DeviceLabel, timestamp_ns: u64) -> 
             ev.resident_bytes = resident_bytes();
         }
         #[allow(unused_variables)]
-        Device::Cuda(dev) =>
-        {
+        Device::Cuda(dev) => {
             #[cfg(feature = "cuda")]
-            if let Some((free, total)) = cuda::free_and_total(dev) {
-                ev.free_bytes = Some(free);
-                ev.capacity_bytes = Some(total);
+            {
+                if let Some((free, total)) = cuda::free_and_total(dev) {
+                    ev.free_bytes = Some(free);
+                    ev.capacity_bytes = Some(total);
+                }
+                // The stream-ordered allocator's default pool: what the application holds
+                // (`used`) and what the pool keeps from the device (`reserved`).
+                #[cfg(feature = "cuda-ledger")]
+                if let Some(pool) = cuda::pool_figures(dev) {
+                    ev.used_bytes = Some(pool.used_bytes);
+                    ev.reserved_bytes = Some(pool.reserved_bytes);
+                }
             }
         }
         #[allow(unused_variables)]
@@ -122,6 +130,21 @@ pub(crate) fn backend_storage_bytes(storage: &Storage) -> Option<u64> {
         _ => None,
     }
 }
+
+/// The device pointer of a CUDA storage (`None` for other backends or without `cuda-ledger`).
+#[allow(unused_variables)]
+pub(crate) fn backend_device_ptr(storage: &Storage) -> Option<u64> {
+    match storage {
+        #[cfg(feature = "cuda-ledger")]
+        Storage::Cuda(s) => cuda::device_ptr(s),
+        _ => None,
+    }
+}
+
+#[cfg(feature = "cuda-ledger")]
+pub(crate) use cuda::device_ptr as cuda_device_ptr;
+#[cfg(feature = "cuda-ledger")]
+pub use cuda::{pool_figures, reset_pool_high, PoolFigures};
 
 #[cfg(test)]
 mod tests {

@@ -7,6 +7,8 @@ mod backward;
 mod category;
 #[doc(hidden)]
 pub mod clock;
+#[doc(hidden)]
+pub mod cuda_ledger;
 mod device;
 #[doc(hidden)]
 pub mod device_mem;

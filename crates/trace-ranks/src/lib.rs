@@ -29,31 +29,38 @@ pub const RANKS_SCHEMA: &str = "candle-graph/ranks/1";
 /// Most rank files read from one directory.
 pub const MAX_RANKS: usize = 1 << 16;
 
-/// The rank in a file name `<stem>.rank<N>.jsonl` (or `.jsonl.gz`).
-pub fn rank_of_file_name(name: &str) -> Option<u32> {
+/// The digits after `.rank` in a file name `<stem>.rank<N>.jsonl` (or `.jsonl.gz`), whether or
+/// not the number fits a rank.
+pub fn rank_digits_of_file_name(name: &str) -> Option<&str> {
     let base = name
         .strip_suffix(".jsonl.gz")
         .or_else(|| name.strip_suffix(".jsonl"))?;
     let (_, digits) = base.rsplit_once(".rank")?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some(digits)
 }
 
-/// The rank traces in `dir` (`*.rank<N>.jsonl[.gz]`), sorted by rank then name.
+/// The rank in a file name `<stem>.rank<N>.jsonl` (or `.jsonl.gz`); `None` also when `N` does
+/// not fit a `u32` (the file is still a rank trace: [`rank_files`] lists it).
+pub fn rank_of_file_name(name: &str) -> Option<u32> {
+    rank_digits_of_file_name(name)?.parse().ok()
+}
+
+/// The rank traces in `dir` (`*.rank<N>.jsonl[.gz]`), sorted by rank then name, each with the
+/// rank its name says — `None` when `N` does not fit a `u32`
+/// (`trace.rank18446744073709551616.jsonl`): such a file is listed, never skipped, and
+/// [`build`] reads its rank from its meta or names it unreadable.
 ///
 /// # Errors
 /// The directory cannot be listed; more than [`MAX_RANKS`] files.
-pub fn rank_files(dir: &Path) -> std::io::Result<Vec<(u32, PathBuf)>> {
+pub fn rank_files(dir: &Path) -> std::io::Result<Vec<(Option<u32>, PathBuf)>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(rank) = rank_of_file_name(&name) {
-            if entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
-                out.push((rank, entry.path()));
-            }
+        if rank_digits_of_file_name(&name).is_some()
+            && entry.file_type().map(|t| t.is_file()).unwrap_or(false)
+        {
+            out.push((rank_of_file_name(&name), entry.path()));
         }
         if out.len() > MAX_RANKS {
             return Err(std::io::Error::other(format!(
@@ -281,10 +288,26 @@ pub fn build(inputs: Vec<RankInput<'_>>, world_size_hint: Option<u32>) -> RankRe
                     (Some(m), _) => m,
                     (None, Some(n)) => n,
                     (None, None) => {
+                        let name = input
+                            .file
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default();
+                        let reason = match rank_digits_of_file_name(&name) {
+                            Some(digits) => format!(
+                                "its name's rank {} does not fit (ranks are below 2^32) and its meta gives no rank",
+                                if digits.len() > 40 {
+                                    format!("{}… ({} digits)", &digits[..20], digits.len())
+                                } else {
+                                    digits.to_string()
+                                }
+                            ),
+                            None => "neither its meta nor its name gives a rank".to_string(),
+                        };
                         failed.push(FailedRank {
                             file: input.file,
                             rank: None,
-                            reason: "neither its meta nor its name gives a rank".into(),
+                            reason,
                         });
                         continue;
                     }

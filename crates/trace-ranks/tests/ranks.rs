@@ -131,3 +131,66 @@ fn a_rank_twice_and_a_name_against_its_meta_disagree() {
     assert!(r.disagreements[0].contains("named rank 1 but its meta says rank 0"));
     assert!(r.disagreements[1].contains("rank 0 has two traces"));
 }
+
+/// Issue 46, class 4: `trace.rank18446744073709551616.jsonl` (a number that does not fit a
+/// rank) whose meta says rank 2 is listed and read as rank 2 — not skipped, then reported
+/// "missing rank 2", with the straggler computed without it. Without a rank in its meta it is
+/// named unreadable, with why.
+#[test]
+fn a_rank_file_number_that_does_not_fit_is_read_from_its_meta() {
+    let dir = std::env::temp_dir().join(format!("h46-ranks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let huge = "trace.rank18446744073709551616.jsonl";
+    // rank 2 is the slowest: 100 + 900 ns of passes against 300-330 ns on the others
+    for (name, rank, bwd) in [
+        ("trace.rank0.jsonl", 0, 200),
+        ("trace.rank1.jsonl", 1, 210),
+        (huge, 2, 900),
+        ("trace.rank3.jsonl", 3, 220),
+    ] {
+        std::fs::write(dir.join(name), trace(rank, 100, bwd, 50, 1000, true)).unwrap();
+    }
+    let files = trace_ranks::rank_files(&dir).unwrap();
+    assert_eq!(files.len(), 4, "{files:?}");
+    assert_eq!(
+        files[0].0, None,
+        "the huge number gives no rank from the name"
+    );
+    let read = |files: Vec<(Option<u32>, PathBuf)>| {
+        let inputs = files
+            .into_iter()
+            .map(|(rank, file)| {
+                let text = std::fs::read_to_string(&file).unwrap();
+                RankInput {
+                    file,
+                    rank_in_name: rank,
+                    loaded: Ok(load(&text)),
+                }
+            })
+            .collect();
+        build(inputs, None)
+    };
+    let report = read(files);
+    assert_eq!(report.missing, Vec::<u32>::new());
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let ranks: Vec<u32> = report.ranks.iter().map(|r| r.rank).collect();
+    assert_eq!(ranks, [0, 1, 2, 3]);
+    let s = report.straggler.as_ref().expect("four complete ranks");
+    assert_eq!((s.rank, s.ranks_compared), (2, 4));
+    // step 5 + 100 + 900 + 10 + 5 = 1,020 ns against the others' median of 330 ns (rank 1)
+    assert_eq!(
+        (s.step.rank_ns, s.step.others_median_ns, s.step.excess_ns),
+        (1020, 330, 690)
+    );
+    // the same file without a rank in its meta: named unreadable, with why
+    let text = trace(2, 100, 900, 50, 1000, true).replace(r#""rank":2,"#, "");
+    std::fs::write(dir.join(huge), text).unwrap();
+    let report = read(trace_ranks::rank_files(&dir).unwrap());
+    assert_eq!(report.failed.len(), 1);
+    assert_eq!(
+        report.failed[0].reason,
+        "its name's rank 18446744073709551616 does not fit (ranks are below 2^32) and its meta gives no rank"
+    );
+    assert_eq!(report.missing, vec![2]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -41,15 +41,27 @@ pub const ELIDED_FRAMES: &str = "… frames left out (stack deeper than 256) …
 /// Why the export could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum SpeedscopeError {
-    /// The trace has no sampled stacks.
-    #[error("the trace has no sampled call stacks (operations were not sampled), so there is no profile to export")]
-    NoSamples,
+    /// The trace has no sampled stacks, and why ([`trace_ops::unavailable`]: not sampled, cut
+    /// short before any sample, every sample dropped).
+    #[error("the trace has no sampled call stacks ({0}), so there is no profile to export")]
+    NoSamples(String),
     /// Writing failed.
     #[error("cannot write the export: {0}")]
     Io(#[from] std::io::Error),
     /// Serializing failed (not expected for these types).
     #[error("cannot serialize the export: {0}")]
     Json(#[from] serde_json::Error),
+}
+
+impl SpeedscopeError {
+    /// [`Self::NoSamples`] with `doc`'s reason.
+    pub fn no_samples(doc: &TraceDocument) -> Self {
+        let reason = trace_ops::unavailable(doc).reason;
+        Self::NoSamples(match reason.strip_prefix("not captured") {
+            Some(rest) => format!("operations were not sampled{rest}"),
+            None => reason,
+        })
+    }
 }
 
 /// Counts of what was written.
@@ -99,7 +111,7 @@ pub fn write_speedscope<W: Write>(
 ) -> Result<SpeedscopeStats, SpeedscopeError> {
     let table = &doc.samples;
     if table.samples.is_empty() {
-        return Err(SpeedscopeError::NoSamples);
+        return Err(SpeedscopeError::no_samples(doc));
     }
     // Shared frames, deduplicated by content; `index[f]` for each frame of the table.
     let mut frames: Vec<Frame> = Vec::new();

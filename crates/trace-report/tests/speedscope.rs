@@ -173,8 +173,56 @@ fn a_trace_without_samples_is_an_error() {
     let doc = trace_schema::load_str(text).unwrap();
     let mut buf = Vec::new();
     let err = write_speedscope(&doc, "x", &mut buf).unwrap_err();
-    assert!(matches!(err, SpeedscopeError::NoSamples));
+    assert!(matches!(err, SpeedscopeError::NoSamples(_)));
+    assert_eq!(
+        err.to_string(),
+        "the trace has no sampled call stacks (operations were not sampled), so there is no profile to export"
+    );
     assert!(buf.is_empty());
+}
+
+/// Issue 46, class 8: a sampled capture cut short before its samples were written (a producer
+/// writes them after the step) says so, not "operations were not sampled".
+#[test]
+fn a_cut_short_sampled_trace_says_it_was_cut_short() {
+    let text = concat!(
+        r#"{"kind":"meta","schema":"candle-graph/trace/12","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t","capture_contract":{"operations":"sampled"}}"#,
+        "\n",
+        r#"{"kind":"span_start","id":"s1","name":"step","start_ns":0,"span_kind":"function","measured":true}"#,
+        "\n",
+    );
+    let doc = trace_schema::load_str(text).unwrap();
+    assert!(doc.truncation.is_some(), "no terminal event: cut short");
+    let err = write_speedscope(&doc, "x", Vec::new()).unwrap_err();
+    let text = err.to_string();
+    assert_eq!(
+        text,
+        "the trace has no sampled call stacks (declared sampled, but the trace was cut short \
+         before any sample was written (a producer writes the samples after the captured step)), \
+         so there is no profile to export"
+    );
+    assert!(!text.contains("not sampled"), "{text}");
+}
+
+/// Issue 46, class 7: every sample dropped (each names an undefined stack) is said as such.
+#[test]
+fn a_trace_whose_samples_were_all_dropped_says_so() {
+    let text = concat!(
+        r#"{"kind":"meta","schema":"candle-graph/trace/12","run_id":"r","entrypoint":"e","phase":"train","timestamp":"t","capture_contract":{"operations":"sampled"}}"#,
+        "\n",
+        r#"{"kind":"sample","timestamp_ns":5,"thread":1,"stack_id":9}"#,
+        "\n",
+        r#"{"kind":"terminal","outcome":"complete","timestamp_ns":10}"#,
+        "\n",
+    );
+    let doc = trace_schema::load_str(text).unwrap();
+    let err = write_speedscope(&doc, "x", Vec::new()).unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "its one sample was dropped (it names an undefined stack, at line 2; `check` lists it)"
+        ),
+        "{err}"
+    );
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! Display rows for storages (live at a peak, live at the end): bytes, category with an
 //! inferred mark, allocating span path and pass (from the analysis' span index), shape/dtype,
 //! label, and — when the trace has allocation sites (trace/13) — the allocating operation and
-//! module ([`trace_ops::SiteProfile`]). Identical rows (same site, shape, dtype, category and
-//! bytes) are merged into one with a count ([`merge`]).
+//! module ([`trace_ops::SiteProfile`]). Rows that read the same but for their op (same shape,
+//! dtype, category, pass, bytes, module, span path and label, whatever their allocation sites)
+//! are merged into one with a count, the number of sites and the tally of ops ([`merge`]).
 
 use std::collections::HashMap;
 
@@ -64,10 +65,14 @@ pub struct StorageRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub site: Option<u32>,
     /// For a merged row: the number of identical storages it stands for (same shape, dtype,
-    /// category, pass, bytes, module, span path and label); `bytes` is per storage. Absent for
-    /// a single storage.
+    /// category, pass, bytes, module, span path and label, whatever their allocation sites —
+    /// see [`merge`]); `bytes` is per storage. Absent for a single storage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,
+    /// For a merged row: how many distinct allocation sites its storages came from (`site` is
+    /// then absent when more than one). Absent for a single storage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sites: Option<u64>,
     /// For a merged row of storages allocated by several ops: each op with its count, most
     /// first (`op` is then absent). Absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -104,6 +109,7 @@ impl StorageRow {
             module: site.and_then(|x| x.module.map(str::to_string)),
             site: site.map(|x| x.site),
             count: None,
+            sites: None,
             ops: None,
         }
     }
@@ -163,7 +169,10 @@ impl StorageRow {
 }
 
 /// Merges rows that read the same but for their op — same shape, dtype, category, pass,
-/// bytes, module, span path and label; rows without a site are never merged — into one row each
+/// bytes, module, span path and label, **whatever their allocation sites** (the one rule, said
+/// in the CLI README: storages of different sites merge when every other column reads the
+/// same; the row says how many sites, `sites`, and keeps `site` only when there is one); rows
+/// without a site are never merged — into one row each
 /// with a count and the tally of its ops (`affine ×6, add ×3, …`), keeping the first row's
 /// other fields (rows arrive largest first, then by alloc time). An optimizer-pass temporary
 /// whose bytes equal exactly one parameter's among the rows is first tied to it (`update of
@@ -184,6 +193,8 @@ pub fn merge(mut rows: Vec<StorageRow>) -> Vec<StorageRow> {
         label: Option<String>,
     }
     let mut index: HashMap<Key, usize> = HashMap::new();
+    // per merged row (its index in `out`): the distinct sites, O(1) each
+    let mut sites: HashMap<usize, std::collections::HashSet<u32>> = HashMap::new();
     let mut out: Vec<StorageRow> = Vec::with_capacity(rows.len());
     for r in rows {
         if r.site.is_none() {
@@ -204,7 +215,12 @@ pub fn merge(mut rows: Vec<StorageRow>) -> Vec<StorageRow> {
             Some(&i) => {
                 let m = &mut out[i];
                 m.count = Some(m.storages() + 1);
-                if m.site != r.site {
+                let seen = sites
+                    .entry(i)
+                    .or_insert_with(|| m.site.into_iter().collect());
+                seen.extend(r.site);
+                m.sites = Some(seen.len() as u64);
+                if seen.len() > 1 {
                     m.site = None;
                 }
                 let op = r.op.clone().unwrap_or_else(|| "-".to_string());

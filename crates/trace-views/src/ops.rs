@@ -459,6 +459,9 @@ pub fn render(r: &OpsReport) -> String {
             t.outside_region
         );
     }
+    if let Some(d) = t.dropped.describe(t.samples) {
+        let _ = writeln!(out, "  {d}");
+    }
     if t.backward_line_unknown > 0 {
         let _ = writeln!(
             out,

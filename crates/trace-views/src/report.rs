@@ -859,6 +859,9 @@ fn ops_section(profile: &Result<OpProfile, trace_ops::Unavailable>) -> Section {
             t.outside_region
         ))));
     }
+    if let Some(d) = t.dropped.describe(t.samples) {
+        blocks.push(Block::Paragraph(Text::from(format!("{d}."))));
+    }
     if t.backward_line_unknown > 0 {
         blocks.push(Block::Paragraph(Text::from(format!(
             "{} backward samples could not be assigned to a backward op (no line tables, or another Candle version): counted as `backward`.",

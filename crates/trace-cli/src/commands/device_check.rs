@@ -13,6 +13,7 @@
 //! | `synchronized` | the trace's meta names `D` and says the measured region was device-synchronised (on GPUs; CPU has nothing to synchronise) |
 //! | `gradient-verdicts` | the parameters' gradient states on `D` equal the CPU run's, and every loss of both runs is finite |
 //! | `overhead` | measured: the median and range of armed ÷ disarmed update time over the pairs (a figure, no threshold) |
+//! | `storages-complete` | CUDA with feature `cuda-ledger` only: logical memory `complete`, and the trace's live bytes equal the driver pool's used bytes (`USED_MEM_CURRENT`) within max(1%, 1 MiB) at every sampled span boundary; the step's allocations beside the CPU reference's (see `device_storages`) |
 //!
 //! The traces land in `DIR/<model>/<device>/trace.jsonl` (device label with `:` as `-`) and
 //! `DIR/<model>/reference-cpu/trace.jsonl`; the results in `DIR/checks.txt` and
@@ -140,7 +141,7 @@ pub fn evaluate(
         passed,
         figures,
     };
-    vec![
+    let mut checks = vec![
         mk("parameters", check_parameters(device.doc, label, params)),
         mk("gradients", check_gradients(device.doc, label, params)),
         mk("adamw-state", check_adamw_state(device.doc, label, params)),
@@ -151,7 +152,15 @@ pub fn evaluate(
         ),
         mk("gradient-verdicts", check_verdicts(device, cpu)),
         mk("overhead", check_overhead(overhead)),
-    ]
+    ];
+    // CUDA only: the driver's pool reports what the device holds, to compare the trace with.
+    if cfg!(feature = "cuda-ledger") && label.starts_with("cuda") {
+        checks.push(mk(
+            "storages-complete",
+            super::device_storages::check_storages_complete(device.doc, cpu.doc, label),
+        ));
+    }
+    checks
 }
 
 /// Escapes trace text for the terminal (control and bidirectional characters).
@@ -377,6 +386,11 @@ fn check_adamw_state(
 /// The device's used bytes in one sample and where the figure comes from: `used_bytes` when
 /// the producer wrote it, else `capacity − free` (CUDA's `cuMemGetInfo`), else RSS (CPU).
 fn used_of(s: &trace_memory::PhysicalSample) -> Option<(u64, &'static str)> {
+    // On CUDA `used_bytes` is the memory pool's live allocations (`storages-complete`
+    // compares it with the trace); the device's own figure is `total − free`.
+    if let (Some(c), Some(f)) = (s.capacity_bytes, s.free_bytes) {
+        return c.checked_sub(f).map(|u| (u, "total − free (cuMemGetInfo)"));
+    }
     if let Some(u) = s.used_bytes {
         return Some((u, "used bytes"));
     }

@@ -64,7 +64,7 @@ pub fn run(
 /// A trace without samples (before any file is created); I/O errors naming the file.
 pub fn run_speedscope(doc: &TraceDocument, output: &Path) -> Result<Written<SpeedscopeStats>> {
     if doc.samples.samples.is_empty() {
-        return Err(trace_report::speedscope::SpeedscopeError::NoSamples.into());
+        return Err(trace_report::speedscope::SpeedscopeError::no_samples(doc).into());
     }
     let exporter = format!("{}@{}", TOOL.name, TOOL.version);
     export_to(output, |w| Ok(write_speedscope(doc, &exporter, w)?))

@@ -6,6 +6,7 @@
 pub mod budget;
 pub mod demo;
 pub mod device_check;
+pub mod device_storages;
 pub mod export;
 #[cfg(feature = "parquet")]
 pub mod export_parquet;

@@ -138,54 +138,39 @@ fn bad_budget_files_exit_2_naming_the_line() {
     );
 }
 
+/// Runs `args` with `--format format`: exit `code`, stdout starting with `starts` and
+/// holding each of `holds` (one block for every format of `check --budget` and `diff`).
+fn formatted(args: &[&str], format: &str, code: i32, starts: &str, holds: &[&str]) {
+    let mut all = args.to_vec();
+    all.extend(["--format", format]);
+    let r = run(&all);
+    assert_eq!(r.code, code, "{all:?}: {}{}", r.stdout, r.stderr);
+    assert!(r.stdout.starts_with(starts), "{all:?}: {}", r.stdout);
+    for h in holds {
+        assert!(r.stdout.contains(h), "{all:?}: no {h:?} in {}", r.stdout);
+    }
+}
+
 #[test]
 fn budgets_print_as_markdown_and_junit_for_ci() {
     let (_d, trace, budget) = trace_and_budget("version = 1\n[memory]\npeak = \"8 KiB\"\n");
-    let r = run(&[
-        "check",
-        s(&trace),
-        "--budget",
-        s(&budget),
-        "--format",
+    let args = ["check", s(&trace), "--budget", s(&budget)];
+    formatted(
+        &args,
         "markdown",
-    ]);
-    assert_eq!(r.code, 1);
-    assert!(
-        r.stdout.starts_with("### candle-graph check "),
-        "{}",
-        r.stdout
+        1,
+        "### candle-graph check ",
+        &["| peak ≤ 8.00 KiB | 10.00 KiB | ❌ FAIL |"],
     );
-    assert!(
-        r.stdout
-            .contains("| peak ≤ 8.00 KiB | 10.00 KiB | ❌ FAIL |"),
-        "{}",
-        r.stdout
-    );
-    let r = run(&[
-        "check",
-        s(&trace),
-        "--budget",
-        s(&budget),
-        "--format",
+    formatted(
+        &args,
         "junit",
-    ]);
-    assert_eq!(r.code, 1);
-    assert!(
-        r.stdout.starts_with("<?xml version=\"1.0\""),
-        "{}",
-        r.stdout
-    );
-    assert!(
-        r.stdout
-            .contains("tests=\"1\" failures=\"1\" skipped=\"0\""),
-        "{}",
-        r.stdout
-    );
-    assert!(
-        r.stdout
-            .contains("<failure message=\"peak 10.00 KiB &gt; budget 8.00 KiB"),
-        "{}",
-        r.stdout
+        1,
+        "<?xml version=\"1.0\"",
+        &[
+            "tests=\"1\" failures=\"1\" skipped=\"0\"",
+            "<failure message=\"peak 10.00 KiB &gt; budget 8.00 KiB",
+        ],
     );
     let r = run(&["check", s(&trace), "--budget", s(&budget), "--json"]);
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
@@ -307,53 +292,24 @@ fn bad_gates_exit_2_naming_the_gate() {
 #[test]
 fn diff_prints_markdown_and_junit_for_ci() {
     let (_d, base, cand) = two_traces(&bigger(8192));
-    let r = run(&[
-        "diff",
-        s(&base),
-        s(&cand),
-        "--fail-on",
-        "peak>+5%",
-        "--format",
+    let args = ["diff", s(&base), s(&cand), "--fail-on", "peak>+5%"];
+    formatted(
+        &args,
         "markdown",
-    ]);
-    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
-    assert!(
-        r.stdout.starts_with("### candle-graph diff\n"),
-        "{}",
-        r.stdout
+        1,
+        "### candle-graph diff\n",
+        &[
+            "(one run on a side: the run-to-run spread is unknown)",
+            "| peak &gt; +5.0% | +40.0% | ❌ FAIL |",
+            "| peak | 10.00 KiB | 14.00 KiB | +40.0% | increased |",
+        ],
     );
-    assert!(
-        r.stdout
-            .contains("(one run on a side: the run-to-run spread is unknown)"),
-        "{}",
-        r.stdout
-    );
-    assert!(
-        r.stdout.contains("| peak &gt; +5.0% | +40.0% | ❌ FAIL |"),
-        "{}",
-        r.stdout
-    );
-    assert!(
-        r.stdout
-            .contains("| peak | 10.00 KiB | 14.00 KiB | +40.0% | increased |"),
-        "{}",
-        r.stdout
-    );
-    let r = run(&[
-        "diff",
-        s(&base),
-        s(&cand),
-        "--fail-on",
-        "peak>+5%",
-        "--format",
+    formatted(
+        &args,
         "junit",
-    ]);
-    assert_eq!(r.code, 1);
-    assert!(
-        r.stdout
-            .contains("<testsuite name=\"candle-graph diff\" tests=\"1\" failures=\"1\""),
-        "{}",
-        r.stdout
+        1,
+        "<?xml version=\"1.0\"",
+        &["<testsuite name=\"candle-graph diff\" tests=\"1\" failures=\"1\""],
     );
     // --json: the diff's record with the gates beside it, only when gates were given
     let r = run(&[

@@ -426,8 +426,10 @@ fn real_sampled_llama_and_mlp_steps() {
     }
 }
 
+/// One rule for bad samples (issue 46): a sample the account counts but the file lacks is
+/// missing, said beside the estimate of the kept ones (1 of 202: under 5%, not biased).
 #[test]
-fn samples_that_disagree_with_the_account_give_no_estimate() {
+fn samples_that_disagree_with_the_account_are_said_beside_the_estimate() {
     let text =
         std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SYNTHETIC))
             .unwrap();
@@ -447,9 +449,13 @@ fn samples_that_disagree_with_the_account_give_no_estimate() {
     std::fs::write(&path, short).unwrap();
     let out = ops(&[path.to_str().unwrap()]);
     assert!(
-        out.contains("operations: unavailable") && out.contains("the trace holds"),
+        out.contains(
+            "1 of 202 samples the sampler's account counts are missing from the trace: the \
+             figures rest on the kept samples"
+        ),
         "{out}"
     );
+    assert!(!out.contains("operations: unavailable"), "{out}");
     // cut short inside the samples: no estimate either
     let cut: String = text
         .lines()

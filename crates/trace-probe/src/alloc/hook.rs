@@ -142,9 +142,12 @@ unsafe fn block_holds(block: *const u8, size: usize, data: usize) -> bool {
     let base = block as *const usize;
     if off != usize::MAX {
         let i = off / std::mem::size_of::<usize>();
-        return i < words && base.add(i).read_volatile() == data;
+        // SAFETY: `i < words`, so word `i` lies inside the `size` readable bytes of `block`
+        // (the caller's contract).
+        return i < words && unsafe { base.add(i).read_volatile() } == data;
     }
-    (0..words).any(|i| base.add(i).read_volatile() == data)
+    // SAFETY: every `i < words` names a word inside the `size` readable bytes of `block`.
+    (0..words).any(|i| unsafe { base.add(i).read_volatile() } == data)
 }
 
 /// The dtype code of a dying CPU storage block: 1 + the index of its variant in the calibrated
@@ -158,7 +161,8 @@ pub(crate) unsafe fn dtype_code(block: *const u8, size: usize) -> u8 {
     if off == usize::MAX || off + std::mem::size_of::<usize>() > size {
         return 0;
     }
-    let byte = u16::from((block.add(off) as *const usize).read_volatile() as u8);
+    // SAFETY: `off + size_of::<usize>() <= size` (checked above), inside the readable block.
+    let byte = u16::from(unsafe { (block.add(off) as *const usize).read_volatile() } as u8);
     for (i, b) in DTYPE_BYTES.iter().enumerate() {
         let b = b.load(Ordering::Relaxed);
         if b == u16::MAX {
@@ -224,7 +228,8 @@ fn on_dealloc(ptr: *mut u8, size: usize) {
 unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let ptr = self.inner.alloc(layout);
+        // SAFETY: forwarded with the caller's layout, under `GlobalAlloc::alloc`'s contract.
+        let ptr = unsafe { self.inner.alloc(layout) };
         let s = self.flags();
         self.count(layout.size() as i64);
         if s & (ARMED | SITE_CALIB) != 0 {
@@ -235,7 +240,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let ptr = self.inner.alloc_zeroed(layout);
+        // SAFETY: forwarded with the caller's layout, under `GlobalAlloc::alloc_zeroed`'s contract.
+        let ptr = unsafe { self.inner.alloc_zeroed(layout) };
         let s = self.flags();
         self.count(layout.size() as i64);
         if s & (ARMED | SITE_CALIB) != 0 {
@@ -259,12 +265,15 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
             return;
         }
         self.count(-(layout.size() as i64));
-        self.inner.dealloc(ptr, layout)
+        // SAFETY: `ptr` and `layout` are the caller's, who allocated `ptr` from this allocator
+        // (so from `inner`) with `layout`.
+        unsafe { self.inner.dealloc(ptr, layout) }
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let new = self.inner.realloc(ptr, layout, new_size);
+        // SAFETY: forwarded with the caller's arguments, under `GlobalAlloc::realloc`'s contract.
+        let new = unsafe { self.inner.realloc(ptr, layout, new_size) };
         let s = self.flags();
         if !new.is_null() {
             self.count(new_size as i64 - layout.size() as i64);

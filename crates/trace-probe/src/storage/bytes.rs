@@ -73,6 +73,8 @@ pub struct StorageFacts {
     pub logical_bytes: Option<u64>,
     /// CPU data pointer.
     pub data_ptr: Option<usize>,
+    /// Device pointer of a CUDA storage (`None` elsewhere, or without the `cuda` feature).
+    pub device_ptr: Option<u64>,
     /// Device.
     pub device: DeviceLabel,
 }
@@ -89,12 +91,14 @@ pub fn storage_facts(t: &Tensor) -> StorageFacts {
         #[allow(unreachable_patterns)]
         other => (crate::device_mem::backend_storage_bytes(other), None, None),
     };
+    let device_ptr = crate::device_mem::backend_device_ptr(&guard);
     drop(guard);
     StorageFacts {
         key,
         bytes,
         logical_bytes,
         data_ptr,
+        device_ptr,
         device: DeviceLabel::of(t.device()),
     }
 }

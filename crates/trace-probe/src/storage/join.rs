@@ -270,7 +270,9 @@ impl Joiner {
         let pointed: HashSet<usize> = self
             .live_tensors
             .iter()
-            .map(|&t| ((t + tensor_storage_offset) as *const usize).read_volatile())
+            // SAFETY: a live tensor block (readable by the caller's contract) holds
+            // `tensor_storage_offset + word <= tensor_block_size` bytes (checked above).
+            .map(|&t| unsafe { ((t + tensor_storage_offset) as *const usize).read_volatile() })
             .collect();
         let mut out = Vec::new();
         for (&block, &block_ns) in &self.live_blocks {
@@ -278,10 +280,12 @@ impl Joiner {
                 continue;
             }
             // `ArcInner` is `repr(C)`: the strong count is the block's first word.
-            if (block as *const usize).read_volatile() == 0 {
+            // SAFETY: a live storage block, readable by the caller's contract.
+            if unsafe { (block as *const usize).read_volatile() } == 0 {
                 continue; // died after the disarm (its free is held, not logged)
             }
-            let data = ((block + data_ptr_offset) as *const usize).read_volatile();
+            // SAFETY: as above; `data_ptr_offset + word <= block_size` (checked above).
+            let data = unsafe { ((block + data_ptr_offset) as *const usize).read_volatile() };
             match self.allocs.get(&data) {
                 Some(&d) if d.ts_ns <= block_ns && d.size > 0 => {
                     out.push(LiveAtEnd { block, data: d });

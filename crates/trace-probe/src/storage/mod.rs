@@ -10,6 +10,7 @@
 //! | `window` | the capture window: arm, drain, pending events, close, summary, logical-memory contract |
 //! | `drainer` | the background thread that drains the ring past a high-water mark while a window is open |
 //! | `registration` | registering graph nodes, gradients and labelled tensors into the window |
+//! | `device_window` | CUDA storages nobody registered, from the driver-call ledger (`crate::cuda_ledger`) |
 //! | `construction` | optimizer state allocated while the inner optimizer is built |
 //! | `sites` | allocation sites: raw stacks of storages' data buffers deduplicated into site ids; the walker calibration |
 //! | `tracker` | every storage allocated since the session was created, adopted at capture start |
@@ -21,6 +22,7 @@
 
 pub mod bytes;
 mod construction;
+pub mod device_window;
 mod drainer;
 pub mod events;
 pub(crate) mod join;

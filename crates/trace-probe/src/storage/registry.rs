@@ -42,6 +42,9 @@ pub struct StorageEntry {
     pub logical_bytes: Option<u64>,
     /// CPU data pointer (for joining to the allocator log).
     pub data_ptr: Option<usize>,
+    /// CUDA device pointer (for the device-allocation ledger: a named storage is written by
+    /// the registry, never by the ledger too).
+    pub device_ptr: Option<u64>,
     /// Shape of the first tensor registered on this storage.
     pub shape: Vec<u64>,
     /// Dtype label (`f32`, …).
@@ -151,6 +154,10 @@ impl Registry {
     /// Registers `t`: an alias when its storage is a live known one, else a new lifetime.
     pub fn register(&mut self, t: &Tensor, what: RegisterAs) -> Registration {
         let facts = storage_facts(t);
+        #[cfg(feature = "cuda-ledger")]
+        if let Some(p) = facts.device_ptr {
+            crate::cuda_ledger::claim(p);
+        }
         if let Some(&tag) = self.by_key.get(&facts.key) {
             if let Some(entry) = self.entries.get(&tag) {
                 if self.is_live(entry, &facts) {
@@ -198,6 +205,7 @@ impl Registry {
             bytes: facts.bytes,
             logical_bytes: facts.logical_bytes,
             data_ptr: facts.data_ptr,
+            device_ptr: facts.device_ptr,
             shape: t.dims().iter().map(|&d| d as u64).collect(),
             dtype: t.dtype().as_str().to_string(),
             tensor_ids: vec![t.id()],
@@ -266,6 +274,7 @@ impl Registry {
                 bytes: Some(bytes),
                 logical_bytes: None,
                 data_ptr: Some(data_ptr),
+                device_ptr: None,
                 shape: Vec::new(),
                 dtype: String::new(),
                 tensor_ids: Vec::new(),

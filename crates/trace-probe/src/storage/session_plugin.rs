@@ -137,6 +137,12 @@ impl StoragePlugin {
         site_threshold: Option<usize>,
     ) -> Self {
         let owner = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
+        // Whether the device's allocations pass through the ledger (once per process; the
+        // logical-memory contract reads the result).
+        #[cfg(feature = "cuda-ledger")]
+        if let Device::Cuda(dev) = device {
+            let _ = crate::cuda_ledger::interpose::observing(dev);
+        }
         let tracking = match device {
             Device::Cpu if track => capture::lock().start_tracking(owner),
             Device::Cpu => Err(
@@ -481,6 +487,16 @@ impl CapturePlugin for StoragePlugin {
     }
 
     fn around_optimizer_construction(&self, construct: &mut dyn FnMut()) {
+        #[cfg(feature = "cuda-ledger")]
+        if matches!(self.device, Device::Cuda(_)) {
+            // The moments are device allocations: the ledger marks those made now.
+            let ((), _bytes) = crate::cuda_ledger::construction(
+                "optimizer state",
+                MemoryCategory::Optimizer,
+                construct,
+            );
+            return;
+        }
         if !matches!(self.device, Device::Cpu) {
             return construct();
         }

@@ -258,7 +258,11 @@ impl SessionTracker {
         let pointed: FxHashSet<usize> = self
             .live_tensors
             .iter()
-            .map(|&t| ((t + layout.tensor_storage_offset) as *const usize).read_volatile())
+            // SAFETY: a live tensor block (the caller's contract keeps it readable) holds
+            // `tensor_storage_offset + word <= tensor_block_size` bytes (checked above).
+            .map(|&t| unsafe {
+                ((t + layout.tensor_storage_offset) as *const usize).read_volatile()
+            })
             .collect();
         let mut blocks: Vec<(usize, u64)> = self
             .live_blocks
@@ -269,11 +273,14 @@ impl SessionTracker {
         blocks.sort_by_key(|&(b, t)| (t, b));
         for (block, block_ns) in blocks {
             // `ArcInner` is `repr(C)`: the strong count is the block's first word.
-            let strong = (block as *const usize).read_volatile();
+            // SAFETY: a live storage block, readable by the caller's contract.
+            let strong = unsafe { (block as *const usize).read_volatile() };
             if strong == 0 {
                 continue; // died after the disarm (its free is held, not logged)
             }
-            let data = ((block + layout.data_ptr_offset) as *const usize).read_volatile();
+            // SAFETY: as above; `data_ptr_offset + word <= block_size` (checked above).
+            let data =
+                unsafe { ((block + layout.data_ptr_offset) as *const usize).read_volatile() };
             match self.allocs.get(&data) {
                 Some(&(ts, size)) if ts <= block_ns && size > 0 => out.storages.push(LiveStorage {
                     block,

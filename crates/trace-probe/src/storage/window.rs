@@ -92,6 +92,9 @@ pub struct CaptureSummary {
     pub adopted_bytes: u64,
     /// The allocation-site capture of the window (`None`: sites off).
     pub sites: Option<super::sites::SiteCapture>,
+    /// CUDA storages written from the device-allocation ledger (feature `cuda-ledger`; zero
+    /// elsewhere).
+    pub device_storages: super::device_window::DeviceStorages,
 }
 
 impl CaptureSummary {
@@ -299,10 +302,11 @@ fn base_contract(device: DeviceLabel) -> (CoverageLevel, Option<String>) {
             CoverageLevel::None,
             Some(format!("automatic storage capture unavailable: {e}")),
         ),
-        (Ok(_), true) if !device.is_cpu() => (
+        (Ok(_), true) if !device.is_cpu() && device_ledger_failure(device).is_some() => (
             CoverageLevel::Partial,
             Some(format!(
-                "{device}: storages are captured through registration only (the CPU drop signature does not apply); host-side frees mark the last handle's release into the device pool"
+                "{device}: storages are captured through registration only ({}); host-side frees mark the last handle's release into the device pool",
+                device_ledger_failure(device).unwrap_or_default()
             )),
         ),
         (Ok(_), true) if !st.unknown_pre_existing.is_empty() => (
@@ -313,6 +317,21 @@ fn base_contract(device: DeviceLabel) -> (CoverageLevel, Option<String>) {
             )),
         ),
         (Ok(_), true) => (CoverageLevel::Complete, None),
+    }
+}
+
+/// Why `device`'s storages are not all seen at the driver (`None`: they are — a CUDA device
+/// whose allocations were checked to pass through [`crate::cuda_ledger`]).
+fn device_ledger_failure(device: DeviceLabel) -> Option<String> {
+    match device {
+        DeviceLabel::Cpu => None,
+        #[cfg(feature = "cuda-ledger")]
+        DeviceLabel::Cuda(_) => match crate::cuda_ledger::interpose::checked() {
+            Some(Ok(())) => None,
+            Some(Err(why)) => Some(why),
+            None => Some("the device-allocation check did not run".into()),
+        },
+        _ => Some("the CPU drop signature does not apply".into()),
     }
 }
 
@@ -417,6 +436,8 @@ impl CaptureState {
             Some((threshold, unwinder)) => alloc::sites::reset(threshold, unwinder),
             None => alloc::sites::reset(0, alloc::sites::Unwinder::Libgcc),
         }
+        #[cfg(feature = "cuda-ledger")]
+        self.open_device_window(device, start);
         super::drainer::window_opened();
         hook::arm();
         Begun::Window
@@ -694,6 +715,11 @@ impl CaptureState {
         let identified = if was_open {
             let found = self.queue_live_at_end();
             hold::release();
+            #[cfg(feature = "cuda-ledger")]
+            {
+                self.summary.device_storages =
+                    self.queue_device_storages(self.device(), self.start_session_ns);
+            }
             events.append(&mut self.pending);
             found
         } else {

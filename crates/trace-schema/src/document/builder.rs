@@ -362,6 +362,7 @@ impl TraceBuilder {
                 }
             }
             TraceEvent::Frame(mut e) => {
+                super::samples::blank_is_unnamed(&mut e);
                 let FrameEvent {
                     function,
                     file,
@@ -386,6 +387,7 @@ impl TraceBuilder {
             TraceEvent::Sample(e) => {
                 let span = e.span_id.as_deref().map(|x| doc.strings.intern(x));
                 if let Err(problem) = doc.samples.push_sample(&e, span) {
+                    doc.samples.dropped_sample_lines.push(line);
                     self.issue(SemanticCode::InvalidSamples, line, problem);
                 }
             }

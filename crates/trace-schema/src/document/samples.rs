@@ -46,6 +46,10 @@ pub struct SampleTable {
     pub samples: Vec<SampleRecord>,
     /// The sampler's account (the first one, if several).
     pub sampler: Option<SamplerEvent>,
+    /// The 1-based lines of the `sample` events that were dropped (they named a stack no
+    /// earlier `stack` defines, or one that was rejected), in file order: the estimates rest on
+    /// the kept samples and say how many were dropped (issue 46).
+    pub dropped_sample_lines: Vec<u64>,
     frame_index: HashMap<u32, u32>,
     stack_index: HashMap<u32, u32>,
 }
@@ -57,6 +61,7 @@ impl SampleTable {
             && self.stacks.is_empty()
             && self.samples.is_empty()
             && self.sampler.is_none()
+            && self.dropped_sample_lines.is_empty()
     }
 
     /// The frames of a stack, innermost first.
@@ -176,5 +181,21 @@ impl SampleTable {
         self.frames.shrink_to_fit();
         self.stacks.shrink_to_fit();
         self.samples.shrink_to_fit();
+    }
+}
+
+/// A frame's `function`, `file`, `module` or `address` that is empty or only whitespace names
+/// nothing: it is read as absent, so the frame falls back to what else names it (its address,
+/// else `(unsymbolised)`) rather than showing a blank name (issue 46).
+pub(crate) fn blank_is_unnamed(frame: &mut FrameEvent) {
+    for field in [
+        &mut frame.function,
+        &mut frame.file,
+        &mut frame.module,
+        &mut frame.address,
+    ] {
+        if field.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            *field = None;
+        }
     }
 }
