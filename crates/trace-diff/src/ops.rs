@@ -462,11 +462,18 @@ pub fn compare_ops(
                 row(key, map, bs, cs, comparable, user_pass_gap)
             })
             .collect();
-        // a measured side's pass time no op covers is time outside any op too
+        // a measured side's pass time no op covers is time outside any op too (a sampled
+        // side's remainder without such stacks is the estimates' rounding: no row)
         if !rows.iter().any(|r| r.kind == RowKind::OutsideOps) {
             let side = |a: &Option<PassAccount>| RoleSide {
                 ops: Vec::new(),
-                ns: a.as_ref().map(|a| a.outside_ops_ns),
+                ns: a.as_ref().map(|a| {
+                    if a.samples.is_some() {
+                        0
+                    } else {
+                        a.outside_ops_ns
+                    }
+                }),
                 ..side_of(&[])
             };
             let (bs, cs) = (side(&ba), side(&ca));
