@@ -197,8 +197,19 @@ fn load_with(input: &Path, spill_memory: bool) -> Result<LoadedTrace> {
         .take(SNIFF_BYTES as u64)
         .read_to_end(&mut head)
         .with_context(|| format!("cannot read {}", path.display()))?;
+    // Read whole only what must be: gzip, and JSON that may be a Chrome trace (an object whose
+    // `traceEvents` key may lie past the sniffed bytes). Anything else is streamed, so the
+    // loader refuses it at its first line instead of reading an endless input (`/dev/zero`).
+    let kind = trace_import::content_kind(&head);
+    let maybe_json_object = head
+        .strip_prefix(b"\xef\xbb\xbf".as_slice())
+        .unwrap_or(&head)
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|&b| b == b'{');
     let streamed = !head.starts_with(&GZIP_MAGIC)
-        && trace_import::content_kind(&head) == ContentKind::CandleTrace;
+        && (kind == ContentKind::CandleTrace
+            || (kind == ContentKind::Unknown && !maybe_json_object));
     let loaded = if streamed {
         // A plain candle-graph trace: read in chunks parsed in parallel, with progress.
         let progress = Progress::new(total);

@@ -8,6 +8,15 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {
+    /// A line ran past [`crate::load::MAX_LINE_BYTES`] without a line break (`/dev/zero`, a
+    /// binary file, a JSON document on one huge line): refused before it fills memory.
+    #[error("no line break in the {} MiB from byte {offset}: not a candle-graph trace (a JSONL line of the format is far shorter)", limit >> 20)]
+    LineTooLong {
+        /// Byte offset where the line starts.
+        offset: u64,
+        /// The limit, bytes.
+        limit: u64,
+    },
     /// The file could not be opened or read.
     #[error("cannot read {path}: {source}")]
     Io {
@@ -95,10 +104,11 @@ pub enum LoadError {
 }
 
 impl LoadError {
-    /// The 1-based line this error is about (0 for I/O errors and empty files).
+    /// The 1-based line this error is about (0 for I/O errors, a line that never ends, and
+    /// empty files).
     pub fn line(&self) -> u64 {
         match self {
-            LoadError::Io { .. } => 0,
+            LoadError::Io { .. } | LoadError::LineTooLong { .. } => 0,
             LoadError::Malformed { line, .. }
             | LoadError::UnknownKind { line, .. }
             | LoadError::Field { line, .. }
@@ -113,7 +123,7 @@ impl LoadError {
     /// The same error with its line moved by `by` (a chunk's line base).
     pub(crate) fn shifted(mut self, by: u64) -> Self {
         match &mut self {
-            LoadError::Io { .. } => {}
+            LoadError::Io { .. } | LoadError::LineTooLong { .. } => {}
             LoadError::Malformed { line, .. }
             | LoadError::UnknownKind { line, .. }
             | LoadError::Field { line, .. }

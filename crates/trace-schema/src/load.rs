@@ -21,6 +21,11 @@ use crate::version::SchemaVersion;
 /// Bytes per chunk (a chunk grows to hold a longer line).
 pub const CHUNK_BYTES: usize = 1 << 20;
 
+/// The longest line the loader reads (64 MiB): the format's lines are events of a few hundred
+/// bytes (a stack or site table line of 10^5 frames is a few MB), so input without a line break
+/// for this long is not a trace, and is refused before it fills memory.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
 /// How to load a trace.
 #[derive(Clone, Copy)]
 pub struct LoadOptions<'a> {
@@ -71,10 +76,14 @@ fn io(source: std::io::Error) -> LoadError {
 }
 
 /// Reads the next chunk of whole lines: `(bytes, last)`; `last` when the input ended.
+///
+/// `offset` is the byte offset of the chunk's start (of `carry`, the unfinished line the last
+/// chunk left). A line longer than [`MAX_LINE_BYTES`] is [`LoadError::LineTooLong`].
 fn read_chunk<R: Read>(
     reader: &mut R,
     carry: &mut Vec<u8>,
     size: usize,
+    offset: u64,
 ) -> Result<(Vec<u8>, bool), LoadError> {
     let mut buf = std::mem::take(carry);
     let mut target = size.max(buf.len() + 1);
@@ -104,7 +113,15 @@ fn read_chunk<R: Read>(
             buf.truncate(cut);
             return Ok((buf, false));
         }
-        target = buf.len() * 2; // a line longer than the chunk
+        if buf.len() >= MAX_LINE_BYTES {
+            // No line break in the whole buffer (the carry has none either): one line.
+            return Err(LoadError::LineTooLong {
+                offset,
+                limit: MAX_LINE_BYTES as u64,
+            });
+        }
+        // A line longer than the chunk: grow, up to the limit.
+        target = (buf.len() * 2).min(MAX_LINE_BYTES);
     }
 }
 
@@ -234,6 +251,10 @@ fn clone_error(e: &LoadError) -> LoadError {
             line: *line,
             message: message.clone(),
         },
+        LoadError::LineTooLong { offset, limit } => LoadError::LineTooLong {
+            offset: *offset,
+            limit: *limit,
+        },
         LoadError::UnknownKind { line, kind } => LoadError::UnknownKind {
             line: *line,
             kind: kind.clone(),
@@ -313,7 +334,12 @@ pub fn load_reader_with<R: Read>(
     let mut failure: Option<LoadError> = None;
     loop {
         while !eof && failure.is_none() && inflight.len() < depth.max(1) {
-            let (buf, last) = read_chunk(&mut reader, &mut carry, options.chunk_bytes.max(1))?;
+            let (buf, last) = read_chunk(
+                &mut reader,
+                &mut carry,
+                options.chunk_bytes.max(1),
+                read_bytes,
+            )?;
             eof = last;
             read_bytes += buf.len() as u64;
             if let Some(p) = options.progress {
@@ -452,7 +478,12 @@ fn scan_utf8<R: Read>(
 ) -> Result<Option<LoadError>, LoadError> {
     let (mut line_base, mut byte_base) = (consumer.line_base, consumer.byte_base);
     loop {
-        let (buf, last) = read_chunk(reader, carry, options.chunk_bytes.max(1))?;
+        let (buf, last) = match read_chunk(reader, carry, options.chunk_bytes.max(1), byte_base) {
+            Ok(read) => read,
+            // Input without an end of line: the first error stands, the scan stops.
+            Err(LoadError::LineTooLong { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
         if let Err(e) = std::str::from_utf8(&buf) {
             let at = e.valid_up_to();
             if !last || buf[at..].contains(&b'\n') {

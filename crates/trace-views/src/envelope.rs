@@ -90,7 +90,7 @@ pub fn write_json<T: Serialize>(
         input,
         payload,
     };
-    serde_json::to_writer_pretty(&mut *w, &envelope)?;
+    crate::safe_json::to_writer_pretty(&mut *w, &envelope)?;
     w.write_all(b"\n")
 }
 
@@ -109,7 +109,10 @@ pub fn to_json<T: Serialize>(
         input,
         payload,
     };
-    let mut s = serde_json::to_string_pretty(&envelope)?;
+    let mut out = Vec::new();
+    crate::safe_json::to_writer_pretty(&mut out, &envelope)?;
+    // The serializer writes only UTF-8 (strings from `&str`, escapes in ASCII).
+    let mut s = String::from_utf8(out).unwrap_or_default();
     s.push('\n');
     Ok(s)
 }

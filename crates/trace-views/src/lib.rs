@@ -46,6 +46,7 @@ pub mod query;
 pub mod ranks;
 pub mod ranks_html;
 pub mod report;
+pub mod safe_json;
 pub mod slice;
 pub mod sparkline;
 pub mod summary;

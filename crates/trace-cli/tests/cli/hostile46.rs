@@ -180,3 +180,18 @@ fn memory_rows_merge_whatever_their_sites_and_say_how_many() {
         "{back}"
     );
 }
+
+/// An endless input (a character device that never ends a line) is refused at the loader's
+/// line limit instead of being read whole: exit 2, the reason named, within the test's time.
+#[cfg(unix)]
+#[test]
+fn an_endless_input_is_refused_not_read_whole() {
+    let r = run(&["summary", "/dev/zero"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("no line break in the 64 MiB from byte 0: not a candle-graph trace"),
+        "{}",
+        r.stderr
+    );
+}
