@@ -6,7 +6,7 @@
 //! the original gradient store before the step.
 //!
 //! ```text
-//! cargo run -p candle-graph-examples --example cnn -- [--out DIR] [--steps N] [--seed S] [--batch N] [--deterministic] [--drop-loss-before-step | --detach-parameter-gradients]
+//! cargo run -p candle-graph-examples --example cnn -- [--out DIR] [--steps N] [--seed S] [--batch N] [--mnist] [--sample-hz N] [--deterministic] [--drop-loss-before-step | --detach-parameter-gradients]
 //! candle-graph summary out/cnn
 //! ```
 

@@ -57,6 +57,9 @@ pub struct ExampleArgs {
     /// Wall-clock stack samples per second of the captured step (0: off).
     #[arg(long, value_name = "N", default_value_t = trace_probe::DEFAULT_SAMPLE_HZ)]
     pub sample_hz: u32,
+    /// CNN only: issue 43's sizes (1×28×28, conv 1→16→32, linear 1568→128→10, batch 32).
+    #[arg(long)]
+    pub mnist: bool,
 }
 
 fn parse_device(s: &str) -> Result<DeviceSpec, String> {
@@ -75,6 +78,10 @@ impl ExampleArgs {
         run.deterministic = self.deterministic;
         run.device = self.device;
         run.update = self.update();
+        run.sample_hz = self.sample_hz;
+        if self.mnist {
+            run.sizes = crate::cnn::CnnConfig::mnist();
+        }
         if let Some(batch) = self.batch {
             run.sizes.batch_size = batch;
         }

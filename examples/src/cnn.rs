@@ -42,6 +42,9 @@ pub struct CnnConfig {
     pub num_classes: usize,
     /// Images per batch.
     pub batch_size: usize,
+    /// A hidden linear layer (`fc_hidden`, then relu) between the flattened features and
+    /// `fc`; `None`: `fc` alone.
+    pub hidden: Option<usize>,
 }
 
 impl Default for CnnConfig {
@@ -54,11 +57,26 @@ impl Default for CnnConfig {
             conv2_channels: 16,
             num_classes: 10,
             batch_size: 64,
+            hidden: None,
         }
     }
 }
 
 impl CnnConfig {
+    /// Issue 43's CNN ported from PyTorch: 1×28×28 images, conv 1→16 and 16→32 (3×3, padding
+    /// 1), two 2×2 max-pools, linear 1568→128, relu, linear 128→10, batch 32.
+    pub fn mnist() -> Self {
+        Self {
+            in_channels: 1,
+            image_size: 28,
+            conv1_channels: 16,
+            conv2_channels: 32,
+            num_classes: 10,
+            batch_size: 32,
+            hidden: Some(128),
+        }
+    }
+
     /// Features entering `fc`: `conv2_channels × (image_size / 4)²`.
     pub fn flat_features(&self) -> usize {
         self.conv2_channels * (self.image_size / 4) * (self.image_size / 4)
@@ -80,6 +98,7 @@ pub struct Cnn {
     pool1: Traced<Pool2d>,
     conv2: Traced<candle_nn::Conv2d>,
     pool2: Traced<Pool2d>,
+    fc_hidden: Option<Traced<candle_nn::Linear>>,
     fc: Traced<candle_nn::Linear>,
     span: tracing::Span,
 }
@@ -112,7 +131,15 @@ impl Cnn {
                 vb.pp("conv2"),
             )?,
             pool2: nn::max_pool2d(2),
-            fc: nn::linear(cfg.flat_features(), cfg.num_classes, vb.pp("fc"))?,
+            fc_hidden: match cfg.hidden {
+                Some(h) => Some(nn::linear(cfg.flat_features(), h, vb.pp("fc_hidden"))?),
+                None => None,
+            },
+            fc: nn::linear(
+                cfg.hidden.unwrap_or(cfg.flat_features()),
+                cfg.num_classes,
+                vb.pp("fc"),
+            )?,
             span: tracing::trace_span!("cnn"),
         })
     }
@@ -124,7 +151,11 @@ impl Module for Cnn {
         let _enter = self.span.enter();
         let xs = self.pool1.forward(&self.conv1.forward(xs)?.relu()?)?;
         let xs = self.pool2.forward(&self.conv2.forward(&xs)?.relu()?)?;
-        self.fc.forward(&xs.flatten_from(1)?)
+        let xs = xs.flatten_from(1)?;
+        match &self.fc_hidden {
+            Some(h) => self.fc.forward(&h.forward(&xs)?.relu()?),
+            None => self.fc.forward(&xs),
+        }
     }
 }
 
@@ -177,6 +208,8 @@ pub struct CnnRun {
     /// How each step updates the parameters ([`UpdateStyle::DropLossBeforeStep`]: `drop((loss,
     /// logits))` between backward and the optimizer step).
     pub update: UpdateStyle,
+    /// Wall-clock stack samples per second of the captured step (0: off).
+    pub sample_hz: u32,
 }
 
 impl CnnRun {
@@ -192,6 +225,7 @@ impl CnnRun {
             deterministic: false,
             device: DeviceSpec::Cpu,
             update: UpdateStyle::default(),
+            sample_hz: trace_probe::DEFAULT_SAMPLE_HZ,
         }
     }
 }
@@ -228,6 +262,7 @@ pub fn train_cnn(run: &CnnRun) -> std::result::Result<TrainReport, TrainError> {
         .tag("seed", run.seed.to_string())
         .tag("steps", run.steps.to_string())
         .deterministic(run.deterministic)
+        .sample_hz(run.sample_hz)
         .start(&trace_path)?;
     let result = (|| -> std::result::Result<Vec<f32>, TrainError> {
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
@@ -331,6 +366,21 @@ mod tests {
         assert_eq!(b.targets.dims(), &[64]);
         assert_eq!(model.forward(&b.inputs)?.dims(), &[64, 10]);
         assert_eq!(varmap.all_vars().len(), 6);
+        Ok(())
+    }
+
+    #[test]
+    fn the_issue_43_cnn_has_its_shapes() -> Result<()> {
+        let cfg = CnnConfig::mnist();
+        assert_eq!(cfg.flat_features(), 1568);
+        let varmap = VarMap::new();
+        let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+        let model = Cnn::new(&cfg, vb)?;
+        seed_varmap(&varmap, 1)?;
+        let b = batch(&cfg, 1, 1, &Device::Cpu)?;
+        assert_eq!(b.inputs.dims(), &[32, 1, 28, 28]);
+        assert_eq!(model.forward(&b.inputs)?.dims(), &[32, 10]);
+        assert_eq!(varmap.all_vars().len(), 8);
         Ok(())
     }
 

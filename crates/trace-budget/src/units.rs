@@ -22,10 +22,25 @@ const UNITS: [(&str, u64); 9] = [
 /// overflow.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
+    if t.starts_with('-') {
+        return Err(format!("{t:?} is negative: a size is at least 0 B"));
+    }
+    if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '+') || t.is_empty() {
+        return Err(format!(
+            "{t:?} is not a size: it does not start with a number (a size is a number and a unit, e.g. \"6 MiB\")"
+        ));
+    }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (number, unit) = (t[..split].trim(), t[split..].trim());
+    if unit.starts_with(['e', 'E'])
+        && unit[1..].starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '+')
+    {
+        return Err(format!(
+            "{t:?} has an exponent: write the size as a plain number and a unit (e.g. \"6 MiB\")"
+        ));
+    }
     let unit_bytes = if unit.is_empty() {
         1
     } else {
@@ -88,6 +103,19 @@ mod tests {
         assert_eq!(parse_size("1.5 KiB"), Ok(1536));
         assert_eq!(parse_size("4096"), Ok(4096));
         assert_eq!(parse_size("0 B"), Ok(0));
+        assert!(parse_size("-5 MiB").unwrap_err().contains("is negative"));
+        assert!(parse_size("NaN MiB")
+            .unwrap_err()
+            .contains("does not start with a number"));
+        assert!(parse_size("inf MiB")
+            .unwrap_err()
+            .contains("does not start with a number"));
+        assert!(parse_size("1.5e400 MiB")
+            .unwrap_err()
+            .contains("has an exponent"));
+        assert!(parse_size("")
+            .unwrap_err()
+            .contains("does not start with a number"));
         assert_eq!(parse_size("2 MB"), Ok(2_000_000));
         let e = parse_size("6 MiX").unwrap_err();
         assert!(e.contains("unknown unit \"MiX\""), "{e}");

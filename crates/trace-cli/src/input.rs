@@ -232,7 +232,7 @@ fn load_with(input: &Path, spill_memory: bool) -> Result<LoadedTrace> {
         let decoded = trace_import::decode(&raw)
             .with_context(|| format!("cannot load {}", path.display()))?;
         if trace_import::content_kind(&decoded.bytes) == ContentKind::ChromeTrace {
-            let imported = trace_import::import_decoded(&decoded)
+            let imported = trace_import::import_decoded_at(&decoded, &path)
                 .with_context(|| format!("cannot import {}", path.display()))?;
             let doc = imported.document();
             return Ok(LoadedTrace {

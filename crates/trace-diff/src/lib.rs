@@ -54,6 +54,7 @@ pub mod gradients;
 pub mod identity;
 pub mod memory;
 pub mod ops;
+pub mod ops_account;
 pub mod passes;
 pub mod spans;
 pub mod stats;
@@ -70,7 +71,10 @@ pub use identity::{IdentityDiff, RefusalCode, RunIdentity, TimingRefusal};
 pub use memory::{
     CategoryDelta, DeviceDelta, LiveSetCategory, LiveSetDiff, MemoryDiff, PeakPlace, StorageGroup,
 };
-pub use ops::{compare_ops, framework_of, OpsDiff, PassOps, RoleRow, RoleSide};
+pub use ops::{
+    compare_ops, framework_of, OpsDiff, PassAccount, PassOps, RoleRow, RoleSide, RowKind,
+    MIN_ROW_SAMPLES, OUTSIDE_OPS,
+};
 pub use passes::PassDelta;
 pub use spans::{summarize, RestSummary, SpanDelta, SpanMetric, UnmatchedSpan};
 pub use stats::{Delta, Stat, Verdict};
@@ -364,7 +368,11 @@ pub fn compare(
     .map(|side| {
         format!("{side} a valid trace (`candle-graph check` says why): the analyzer computed no findings for it")
     });
-    let ops = ops::compare_ops(b0, c0, &identity, &options.op_roles);
+    let mut ops = ops::compare_ops(b0, c0, &identity, &options.op_roles);
+    if let Some(o) = ops.as_mut() {
+        o.baseline_run = ops::RunChoice::of(median_run_index(baseline), baseline.len());
+        o.candidate_run = ops::RunChoice::of(median_run_index(candidate), candidate.len());
+    }
     let ops_unavailable = ops.is_none().then(|| {
         let has = |r: &Run<'_>| ops::side_ops(r, ops::framework_of(r.doc)).is_some();
         let sides = match (has(b0), has(c0)) {
@@ -404,6 +412,11 @@ pub fn compare(
 /// count; runs without a wall time sort last); the first run when none has one. `runs` is not
 /// empty ([`compare`] checks).
 fn median_run<'r, 'a>(runs: &'r [Run<'a>]) -> &'r Run<'a> {
+    &runs[median_run_index(runs)]
+}
+
+/// The index of [`median_run`]'s run.
+fn median_run_index(runs: &[Run<'_>]) -> usize {
     let mut order: Vec<(Option<u64>, usize)> = runs
         .iter()
         .enumerate()
@@ -413,11 +426,11 @@ fn median_run<'r, 'a>(runs: &'r [Run<'a>]) -> &'r Run<'a> {
         })
         .collect();
     if order.iter().all(|(w, _)| w.is_none()) {
-        return &runs[0];
+        return 0;
     }
     order.sort_by_key(|&(w, i)| (w.is_none(), w, i));
     let known = order.iter().filter(|(w, _)| w.is_some()).count();
-    &runs[order[(known - 1) / 2].1]
+    order[(known - 1) / 2].1
 }
 
 /// Per-key figures of one side.

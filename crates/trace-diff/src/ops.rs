@@ -5,14 +5,20 @@
 //! top-level times; or a Candle capture's sampled estimate, with its 95% interval). Within each
 //! pass, every op takes its role from the [`RoleMap`]; a role's time on a side is the sum of its
 //! ops' times (for estimates, the interval bounds are summed too: a conservative interval).
-//! Roles are ranked by the size of their gap (candidate − baseline), each with its share of the
-//! pass's gap (the difference of the pass times, [`crate::passes`]). Ops without a role are
-//! listed per side, never dropped; the probe's own frames are listed as such.
+//! Within each pass a sampled side's times are estimated from the pass's own samples
+//! ([`crate::ops_account`]): per pass and side, roles + ops without a role + time outside any
+//! op + the probe's own cost = the pass time ([`PassAccount`]), and no role exceeds its pass.
+//! Rows are ranked by the size of their gap (candidate − baseline): the roles, **each op
+//! without a role as a row of its own** (its time against nothing on the other side), and the
+//! time outside any op; each with its share of the pass's gap without the probe's cost (the
+//! user's work). A row whose sampled side has fewer than [`MIN_ROW_SAMPLES`] samples is not
+//! ranked (`too_few_samples`): it follows the ranked rows. Ops without a role are also listed
+//! per side; the probe's own frames are one row per pass, outside the ranking.
 //!
 //! # When times are compared
 //! The median run by wall time of each side is compared. Times are compared unless a rule that
 //! bears on op time refuses: an invalid, incomplete or failed capture, no timing, timing modes, devices or
-//! warm-up that differ (a side that does not say its warm-up refuses: unknown is not equal),
+//! warm-up that differ (a side that does not say its warm-up is a note: not verified),
 //! identity conditions that differ, host time on an accelerator, hosts (os, arch, CPUs, memory)
 //! or thread counts that both sides state and that differ. Between two frameworks the capture
 //! contracts always differ (PyTorch's trace has no gradient facts) and the passes' spans are
@@ -25,6 +31,8 @@ use trace_ops::{Framework, RoleMap, SideOp, SideOps, TimeSource};
 use trace_schema::{Pass, TraceDocument};
 
 use crate::identity::{IdentityDiff, RefusalCode};
+use crate::ops_account::{account, within_pass};
+pub use crate::ops_account::{PassAccount, MIN_ROW_SAMPLES};
 use crate::passes::pass_time_ns;
 use crate::Run;
 
@@ -53,13 +61,59 @@ pub struct RoleSide {
     pub alloc_clocked_ns: Option<u64>,
     /// Bytes the role's ops allocated (compared whatever the timing), when the side says.
     pub allocated_bytes: Option<u64>,
+    /// Where the alloc-clocked time lies outside the sampled estimate's 95% interval: which
+    /// way and why (the clock is an upper bound of the ops' own time: it runs from each
+    /// allocating call to the next allocation on the thread, so it takes in the
+    /// non-allocating work after it; it misses calls that allocate below the threshold).
+    pub clock_disagrees: Option<String>,
 }
+
+/// Why the two time sources of a sampled side disagree, when they do beyond the interval.
+fn clock_disagreement(s: &RoleSide) -> Option<String> {
+    let (c, low, high) = (s.alloc_clocked_ns?, s.low_ns?, s.high_ns?);
+    let ms = |ns: u64| format!("{:.2} ms", ns as f64 / 1e6);
+    if c > high {
+        Some(format!(
+            "alloc-clocked {} above the sampled 95% interval {}–{}: the clock runs from each allocating call to the thread's next allocation, so it also takes in the non-allocating work after these ops (an upper bound of their own time)",
+            ms(c),
+            ms(low),
+            ms(high)
+        ))
+    } else if c < low {
+        Some(format!(
+            "alloc-clocked {} below the sampled 95% interval {}–{}: calls that allocate below the sites' threshold, views and in-place work are not clocked",
+            ms(c),
+            ms(low),
+            ms(high)
+        ))
+    } else {
+        None
+    }
+}
+
+/// What a row of a pass stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowKind {
+    /// A role of the map.
+    Role,
+    /// One op no role names (the row's name is the op's); both sides when both have it.
+    Unmatched,
+    /// The time outside any op (sampled stacks without an op frame; the pass time no measured
+    /// top-level op covers).
+    OutsideOps,
+}
+
+/// The name of the row of time outside any op.
+pub const OUTSIDE_OPS: &str = "(outside any op)";
 
 /// One role in one pass on both sides.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RoleRow {
-    /// The role's name.
+    /// The role's name (an unmatched op's name; [`OUTSIDE_OPS`]).
     pub role: String,
+    /// What the row stands for.
+    pub kind: RowKind,
     /// What the pairing leaves unequal, from the map.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -73,8 +127,19 @@ pub struct RoleRow {
     pub gap_low_ns: Option<i128>,
     /// See [`Self::gap_low_ns`].
     pub gap_high_ns: Option<i128>,
-    /// `gap_ns` / the pass's gap, when both are known and the pass's gap is not 0.
+    /// `gap_ns` / the pass's gap without the probe's cost ([`PassOps::user_pass_gap_ns`]),
+    /// when both are known and that gap is not 0.
     pub share_of_pass_gap: Option<f64>,
+    /// The fewest samples of a sampled side with ops in the row, when below
+    /// [`MIN_ROW_SAMPLES`]: the row is said ("too few samples (n)"), not ranked.
+    pub too_few_samples: Option<u64>,
+}
+
+impl RoleRow {
+    /// Whether the row takes part in the ranking: a known gap from enough samples.
+    pub fn ranked(&self) -> bool {
+        self.gap_ns.is_some() && self.too_few_samples.is_none()
+    }
 }
 
 /// One pass.
@@ -88,7 +153,15 @@ pub struct PassOps {
     pub candidate_pass_ns: Option<u64>,
     /// Candidate − baseline pass time, ns (when times are compared).
     pub pass_gap_ns: Option<i128>,
-    /// Roles ranked by the size of their gap (then by name).
+    /// Candidate − baseline pass time without each side's probe cost, ns: the gap of the
+    /// user's work, the shares' denominator.
+    pub user_pass_gap_ns: Option<i128>,
+    /// What the baseline's pass time is made of (`None` without a pass time).
+    pub baseline_account: Option<PassAccount>,
+    /// The candidate's.
+    pub candidate_account: Option<PassAccount>,
+    /// The rows (roles, unmatched ops, time outside any op) ranked by the size of their gap
+    /// (then by name); rows not ranked (too few samples, no gap) after them.
     pub roles: Vec<RoleRow>,
     /// Baseline ops in no role, longest first.
     pub baseline_unmatched: Vec<SideOp>,
@@ -115,6 +188,42 @@ pub struct OpsDiff {
     pub notes: Vec<String>,
     /// Per pass, in pass order (outside every pass last).
     pub passes: Vec<PassOps>,
+    /// The baseline's sampler totals (a sampled side): samples, lost ticks, few samples.
+    pub baseline_sampling: Option<trace_ops::SampleTotals>,
+    /// The candidate's.
+    pub candidate_sampling: Option<trace_ops::SampleTotals>,
+    /// The fewest samples a sampled side of a row needs to be ranked ([`MIN_ROW_SAMPLES`]).
+    pub min_row_samples: u64,
+    /// Which of the baseline's runs every figure of this section comes from (its pass times
+    /// too): the median run by wall time, the one the findings use.
+    pub baseline_run: RunChoice,
+    /// The candidate's.
+    pub candidate_run: RunChoice,
+}
+
+/// The one run of a side the op comparison (and the findings) read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RunChoice {
+    /// 1-based number of the run among the side's traces, in the order given.
+    pub run: usize,
+    /// Runs on the side.
+    pub of: usize,
+}
+
+impl RunChoice {
+    /// The run at 0-based `index` of `of`.
+    pub fn of(index: usize, of: usize) -> Self {
+        Self { run: index + 1, of }
+    }
+
+    /// `run 2 of 3 (the median by wall time)`; `the only run`.
+    pub fn describe(&self) -> String {
+        if self.of <= 1 {
+            "its only run".to_string()
+        } else {
+            format!("run {} of {} (the median by wall time)", self.run, self.of)
+        }
+    }
 }
 
 /// The framework whose names a trace's ops have: PyTorch for an import of its profiler.
@@ -145,19 +254,33 @@ fn op_timing(
     c: &TraceDocument,
 ) -> (Vec<String>, Vec<String>) {
     let cross = framework_of(b) != framework_of(c);
+    // a warm-up a side does not state is not verified (a note), not a difference
+    let unknown_warmup: Vec<&str> = [("baseline", b), ("candidate", c)]
+        .into_iter()
+        .filter(|(_, d)| d.meta.warmup_steps.is_none())
+        .map(|(side, _)| side)
+        .collect();
     let mut refusals: Vec<String> = identity
         .refusals
         .iter()
         .filter(|r| {
-            !(cross
+            let by_construction = cross
                 && matches!(
                     r.code,
                     RefusalCode::CaptureContractDiffers | RefusalCode::PassesDiffer
-                ))
+                );
+            let unknown = r.code == RefusalCode::WarmupDiffers && !unknown_warmup.is_empty();
+            !by_construction && !unknown
         })
         .map(|r| format!("{}: {}", r.code.as_str(), r.message))
         .collect();
     let mut notes = Vec::new();
+    if !unknown_warmup.is_empty() {
+        notes.push(format!(
+            "warm-up steps not stated by the {}: not verified (a PyTorch trace states it in its candle_graph metadata, a side file NAME.candle-graph.json, or its ProfilerStep#N)",
+            unknown_warmup.join(" and the ")
+        ));
+    }
     if cross {
         notes.push(
             "two frameworks: capture contracts and span names differ by construction and do not bear on op times".to_string(),
@@ -217,7 +340,7 @@ fn side_of(ops: &[&SideOp]) -> RoleSide {
     };
     let ns = if ops.is_empty() { None } else { sum(&|o| o.ns) };
     let sampled = ops.iter().any(|o| o.samples.is_some());
-    RoleSide {
+    let mut side = RoleSide {
         ops: ops.iter().map(|o| o.op.clone()).collect(),
         ns,
         low_ns: if sampled { sum(&|o| o.low_ns) } else { None },
@@ -238,7 +361,10 @@ fn side_of(ops: &[&SideOp]) -> RoleSide {
         } else {
             sum(&|o| o.allocated_bytes)
         },
-    }
+        clock_disagrees: None,
+    };
+    side.clock_disagrees = clock_disagreement(&side);
+    side
 }
 
 /// A run's op table from its analysis (the sampled profile and sites are not made again).
@@ -277,75 +403,101 @@ pub fn compare_ops(
             (true, Some(x), Some(y)) => Some(y as i128 - x as i128),
             _ => None,
         };
-        // role index → (baseline ops, candidate ops)
-        let mut roles: Vec<(usize, Vec<&SideOp>, Vec<&SideOp>)> = Vec::new();
+        let user_gap =
+            |pass_gap: Option<i128>, ba: &Option<PassAccount>, ca: &Option<PassAccount>| {
+                let probe = |a: &Option<PassAccount>| a.as_ref().map_or(0, |a| a.probe_ns as i128);
+                pass_gap.map(|g| g - (probe(ca) - probe(ba)))
+            };
+        let in_pass = |ops: &[SideOp], pass_ns| {
+            let refs: Vec<&SideOp> = ops.iter().filter(|o| o.pass == pass).collect();
+            within_pass(&refs, pass_ns)
+        };
+        let (b_ops, c_ops) = (in_pass(&b.ops, bp), in_pass(&c.ops, cp));
+        let role_of = |framework, op: &SideOp| {
+            (!op.probe && !op.outside_op)
+                .then(|| map.role_of(framework, pass, &op.op))
+                .flatten()
+        };
+        let ba = account(&b_ops, |o| role_of(bf, o).is_some(), bp);
+        let ca = account(&c_ops, |o| role_of(cf, o).is_some(), cp);
+        let user_pass_gap = user_gap(pass_gap, &ba, &ca);
+        // row key → (baseline ops, candidate ops)
+        let mut groups: Vec<(RowKey, Vec<&SideOp>, Vec<&SideOp>)> = Vec::new();
         let mut unmatched = (Vec::new(), Vec::new());
-        for (side, ops, framework) in [(0, &b.ops, bf), (1, &c.ops, cf)] {
-            for op in ops.iter().filter(|o| o.pass == pass) {
-                let role = (!op.probe)
-                    .then(|| map.role_of(framework, pass, &op.op))
-                    .flatten();
-                match role {
-                    Some(r) => {
-                        let entry = match roles.iter().position(|x| x.0 == r) {
-                            Some(i) => &mut roles[i],
-                            None => {
-                                roles.push((r, Vec::new(), Vec::new()));
-                                roles.last_mut().expect("just pushed")
-                            }
-                        };
+        for (side, ops, framework) in [(0, &b_ops, bf), (1, &c_ops, cf)] {
+            for op in ops.iter().filter(|o| !o.probe) {
+                let key = match role_of(framework, op) {
+                    Some(r) => RowKey::Role(r),
+                    None if op.outside_op => RowKey::Outside,
+                    None => {
                         if side == 0 {
-                            entry.1.push(op);
+                            unmatched.0.push(op.clone());
                         } else {
-                            entry.2.push(op);
+                            unmatched.1.push(op.clone());
                         }
+                        RowKey::Unmatched(op.op.clone())
                     }
-                    None if side == 0 => unmatched.0.push(op.clone()),
-                    None => unmatched.1.push(op.clone()),
+                };
+                let entry = match groups.iter().position(|x| x.0 == key) {
+                    Some(i) => &mut groups[i],
+                    None => {
+                        groups.push((key, Vec::new(), Vec::new()));
+                        groups.last_mut().expect("just pushed")
+                    }
+                };
+                if side == 0 {
+                    entry.1.push(op);
+                } else {
+                    entry.2.push(op);
                 }
             }
         }
-        let mut rows: Vec<RoleRow> = roles
+        let mut rows: Vec<RoleRow> = groups
             .into_iter()
-            .map(|(r, bo, co)| {
-                let bs = side_of(&bo);
-                let cs = side_of(&co);
-                let (gap, low, high) = match (
-                    comparable,
-                    bs.ns.or(bo.is_empty().then_some(0)),
-                    cs.ns.or(co.is_empty().then_some(0)),
-                ) {
-                    (true, Some(x), Some(y)) => {
-                        let lo = |s: &RoleSide, v: u64| s.low_ns.unwrap_or(v) as i128;
-                        let hi = |s: &RoleSide, v: u64| s.high_ns.unwrap_or(v) as i128;
-                        (
-                            Some(y as i128 - x as i128),
-                            Some(lo(&cs, y) - hi(&bs, x)),
-                            Some(hi(&cs, y) - lo(&bs, x)),
-                        )
+            .map(|(key, bo, co)| {
+                let mut bs = side_of(&bo);
+                let mut cs = side_of(&co);
+                if key == RowKey::Outside {
+                    // the remainder of the pass, not the sum of its (rounded) estimates
+                    if let Some(a) = &ba {
+                        bs.ns = Some(a.outside_ops_ns);
                     }
-                    _ => (None, None, None),
-                };
-                let share = match (gap, pass_gap) {
-                    (Some(g), Some(p)) if p != 0 => Some(g as f64 / p as f64),
-                    _ => None,
-                };
-                RoleRow {
-                    role: map.roles[r].role.clone(),
-                    // a role's note says how the frameworks differ: for two runs of one it is noise
-                    note: (bf != cf).then(|| map.roles[r].note.clone()).flatten(),
-                    baseline: bs,
-                    candidate: cs,
-                    gap_ns: gap,
-                    gap_low_ns: low,
-                    gap_high_ns: high,
-                    share_of_pass_gap: share,
+                    if let Some(a) = &ca {
+                        cs.ns = Some(a.outside_ops_ns);
+                    }
                 }
+                row(key, map, bs, cs, comparable, user_pass_gap)
             })
             .collect();
+        // a role's note says how the frameworks differ: for two runs of one it is noise
+        if bf == cf {
+            rows.iter_mut().for_each(|r| r.note = None);
+        }
+        // a measured side's pass time no op covers is time outside any op too (a sampled
+        // side's remainder without such stacks is the estimates' rounding: no row)
+        if !rows.iter().any(|r| r.kind == RowKind::OutsideOps) {
+            let side = |a: &Option<PassAccount>| RoleSide {
+                ops: Vec::new(),
+                ns: a.as_ref().map(|a| {
+                    if a.samples.is_some() {
+                        0
+                    } else {
+                        a.outside_ops_ns
+                    }
+                }),
+                ..side_of(&[])
+            };
+            let (bs, cs) = (side(&ba), side(&ca));
+            if bs.ns.unwrap_or(0) > 0 || cs.ns.unwrap_or(0) > 0 {
+                rows.push(row(RowKey::Outside, map, bs, cs, comparable, user_pass_gap));
+            }
+        }
         rows.sort_by(|x, y| {
             let mag = |r: &RoleRow| r.gap_ns.map_or(0, |g| g.unsigned_abs());
-            mag(y).cmp(&mag(x)).then_with(|| x.role.cmp(&y.role))
+            y.ranked()
+                .cmp(&x.ranked())
+                .then_with(|| mag(y).cmp(&mag(x)))
+                .then_with(|| x.role.cmp(&y.role))
         });
         let by_time = |v: &mut Vec<SideOp>| {
             v.sort_by(|x, y| y.ns.cmp(&x.ns).then_with(|| x.op.cmp(&y.op)));
@@ -357,6 +509,9 @@ pub fn compare_ops(
             baseline_pass_ns: bp,
             candidate_pass_ns: cp,
             pass_gap_ns: pass_gap,
+            user_pass_gap_ns: user_pass_gap,
+            baseline_account: ba,
+            candidate_account: ca,
             roles: rows,
             baseline_unmatched: unmatched.0,
             candidate_unmatched: unmatched.1,
@@ -371,5 +526,118 @@ pub fn compare_ops(
         refusals,
         notes,
         passes,
+        baseline_sampling: sampling(baseline, b.source),
+        candidate_sampling: sampling(candidate, c.source),
+        min_row_samples: MIN_ROW_SAMPLES,
+        baseline_run: RunChoice::of(0, 1),
+        candidate_run: RunChoice::of(0, 1),
     })
+}
+
+/// A sampled side's sampler totals.
+fn sampling(run: &Run<'_>, source: TimeSource) -> Option<trace_ops::SampleTotals> {
+    (source == TimeSource::Sampled)
+        .then(|| {
+            run.analysis
+                .operations
+                .as_ref()
+                .ok()
+                .map(|p| p.totals.clone())
+        })
+        .flatten()
+}
+
+/// What a row groups: a role of the map, an op without one, the time outside any op.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RowKey {
+    Role(usize),
+    Unmatched(String),
+    Outside,
+}
+
+/// A row from its sides: the gap and its interval (an empty side is 0, exactly), its share of
+/// the user's pass gap, and whether a sampled side has too few samples to rank it.
+fn row(
+    key: RowKey,
+    map: &RoleMap,
+    bs: RoleSide,
+    cs: RoleSide,
+    comparable: bool,
+    user_pass_gap: Option<i128>,
+) -> RoleRow {
+    let (gap, low, high) = match (
+        comparable,
+        bs.ns.or(bs.ops.is_empty().then_some(0)),
+        cs.ns.or(cs.ops.is_empty().then_some(0)),
+    ) {
+        (true, Some(x), Some(y)) => {
+            let lo = |s: &RoleSide, v: u64| s.low_ns.unwrap_or(v) as i128;
+            let hi = |s: &RoleSide, v: u64| s.high_ns.unwrap_or(v) as i128;
+            (
+                Some(y as i128 - x as i128),
+                Some(lo(&cs, y) - hi(&bs, x)),
+                Some(hi(&cs, y) - lo(&bs, x)),
+            )
+        }
+        _ => (None, None, None),
+    };
+    let share = match (gap, user_pass_gap) {
+        (Some(g), Some(p)) if p != 0 => Some(g as f64 / p as f64),
+        _ => None,
+    };
+    let too_few = [&bs, &cs]
+        .iter()
+        .filter(|s| !s.ops.is_empty())
+        .filter_map(|s| s.samples)
+        .min()
+        .filter(|&n| n < MIN_ROW_SAMPLES);
+    let (role, kind, note) = match key {
+        RowKey::Role(r) => (
+            map.roles[r].role.clone(),
+            RowKind::Role,
+            map.roles[r].note.clone(),
+        ),
+        RowKey::Unmatched(op) => (
+            op,
+            RowKind::Unmatched,
+            Some("no role in the map: this op against nothing on the other side".to_string()),
+        ),
+        RowKey::Outside => (OUTSIDE_OPS.to_string(), RowKind::OutsideOps, None),
+    };
+    RoleRow {
+        role,
+        kind,
+        note,
+        baseline: bs,
+        candidate: cs,
+        gap_ns: gap,
+        gap_low_ns: low,
+        gap_high_ns: high,
+        share_of_pass_gap: share,
+        too_few_samples: too_few,
+    }
+}
+
+impl OpsDiff {
+    /// The headline's gap: in the pass whose time gap is largest (in size, the user's work:
+    /// the probe's cost left out), its ranked row whose gap is largest; `None` when op times
+    /// are not compared or no pass has a ranked row.
+    pub fn largest_gap(&self) -> Option<(&PassOps, &RoleRow)> {
+        if !self.timing_comparable {
+            return None;
+        }
+        let pass = self
+            .passes
+            .iter()
+            .filter(|p| p.roles.iter().any(RoleRow::ranked))
+            .filter_map(|p| Some((p, p.user_pass_gap_ns.or(p.pass_gap_ns)?)))
+            .max_by_key(|(_, g)| g.unsigned_abs())?
+            .0;
+        let row = pass
+            .roles
+            .iter()
+            .filter(|r| r.ranked())
+            .max_by_key(|r| r.gap_ns.map_or(0, i128::unsigned_abs))?;
+        Some((pass, row))
+    }
 }

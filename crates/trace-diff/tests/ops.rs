@@ -58,27 +58,72 @@ fn the_pytorch_mlp_against_the_candle_mlp_ranks_roles_by_gap_per_pass() {
     let pass = |p: Pass| ops.passes.iter().find(|x| x.pass == Some(p)).unwrap();
     for p in [Pass::Forward, Pass::Backward, Pass::Optimizer] {
         let po = pass(p);
-        // ranked by the size of the gap
-        let gaps: Vec<u128> = po
-            .roles
+        // ranked by the size of the gap; rows not ranked (too few samples) after them
+        let ranked = po.roles.iter().take_while(|r| r.ranked()).count();
+        assert!(po.roles[ranked..].iter().all(|r| !r.ranked()), "{p:?}");
+        assert!(ranked > 0, "{p:?}");
+        let gaps: Vec<u128> = po.roles[..ranked]
             .iter()
             .map(|r| r.gap_ns.unwrap().unsigned_abs())
             .collect();
         assert!(gaps.windows(2).all(|w| w[0] >= w[1]), "{p:?}: {gaps:?}");
-        // each role's gap is candidate − baseline, its share of the pass's gap
-        let pass_gap = po.pass_gap_ns.unwrap();
+        for r in &po.roles[ranked..] {
+            let n = r.too_few_samples.expect("not ranked: too few samples");
+            assert!(n < trace_diff::MIN_ROW_SAMPLES, "{}", r.role);
+        }
+        // each row's gap is candidate − baseline, its share of the user's pass gap
+        let user_gap = po.user_pass_gap_ns.unwrap();
         for r in &po.roles {
             let g = r.candidate.ns.unwrap_or(0) as i128 - r.baseline.ns.unwrap_or(0) as i128;
             assert_eq!(r.gap_ns, Some(g), "{}", r.role);
             let share = r.share_of_pass_gap.unwrap();
-            assert!((share - g as f64 / pass_gap as f64).abs() < 1e-9);
+            assert!((share - g as f64 / user_gap as f64).abs() < 1e-9);
             assert!(
                 r.gap_low_ns.unwrap() <= g && g <= r.gap_high_ns.unwrap(),
                 "{}",
                 r.role
             );
         }
+        // per side: roles + ops without a role + outside any op + probe = the pass
+        for (a, side_ns) in [
+            (po.baseline_account.as_ref().unwrap(), po.baseline_pass_ns),
+            (po.candidate_account.as_ref().unwrap(), po.candidate_pass_ns),
+        ] {
+            assert_eq!(Some(a.pass_ns), side_ns);
+            assert_eq!(
+                a.roles_ns + a.unmatched_ns + a.outside_ops_ns + a.probe_ns,
+                a.pass_ns,
+                "{p:?}: {a:?}"
+            );
+        }
+        // no row's time exceeds its pass, on either side
+        for r in &po.roles {
+            assert!(
+                r.candidate.ns.unwrap_or(0) <= po.candidate_pass_ns.unwrap(),
+                "{}",
+                r.role
+            );
+            assert!(
+                r.baseline.ns.unwrap_or(0) <= po.baseline_pass_ns.unwrap(),
+                "{}",
+                r.role
+            );
+        }
+        // the rows' gaps add up to the user's pass gap
+        let sum: i128 = po.roles.iter().map(|r| r.gap_ns.unwrap()).sum();
+        assert!(
+            (sum - user_gap).abs() <= 2 * po.roles.len() as i128,
+            "{p:?}: {sum} vs {user_gap}"
+        );
     }
+    // the candidate's probe is one row per pass, outside the ranking
+    let probe = pass(Pass::Backward).candidate_account.as_ref().unwrap();
+    assert!(probe.probe_samples.unwrap() > 0 && probe.probe_ns > 0);
+    assert!(pass(Pass::Backward).roles.iter().all(|r| !r
+        .candidate
+        .ops
+        .iter()
+        .any(|o| o == trace_ops::PROBE_OP)));
     let role = |p: Pass, name: &str| pass(p).roles.iter().find(|r| r.role == name).unwrap();
     let matmul = role(Pass::Forward, "matmul");
     assert_eq!(matmul.baseline.ops, ["aten::linear"]);
@@ -94,25 +139,37 @@ fn the_pytorch_mlp_against_the_candle_mlp_ranks_roles_by_gap_per_pass() {
     let moments = role(Pass::Optimizer, "AdamW: moments");
     assert!(moments.baseline.ops.contains(&"aten::lerp_".to_string()));
     assert!(moments.candidate.ops.contains(&"affine".to_string()));
-    // ops without a role are listed, not dropped: the candidate's optimizer glue, PyTorch's
-    // `ones_like` (the loss gradient's seed, outside every pass)
-    assert!(pass(Pass::Optimizer)
-        .candidate_unmatched
+    // the optimizer's glue without an op frame is time outside any op, ranked beside the roles
+    let glue = role(Pass::Optimizer, trace_diff::OUTSIDE_OPS);
+    assert_eq!(glue.kind, trace_diff::RowKind::OutsideOps);
+    assert!(glue
+        .candidate
+        .ops
         .iter()
-        .any(|o| o.op.starts_with("candle_nn::optim")));
+        .any(|o| o.starts_with("candle_nn::optim")));
+    // PyTorch's `ones_like` (the loss gradient's seed, outside every pass) has a role now
     let outside = ops.passes.iter().find(|x| x.pass.is_none()).unwrap();
-    assert!(outside
-        .baseline_unmatched
+    let seed = outside
+        .roles
         .iter()
-        .any(|o| o.op == "aten::ones_like"));
-    // every PyTorch top-level op is in a role or listed
+        .find(|r| r.baseline.ops.iter().any(|o| o == "aten::ones_like"))
+        .unwrap();
+    assert_eq!(seed.role, "tensor creation");
+    // every PyTorch top-level op is in exactly one row (a role's or its own, unmatched)
     let listed: usize = ops
         .passes
         .iter()
-        .map(|p| {
-            p.roles.iter().map(|r| r.baseline.ops.len()).sum::<usize>() + p.baseline_unmatched.len()
-        })
+        .map(|p| p.roles.iter().map(|r| r.baseline.ops.len()).sum::<usize>())
         .sum();
+    let unmatched: usize = ops.passes.iter().map(|p| p.baseline_unmatched.len()).sum();
+    let unmatched_rows: usize = ops
+        .passes
+        .iter()
+        .flat_map(|p| &p.roles)
+        .filter(|r| r.kind == trace_diff::RowKind::Unmatched)
+        .map(|r| r.baseline.ops.len())
+        .sum();
+    assert_eq!(unmatched, unmatched_rows);
     let top_level = trace_ops::MeasuredOps::from_document(&b)
         .unwrap()
         .rows
@@ -144,6 +201,59 @@ fn op_times_are_refused_when_the_warm_up_differs_and_roles_still_listed() {
         .iter()
         .all(|r| r.gap_ns.is_none() && r.share_of_pass_gap.is_none()));
     assert!(forward.roles.iter().any(|r| r.role == "matmul"));
+}
+
+#[test]
+fn an_unknown_warm_up_is_a_note_not_a_refusal() {
+    let (mut b, c) = (pytorch(), candle());
+    b.meta.warmup_steps = None;
+    let d = diff(&b, &c);
+    let ops = d.ops.as_ref().unwrap();
+    assert!(ops.timing_comparable, "{:?}", ops.refusals);
+    assert!(
+        ops.notes
+            .iter()
+            .any(|n| n.starts_with("warm-up steps not stated by the baseline")),
+        "{:?}",
+        ops.notes
+    );
+}
+
+#[test]
+fn an_op_without_a_role_is_a_ranked_row_of_its_own() {
+    let (mut b, c) = (pytorch(), candle());
+    // rename PyTorch's forward linear: no role knows the name any more
+    let (old, new) = (
+        b.sym("aten::linear").unwrap(),
+        b.strings.intern("aten::my_linear"),
+    );
+    for s in b.spans.iter_mut().filter(|s| s.name == old) {
+        s.name = new;
+    }
+    let d = diff(&b, &c);
+    let ops = d.ops.as_ref().unwrap();
+    let forward = ops
+        .passes
+        .iter()
+        .find(|x| x.pass == Some(Pass::Forward))
+        .unwrap();
+    let row = forward
+        .roles
+        .iter()
+        .find(|r| r.role == "aten::my_linear")
+        .expect("its own row");
+    assert_eq!(row.kind, trace_diff::RowKind::Unmatched);
+    assert!(row.candidate.ops.is_empty());
+    assert_eq!(
+        row.gap_ns,
+        Some(-(row.baseline.ns.unwrap() as i128)),
+        "its time against nothing"
+    );
+    assert!(row.ranked());
+    assert!(forward
+        .baseline_unmatched
+        .iter()
+        .any(|o| o.op == "aten::my_linear"));
 }
 
 #[test]

@@ -139,6 +139,7 @@ pub(crate) fn assemble(
             train,
             devices,
             origin_ns: origin,
+            step_warmup: crate::side::warmup_from_steps(steps.iter().copied()),
             tags,
         },
     );

@@ -48,6 +48,7 @@ pub mod detect;
 mod memory;
 mod meta;
 pub mod report;
+pub mod side;
 mod time;
 pub mod tree;
 
@@ -64,6 +65,9 @@ pub use report::{DeviceMemoryImport, FlowCounts, ImportReport, MemoryImport, Spa
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ImportError {
+    /// The trace's side file (`NAME.candle-graph.json`) could not be read or parsed.
+    #[error(transparent)]
+    SideFile(#[from] side::SideFileError),
     /// The file could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
@@ -155,7 +159,18 @@ impl Imported {
 /// # Errors
 /// See [`ImportError`].
 pub fn import_decoded(decoded: &Decoded<'_>) -> Result<Imported, ImportError> {
-    let (raw, end) = chrome::read(&decoded.bytes);
+    import_with_side(decoded, None)
+}
+
+/// [`import_decoded`] with a side file's metadata over the trace's own.
+fn import_with_side(
+    decoded: &Decoded<'_>,
+    side: Option<chrome::ScriptMeta>,
+) -> Result<Imported, ImportError> {
+    let (mut raw, end) = chrome::read(&decoded.bytes);
+    if let Some(side) = side {
+        raw.header.candle_graph = Some(side::merged(raw.header.candle_graph.take(), side));
+    }
     let mut report = ImportReport::default();
     let gzip_damage = decoded.gzip.as_ref().and_then(|g| g.damage.clone());
     let mut cut_short = None;
@@ -219,14 +234,36 @@ pub fn import_bytes(bytes: &[u8]) -> Result<Imported, ImportError> {
     import_decoded(&decode(bytes)?)
 }
 
-/// Imports the Kineto trace at `path`.
+/// Imports the Kineto trace at `path`, with its side file's metadata when one lies beside it
+/// ([`side::side_file_path`]: `NAME.candle-graph.json`, any profiler schedule).
 ///
 /// # Errors
-/// See [`ImportError`].
+/// See [`ImportError`]; a side file that exists but is not a JSON object is
+/// [`ImportError::SideFile`] naming its line and column.
 pub fn import_path(path: &Path) -> Result<Imported, ImportError> {
     let bytes = std::fs::read(path).map_err(|source| ImportError::Io {
         path: path.display().to_string(),
         source,
     })?;
-    import_bytes(&bytes)
+    import_decoded_at(&decode(&bytes)?, path)
+}
+
+/// [`import_decoded`] of the trace read from `path`, with the metadata of its side file
+/// ([`side::side_file_path`]) when one exists.
+///
+/// # Errors
+/// See [`import_path`].
+pub fn import_decoded_at(decoded: &Decoded<'_>, path: &Path) -> Result<Imported, ImportError> {
+    let side_path = side::side_file_path(path);
+    let side = match std::fs::read_to_string(&side_path) {
+        Ok(text) => Some(side::parse(&side_path, &text)?),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Err(ImportError::Io {
+                path: side_path.display().to_string(),
+                source: e,
+            })
+        }
+    };
+    import_with_side(decoded, side)
 }

@@ -27,6 +27,8 @@ pub(crate) struct Observed {
     /// Absolute time of the window start, ns on the trace clock.
     pub origin_ns: i128,
     pub tags: BTreeMap<String, String>,
+    /// The warm-up the first recorded `ProfilerStep#N` gives (`N`), when the trace has one.
+    pub step_warmup: Option<u64>,
 }
 
 fn reasons(pairs: &[(ContractField, &str)]) -> BTreeMap<ReasonKey, String> {
@@ -112,6 +114,23 @@ pub(crate) fn run_meta(header: &Header, seen: Observed) -> RunMeta {
     let mut tags = seen.tags.clone();
     tags.insert(SOURCE_TAG.to_string(), SOURCE_KINETO.to_string());
     let script = header.candle_graph.clone().unwrap_or_default();
+    let warmup_steps = match (script.warmup_steps, seen.step_warmup) {
+        (Some(w), _) => {
+            tags.insert(
+                "import.warmup_source".to_string(),
+                "declared (candle_graph metadata or side file)".to_string(),
+            );
+            Some(w)
+        }
+        (None, Some(n)) => {
+            tags.insert(
+                "import.warmup_source".to_string(),
+                format!("ProfilerStep#{n}: {n} profiler step(s) before the recorded one (steps before the profiler was made are not seen; declare warmup_steps to say otherwise)"),
+            );
+            Some(n)
+        }
+        (None, None) => None,
+    };
     if let Some(n) = script.intra_op_threads {
         tags.insert("torch.intra_op_threads".to_string(), n.to_string());
     }
@@ -137,7 +156,7 @@ pub(crate) fn run_meta(header: &Header, seen: Observed) -> RunMeta {
         phase: seen.train.then_some(ExecutionPhase::Train),
         timestamp: timestamp(header, seen.origin_ns).unwrap_or_else(|| "unknown".to_string()),
         capture_step: script.capture_step,
-        warmup_steps: script.warmup_steps,
+        warmup_steps,
         device: match seen.devices.as_slice() {
             [one] => Some(one.clone()),
             _ => None,

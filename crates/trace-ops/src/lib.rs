@@ -70,5 +70,5 @@ pub use profile::{
     cmp_rows, filter_pass, sort_rows, FileIoRow, GroupBy, ModuleSource, OpProfile, OpRow,
     SampleTotals, SortBy, ThreadTotals, Unavailable, FEW_SAMPLES,
 };
-pub use roles::{Framework, Role, RoleMap, RoleMapError, SideOp, SideOps, TimeSource};
+pub use roles::{Framework, Role, RoleMap, RoleMapError, SideOp, SideOps, TimeSource, PROBE_OP};
 pub use sites::{SiteOpRow, SiteProfile, SiteTotals, StorageLabel, StorageOp};

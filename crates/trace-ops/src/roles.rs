@@ -162,9 +162,16 @@ pub struct SideOp {
     /// storages' bytes with an allocation site (a Candle capture with sites: storages of at
     /// least the sites' threshold). `None` when the trace cannot say.
     pub allocated_bytes: Option<u64>,
-    /// The probe's own frames (its cost), not an op of the program.
+    /// The probe's own frames (its cost), not an op of the program: one row per pass, named
+    /// [`PROBE_OP`].
     pub probe: bool,
+    /// Time outside any op (a sampled stack without an op frame: the step's own code, the
+    /// optimizer's loop, the backward driver's callers), named by its innermost function.
+    pub outside_op: bool,
 }
+
+/// The name of a sampled side's one probe row per pass (the probe's own frames together).
+pub const PROBE_OP: &str = "(probe)";
 
 /// A trace's ops as one table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -217,6 +224,7 @@ impl SideOps {
                     alloc_clocked_ns: None,
                     allocated_bytes: m.has_memory.then_some(r.top_level_allocated_bytes),
                     probe: false,
+                    outside_op: false,
                 })
                 .collect();
             return Some(Self {
@@ -229,7 +237,8 @@ impl SideOps {
     }
 
     /// The sampled side: `profile`'s rows per op and pass, with the sites' calls, alloc-clocked
-    /// time and bytes.
+    /// time and bytes; the probe's rows of a pass merged into one [`PROBE_OP`] row (samples and
+    /// estimates summed).
     fn sampled(
         framework: Framework,
         profile: &OpProfile,
@@ -244,11 +253,15 @@ impl SideOps {
                 *e = e.saturating_add(r.bytes);
                 m
             });
-        let ops = profile
-            .rows_by(GroupBy::OpPass)
-            .into_iter()
-            .map(|r| SideOp {
-                op: r.op.clone().unwrap_or_else(|| "(unknown)".to_string()),
+        let mut ops: Vec<SideOp> = Vec::new();
+        let rows = profile.rows_by(GroupBy::OpPass).into_iter().map(|r| {
+            let probe = r.kind == Some(OpKind::Probe);
+            SideOp {
+                op: if probe {
+                    PROBE_OP.to_string()
+                } else {
+                    r.op.clone().unwrap_or_else(|| "(unknown)".to_string())
+                },
                 pass: r.pass,
                 ns: r.self_ns,
                 low_ns: r.self_ns_low,
@@ -261,9 +274,32 @@ impl SideOps {
                         .and_then(|op| site_bytes.get(&(op.clone(), r.pass)).copied())
                         .unwrap_or(0)
                 }),
-                probe: r.kind == Some(OpKind::Probe),
-            })
-            .collect();
+                probe,
+                outside_op: r.kind == Some(OpKind::NonOp),
+            }
+        });
+        for op in rows {
+            let merged = op
+                .probe
+                .then(|| ops.iter_mut().find(|o| o.probe && o.pass == op.pass))
+                .flatten();
+            match merged {
+                Some(m) => {
+                    let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+                        (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                        (a, b) => a.or(b),
+                    };
+                    m.ns = add(m.ns, op.ns);
+                    m.low_ns = add(m.low_ns, op.low_ns);
+                    m.high_ns = add(m.high_ns, op.high_ns);
+                    m.samples = add(m.samples, op.samples);
+                    m.calls = add(m.calls, op.calls);
+                    m.alloc_clocked_ns = add(m.alloc_clocked_ns, op.alloc_clocked_ns);
+                    m.allocated_bytes = add(m.allocated_bytes, op.allocated_bytes);
+                }
+                None => ops.push(op),
+            }
+        }
         Self {
             framework,
             source: TimeSource::Sampled,

@@ -12,9 +12,11 @@
 //! Candle's CPU ops allocate their output when they start, so every allocating op call has at
 //! least one allocation at or above the capture's threshold. Calls are counted exactly, per
 //! thread, over the allocations in the measured region: an allocation *continues* the current
-//! call when it is in the same span, its op frame and every frame outside it are the same
-//! frames as the call's (the same op called from the same place), and its stack has not been
-//! seen yet in this call (an inner op of the same call: `contiguous` inside `matmul`). Any
+//! call when it is in the same span, its op frame is the same function as the call's (at any
+//! of its lines: candle-nn's `softmax` allocates at five) and its [`CALLER_FRAMES`] nearest
+//! callers are the same frames (the same op called from the same place; a site's stack is cut
+//! from its outer end at the probe's frame limit, so farther frames can be missing), and its stack has not been seen yet
+//! in this call (an inner op of the same call: `contiguous` inside `matmul`). Any
 //! other allocation starts a new call — so a loop calling `sqr` from one line fourteen times is
 //! fourteen calls. The counts cover calls that allocate at least the threshold; an op that
 //! allocates nothing (a view, an in-place update) or only below it is not counted.
@@ -61,6 +63,10 @@ pub struct StorageOp {
     /// Index into [`SiteProfile::rows`].
     pub row: u32,
 }
+
+/// How many frames outside an allocation's op frame say where the op was called from (the
+/// nearest callers; a site's stack is cut from its outer end at the probe's frame limit).
+pub const CALLER_FRAMES: usize = 4;
 
 /// One row: the allocating calls of one op on one thread in one pass and module.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -172,7 +178,8 @@ impl SiteProfile {
         let mut classes = Vec::with_capacity(sites.sites.len());
         // the op frame and every frame outside it: the call's context, interned per site
         let mut contexts: Vec<u32> = Vec::with_capacity(sites.sites.len());
-        let mut context_ids: HashMap<Vec<u32>, u32> = HashMap::default();
+        let mut context_ids: HashMap<(u32, Vec<u32>), u32> = HashMap::default();
+        let mut fn_ids: HashMap<(Option<&str>, Option<&str>), u32> = HashMap::default();
         let mut frames_buf: Vec<&FrameEvent> = Vec::new();
         let mut roles_buf: Vec<FrameRole> = Vec::new();
         for site in &sites.sites {
@@ -194,8 +201,26 @@ impl SiteProfile {
             let start = hook_frames(&roles_buf);
             let mut class = classify_roles(&frames_buf[start..], &roles_buf[start..]);
             class.op_frame = class.op_frame.map(|i| i + start);
+            // the op frame by its function (not its line: one call of `softmax` allocates
+            // at five lines of it), its nearest callers exactly (where it was called from)
             let outer = class.op_frame.unwrap_or(start).min(stack.frames.len());
-            let key = stack.frames[outer..].to_vec();
+            let op_fn = class.op_frame.map_or(u32::MAX, |i| {
+                let f = &table.frames[stack.frames[i] as usize];
+                let next = fn_ids.len() as u32;
+                *fn_ids
+                    .entry((f.function.as_deref(), f.file.as_deref()))
+                    .or_insert(next)
+            });
+            let outside = if class.op_frame.is_some() {
+                outer + 1
+            } else {
+                outer
+            };
+            // the nearest callers only: a site's stack is cut at the probe's frame limit from
+            // the outer end, so deeper allocations of one call keep fewer outer frames
+            let from = outside.min(stack.frames.len());
+            let to = from.saturating_add(CALLER_FRAMES).min(stack.frames.len());
+            let key = (op_fn, stack.frames[from..to].to_vec());
             let next = context_ids.len() as u32;
             contexts.push(*context_ids.entry(key).or_insert(next));
             classes.push(class);

@@ -657,11 +657,20 @@ fn render_gradients(out: &mut String, diff: &TraceDiff, top: usize) {
     }
 }
 
-/// The diff's answer first: the pass whose peak changed most, then the run's peak (and where
-/// it moved), then the timing only when the change is beyond the run-to-run spread — one
-/// line each; then the findings that appeared, disappeared or changed, with their figures.
+/// The diff's answer first: when op times are compared, the largest op gap of the largest
+/// pass gap with its interval; then the pass whose peak changed most, the run's peak (and
+/// where it moved), then the timing only when the change is beyond the run-to-run spread —
+/// one line each; then the findings that appeared, disappeared or changed, with their
+/// figures.
 pub fn headline(diff: &TraceDiff) -> Vec<String> {
     let mut lines = Vec::new();
+    if let Some(l) = diff
+        .ops
+        .as_ref()
+        .and_then(super::diff_ops::largest_gap_line)
+    {
+        lines.push(l);
+    }
     let mut parts: Vec<String> = Vec::new();
     let mut passes: Vec<&trace_diff::PassDelta> = diff
         .passes

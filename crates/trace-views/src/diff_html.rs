@@ -579,6 +579,17 @@ fn ops_section(diff: &TraceDiff) -> Section {
             for n in &d.notes {
                 facts.push(fact("note", escape(n).into_owned()));
             }
+            for t in [&d.baseline_sampling, &d.candidate_sampling]
+                .into_iter()
+                .flatten()
+            {
+                for l in crate::ops::few_samples_line(t)
+                    .into_iter()
+                    .chain(crate::ops::lost_samples_line(t))
+                {
+                    facts.push(fact("warning", escape(&l).into_owned()));
+                }
+            }
             blocks.push(Block::Facts(facts));
             for p in &d.passes {
                 let pass = p.pass.map_or("outside", |p| p.as_str());
@@ -590,7 +601,7 @@ fn ops_section(diff: &TraceDiff) -> Section {
                         .collect::<Vec<_>>()
                         .join(", ");
                     let t = match (s.ns, s.low_ns, s.high_ns) {
-                        _ if s.ops.is_empty() => "-".to_string(),
+                        _ if s.ops.is_empty() && s.ns.is_none() => "-".to_string(),
                         (Some(n), Some(l), Some(h)) => format!(
                             "{} ({}–{})",
                             trace_format::duration(n),
@@ -612,15 +623,19 @@ fn ops_section(diff: &TraceDiff) -> Section {
                         let (bo, bt, bn) = side(&r.baseline);
                         let (co, ct, cn) = side(&r.candidate);
                         vec![
-                            Cell::trace(&r.role),
+                            Cell::trace(&match r.kind {
+                                trace_diff::RowKind::Unmatched => format!("{} (unmatched)", r.role),
+                                _ => r.role.clone(),
+                            }),
                             Cell::text(bo),
                             Cell::number(bt, bn),
                             Cell::text(co),
                             Cell::number(ct, cn),
                             Cell::number(
+                                super::diff_ops::gap_cell(r),
                                 r.gap_ns
-                                    .map_or_else(|| "-".to_string(), trace_format::delta_duration),
-                                r.gap_ns.map(|g| g as f64),
+                                    .filter(|_| r.too_few_samples.is_none())
+                                    .map(|g| g as f64),
                             ),
                             Cell::number(
                                 r.share_of_pass_gap
@@ -640,6 +655,17 @@ fn ops_section(diff: &TraceDiff) -> Section {
                         p.pass_gap_ns
                             .map(|g| format!(", gap {}", trace_format::delta_duration(g)))
                             .unwrap_or_default()
+                            + &[
+                                ("baseline", &p.baseline_account),
+                                ("candidate", &p.candidate_account)
+                            ]
+                            .iter()
+                            .filter_map(|(who, a)| {
+                                a.as_ref().map(|a| {
+                                    format!("; {who}: {}", super::diff_ops::account_line(a))
+                                })
+                            })
+                            .collect::<String>()
                     )),
                     columns: vec![
                         Column::text("ROLE"),

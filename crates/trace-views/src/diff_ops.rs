@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use trace_diff::{OpsDiff, RoleSide, TraceDiff};
+use trace_diff::{OpsDiff, PassAccount, RoleRow, RoleSide, RowKind, TraceDiff};
 use trace_format::{delta_duration, duration, elide, escape, opt_duration};
 use trace_ops::{Framework, SideOp, TimeSource};
 
@@ -27,7 +27,7 @@ fn source(s: TimeSource) -> &'static str {
 /// `1.2 ms` or `1.2 ms (0.8–1.9 ms)`, with `; clocked 1.1 ms` when allocation sites clocked
 /// the role's calls too; `-` when the side has no op in the role.
 fn side_time(s: &RoleSide) -> String {
-    if s.ops.is_empty() {
+    if s.ops.is_empty() && s.ns.is_none() {
         return "-".to_string();
     }
     let t = match (s.low_ns, s.high_ns) {
@@ -35,7 +35,7 @@ fn side_time(s: &RoleSide) -> String {
         _ => opt_duration(s.ns),
     };
     match s.alloc_clocked_ns {
-        Some(c) if s.samples.is_some() => format!("{t}; clocked {}", duration(c)),
+        Some(c) if s.samples.is_some() => format!("{t}; clocked ≤ {}", duration(c)),
         _ => t,
     }
 }
@@ -117,6 +117,89 @@ fn unmatched(out: &mut String, side: &str, ops: &[SideOp], top: usize) {
     );
 }
 
+/// `roles 5.20 ms + no role 0.30 ms + outside any op 1.10 ms + probe 0.40 ms = pass 7.00 ms`.
+pub fn account_line(a: &PassAccount) -> String {
+    let probe = match (a.probe_samples, a.samples) {
+        (Some(k), Some(n)) if k > 0 => format!(
+            " + probe {} ({k} of {n} samples, not the user's work)",
+            duration(a.probe_ns)
+        ),
+        _ => String::new(),
+    };
+    let over = a
+        .ops_exceed_pass_ns
+        .map(|x| format!(" (the top-level ops add up to {} more than the pass: ops on several threads at once)", duration(x)))
+        .unwrap_or_default();
+    format!(
+        "roles {} + no role {} + outside any op {}{probe} = pass {}{over}",
+        duration(a.roles_ns),
+        duration(a.unmatched_ns),
+        duration(a.outside_ops_ns),
+        duration(a.pass_ns)
+    )
+}
+
+/// The GAP cell: the gap, or why it is not ranked.
+pub fn gap_cell(r: &RoleRow) -> String {
+    match (r.too_few_samples, r.gap_ns) {
+        (Some(n), _) => format!("too few samples ({n})"),
+        (None, Some(g)) => delta_duration(g),
+        (None, None) => "-".to_string(),
+    }
+}
+
+/// The ROLE cell: an op without a role is marked so.
+fn role_cell(r: &RoleRow) -> String {
+    let name = escape(&elide(&r.role, 32)).into_owned();
+    match r.kind {
+        RowKind::Unmatched => format!("{} (unmatched)", short(&elide(&r.role, 32))),
+        _ => name,
+    }
+}
+
+/// The warnings of a sampled side: few samples, many lost ticks.
+fn sampling_warnings(out: &mut String, side: &str, t: Option<&trace_ops::SampleTotals>) {
+    let Some(t) = t else { return };
+    for l in crate::ops::few_samples_line(t)
+        .into_iter()
+        .chain(crate::ops::lost_samples_line(t))
+    {
+        let _ = writeln!(out, "  warning ({side}): {}", escape(&l));
+    }
+}
+
+/// The headline's op line: the largest gap of the largest pass gap, with its interval.
+pub fn largest_gap_line(d: &OpsDiff) -> Option<String> {
+    let (p, r) = d.largest_gap()?;
+    let pass = p.pass.map_or("outside every pass", |x| x.as_str());
+    let interval = match (r.gap_low_ns, r.gap_high_ns) {
+        (Some(l), Some(h)) if (l, h) != (r.gap_ns?, r.gap_ns?) => {
+            format!(" (95% {} to {})", delta_duration(l), delta_duration(h))
+        }
+        _ => String::new(),
+    };
+    let share = r
+        .share_of_pass_gap
+        .map(|s| format!(", {:.0}% of the pass's gap", 100.0 * s))
+        .unwrap_or_default();
+    let pass_gap = p
+        .user_pass_gap_ns
+        .map(|g| format!(" (pass gap {})", delta_duration(g)))
+        .unwrap_or_default();
+    let what = match r.kind {
+        RowKind::Unmatched => format!("{} (an op without a role)", short(&r.role)),
+        _ => escape(&r.role).into_owned(),
+    };
+    Some(format!(
+        "largest gap: {pass}{pass_gap}: {what} {}{interval}{share}: {} {} vs {} {}",
+        delta_duration(r.gap_ns?),
+        framework(d.candidate_framework),
+        side_time(&r.candidate),
+        framework(d.baseline_framework),
+        side_time(&r.baseline),
+    ))
+}
+
 /// Renders the section (`top` roles per pass at most).
 pub fn render(out: &mut String, diff: &TraceDiff, top: usize) {
     let Some(d): Option<&OpsDiff> = diff.ops.as_ref() else {
@@ -135,6 +218,14 @@ pub fn render(out: &mut String, diff: &TraceDiff, top: usize) {
         framework(d.candidate_framework),
         source(d.candidate_source)
     );
+    if d.baseline_run.of > 1 || d.candidate_run.of > 1 {
+        let _ = writeln!(
+            out,
+            "  one run a side for every figure here, pass times included: baseline {}, candidate {} (the passes table above gives medians over the runs)",
+            d.baseline_run.describe(),
+            d.candidate_run.describe()
+        );
+    }
     out.push_str("  ALLOCATED: bytes each side's ops allocated in the role (compared whatever the timing; a Candle side counts storages with an allocation site, at least its threshold)\n");
     if d.timing_comparable {
         out.push_str("  op times compared\n");
@@ -147,12 +238,21 @@ pub fn render(out: &mut String, diff: &TraceDiff, top: usize) {
     for n in &d.notes {
         let _ = writeln!(out, "  note: {}", escape(n));
     }
+    sampling_warnings(out, "baseline", d.baseline_sampling.as_ref());
+    sampling_warnings(out, "candidate", d.candidate_sampling.as_ref());
+    if d.baseline_sampling.is_some() || d.candidate_sampling.is_some() {
+        let _ = writeln!(
+            out,
+            "  a sampled side's times are its share of the pass's samples × the pass time; a row with fewer than {} samples on a side is not ranked; shares are of the pass gap without the probe's cost",
+            d.min_row_samples
+        );
+    }
     if d.passes
         .iter()
         .flat_map(|p| &p.roles)
         .any(|r| r.candidate.alloc_clocked_ns.is_some() || r.baseline.alloc_clocked_ns.is_some())
     {
-        out.push_str("  clocked: the allocation sites' second time source (each allocating call to the next allocation on its thread; gaps use the sampled estimate)\n");
+        out.push_str("  clocked ≤: the allocation sites' second time source, an upper bound of the clocked calls' own time (each allocating call to the next allocation on its thread: the non-allocating work after it counts too); gaps use the sampled estimate; where it leaves the sampled interval the row says why\n");
     }
     for p in &d.passes {
         let pass = p.pass.map_or("outside every pass", |p| p.as_str());
@@ -166,6 +266,14 @@ pub fn render(out: &mut String, diff: &TraceDiff, top: usize) {
             opt_duration(p.baseline_pass_ns),
             opt_duration(p.candidate_pass_ns)
         );
+        for (side, a) in [
+            ("baseline", &p.baseline_account),
+            ("candidate", &p.candidate_account),
+        ] {
+            if let Some(a) = a {
+                let _ = writeln!(out, "    {side}: {}", account_line(a));
+            }
+        }
         if !p.roles.is_empty() {
             let mut t = Table::new(&[
                 ("ROLE", Align::Left),
@@ -179,18 +287,25 @@ pub fn render(out: &mut String, diff: &TraceDiff, top: usize) {
             ]);
             for r in p.roles.iter().take(top) {
                 t.row([
-                    escape(&elide(&r.role, 32)).into_owned(),
+                    role_cell(r),
                     names(&r.baseline),
                     side_time(&r.baseline),
                     names(&r.candidate),
                     side_time(&r.candidate),
-                    r.gap_ns.map_or_else(|| "-".to_string(), delta_duration),
+                    gap_cell(r),
                     r.share_of_pass_gap
                         .map_or_else(|| "-".to_string(), share_of_gap),
                     allocated(&r.baseline, &r.candidate),
                 ]);
             }
             out.push_str(&t.render("    "));
+            for r in p.roles.iter().take(top) {
+                for (who, side) in [("baseline", &r.baseline), ("candidate", &r.candidate)] {
+                    if let Some(why) = &side.clock_disagrees {
+                        let _ = writeln!(out, "    {} ({who}): {}", escape(&r.role), escape(why));
+                    }
+                }
+            }
             if p.roles.len() > top {
                 let _ = writeln!(out, "    … {} more roles (--top)", p.roles.len() - top);
             }
@@ -198,40 +313,8 @@ pub fn render(out: &mut String, diff: &TraceDiff, top: usize) {
         unmatched(out, "baseline", &p.baseline_unmatched, top.min(5));
         unmatched(out, "candidate", &p.candidate_unmatched, top.min(5));
     }
-    if let Some(top_gap) = d
-        .passes
-        .iter()
-        .flat_map(|p| p.roles.iter().map(move |r| (p, r)))
-        .filter(|(_, r)| r.gap_ns.is_some_and(|g| g > 0))
-        .max_by_key(|(_, r)| r.gap_ns)
-    {
-        let (p, r) = top_gap;
-        let share = r
-            .share_of_pass_gap
-            .filter(|s| (0.0..=1.0).contains(s))
-            .map(|s| {
-                format!(
-                    ": {:.0}% of the {} gap",
-                    100.0 * s,
-                    p.pass.map_or("", |x| x.as_str())
-                )
-            })
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "  largest gap: {} {} ({}) {} vs {} ({}) {}{share}{}",
-            p.pass.map_or("-", |x| x.as_str()),
-            framework(d.candidate_framework),
-            names(&r.candidate),
-            side_time(&r.candidate),
-            framework(d.baseline_framework),
-            names(&r.baseline),
-            side_time(&r.baseline),
-            r.note
-                .as_deref()
-                .map(|n| format!(" — {}", escape(n)))
-                .unwrap_or_default()
-        );
+    if let Some(l) = largest_gap_line(d) {
+        let _ = writeln!(out, "  {l}");
     }
 }
 

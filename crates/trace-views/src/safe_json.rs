@@ -33,12 +33,12 @@ impl Formatter for SafeFormatter<'_> {
         let mut start = 0;
         for (i, c) in fragment.char_indices() {
             if is_unsafe(c) {
-                w.write_all(fragment[start..i].as_bytes())?;
+                w.write_all(&fragment.as_bytes()[start..i])?;
                 write!(w, "\\u{:04x}", c as u32)?;
                 start = i + c.len_utf8();
             }
         }
-        w.write_all(fragment[start..].as_bytes())
+        w.write_all(&fragment.as_bytes()[start..])
     }
     fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
         self.0.begin_array(w)

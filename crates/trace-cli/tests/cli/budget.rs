@@ -358,4 +358,7 @@ fn a_baseline_bundle_is_verified_before_it_is_compared() {
         r.stderr
     );
     assert!(r.stderr.contains("trace.jsonl"), "{}", r.stderr);
+    // One line, no escaped line breaks.
+    assert_eq!(r.stderr.trim_end().lines().count(), 1, "{}", r.stderr);
+    assert!(!r.stderr.contains("\\x0a"), "{}", r.stderr);
 }

@@ -14,6 +14,7 @@
 //!   [`FILE_IO`]: functions that read or open files.
 //! - [`PROBE_CRATE`]: the probe's own frames (its cost is counted, never hidden).
 
+pub mod candle_ops;
 pub mod generated;
 
 use trace_schema::FrameEvent;
