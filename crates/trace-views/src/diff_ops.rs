@@ -180,6 +180,7 @@ pub fn largest_gap_line(d: &OpsDiff) -> Option<String> {
     };
     let share = r
         .share_of_pass_gap
+        .filter(|s| (0.0..=1.0).contains(s))
         .map(|s| format!(", {:.0}% of the pass's gap", 100.0 * s))
         .unwrap_or_default();
     let pass_gap = p
