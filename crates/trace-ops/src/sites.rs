@@ -179,7 +179,7 @@ impl SiteProfile {
         // the op frame and every frame outside it: the call's context, interned per site
         let mut contexts: Vec<u32> = Vec::with_capacity(sites.sites.len());
         let mut context_ids: HashMap<(u32, Vec<u32>), u32> = HashMap::default();
-        let mut fn_ids: HashMap<(Option<&str>, Option<&str>), u32> = HashMap::default();
+        let mut fn_ids: HashMap<(Option<&str>, Option<&str>, String), u32> = HashMap::default();
         let mut frames_buf: Vec<&FrameEvent> = Vec::new();
         let mut roles_buf: Vec<FrameRole> = Vec::new();
         for site in &sites.sites {
@@ -204,11 +204,13 @@ impl SiteProfile {
             // the op frame by its function (not its line: one call of `softmax` allocates
             // at five lines of it), its nearest callers exactly (where it was called from)
             let outer = class.op_frame.unwrap_or(start).min(stack.frames.len());
+            // ... and by the op it names: every arm of Candle's backward pass is one function
+            // (`Tensor::backward`), so its arms are told apart by op (`matmul.backward`)
             let op_fn = class.op_frame.map_or(u32::MAX, |i| {
                 let f = &table.frames[stack.frames[i] as usize];
                 let next = fn_ids.len() as u32;
                 *fn_ids
-                    .entry((f.function.as_deref(), f.file.as_deref()))
+                    .entry((f.function.as_deref(), f.file.as_deref(), class.op.clone()))
                     .or_insert(next)
             });
             let outside = if class.op_frame.is_some() {
