@@ -194,11 +194,7 @@ pub fn render_record(r: &InferenceRecord) -> String {
         "  live at end   {} in {} allocated in the call{}\n",
         bytes(r.live_at_end_bytes),
         count(r.live_at_end_storages, "storage", "storages"),
-        if r.decode_calls > 0 {
-            " (kept across the decode calls: a decoder's KV cache)"
-        } else {
-            ""
-        }
+        kept_note(r)
     ));
     if let Some(g) = r.growth_per_token_bytes {
         out.push_str(&format!(
@@ -207,6 +203,16 @@ pub fn render_record(r: &InferenceRecord) -> String {
         ));
     }
     out
+}
+
+/// What the live-at-end figure is, said after it: a decoder keeps its KV cache across the
+/// decode calls.
+fn kept_note(r: &InferenceRecord) -> &'static str {
+    if r.decode_calls > 0 {
+        " (kept across the decode calls: a decoder's KV cache)"
+    } else {
+        ""
+    }
 }
 
 /// The report page's `inference` fact: the prefill/decode split and what the call keeps, the
@@ -234,11 +240,7 @@ pub fn fact(r: &InferenceRecord) -> trace_report::page::Fact {
         "live at the end {} in {}{}",
         bytes(r.live_at_end_bytes),
         count(r.live_at_end_storages, "storage", "storages"),
-        if r.decode_calls > 0 {
-            " (kept across the decode calls: a decoder's KV cache)"
-        } else {
-            ""
-        }
+        kept_note(r)
     ));
     if let Some(g) = r.growth_per_token_bytes {
         parts.push(format!("growth {} per decoded token", bytes(g)));

@@ -6,7 +6,7 @@
 //! in the window. Optimizer state found at construction keeps its label and category.
 
 #[cfg(feature = "cuda-ledger")]
-use trace_schema::{CategorySource, MemoryAction, MemorySource};
+use trace_schema::{CategorySource, MemoryAction};
 
 #[cfg(feature = "cuda-ledger")]
 use super::events::{anonymous_alloc, PendingEvent};
@@ -118,7 +118,6 @@ impl CaptureState {
 /// tensor's, which the driver call does not carry (absent).
 fn ledger_alloc(device: &str, r: &Record) -> trace_schema::MemoryEvent {
     let mut event = anonymous_alloc(device.to_string(), storage_id(r.seq), r.bytes);
-    event.source = Some(MemorySource::Allocator);
     if let Owner::Construction { label, category } = &r.owner {
         event.category = *category;
         event.category_source = Some(CategorySource::Registry);
