@@ -1,12 +1,20 @@
 """Checks the Parquet export with a SQL engine (called by .ci/sql-test).
 
 Usage: sql_check.py --engine duckdb|datafusion|spark TABLES_DIR MEMORY_JSON... --ranks RANKS_JSON
+       sql_check.py --engine duckdb|datafusion --runs RUN_TABLES_DIR LEAKY=STORY_JSON PLAIN=STORY_JSON
 
 Runs the queries the README shows over the tables — docs/sql/<name>.sql (DuckDB), or the
 engine's own spelling docs/sql/<engine>/<name>.sql where it differs — and compares, exactly,
 each trace's logical peak, device peaks and pass peaks with `candle-graph memory --json`, and
 the straggler with `candle-graph summary DIR --json` on the rank traces. Exits 1 on any
 difference, printing each.
+
+With --runs it reads the hive-partitioned export of run directories (`export --format parquet
+RUN_DIR...`: TABLE/run=NAME/step=N/part-0.parquet) and runs docs/sql/runs/*.sql: every
+capture's peak by model and step must equal the peak of `series RUN_DIR --json`
+(`captures[].peak_bytes`) of both runs, `leaks` must name the run seeded with a leak and not
+the plain one; the op share regressions must name the seeded run's exp or log and never the
+probe's own `(probe)` row, and are printed.
 """
 
 import json
@@ -72,6 +80,84 @@ class Spark:
 
 
 ENGINES = {"duckdb": DuckDB, "datafusion": DataFusion, "spark": Spark}
+RUN_TABLES = ["runs", "memory_events", "ops"]
+
+
+class RunDuckDB(DuckDB):
+    """DuckDB over the hive-partitioned tables of run directories."""
+
+    def __init__(self, tables):
+        import duckdb
+
+        self.version = f"duckdb {duckdb.__version__}"
+        self.con = duckdb.connect()
+        for t in RUN_TABLES:
+            glob = (tables / t / "**" / "*.parquet").as_posix().replace("'", "''")
+            self.con.execute(
+                f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{glob}', hive_partitioning = true)"
+            )
+
+
+class RunDataFusion(DataFusion):
+    """DataFusion over the same files: external tables partitioned by run and step."""
+
+    def __init__(self, tables):
+        import datafusion
+
+        self.version = f"datafusion {datafusion.__version__}"
+        self.ctx = datafusion.SessionContext()
+        for t in RUN_TABLES:
+            self.ctx.sql(
+                f"CREATE EXTERNAL TABLE {t} STORED AS PARQUET PARTITIONED BY (run, step) "
+                f"LOCATION '{(tables / t).as_posix()}/'"
+            ).collect()
+
+
+RUN_ENGINES = {"duckdb": RunDuckDB, "datafusion": RunDataFusion}
+
+
+def check_runs(engine_name, argv):
+    tables = pathlib.Path(argv[0])
+    stories = {}
+    for arg in argv[1:]:
+        name, _, f = arg.partition("=")
+        stories[name] = json.loads(pathlib.Path(f).read_text())
+    engine = RUN_ENGINES[engine_name](tables)
+    tag = f"{engine_name}-runs-test"
+
+    def query(name):
+        return engine.rows((SQL / "runs" / f"{name}.sql").read_text())
+
+    failures = []
+    checked = 0
+    peaks = {(str(run), int(step)): int(b) for _, run, step, b in query("peaks_by_step")}
+    for run, story in stories.items():
+        for c in story["captures"]:
+            want = c.get("peak_bytes")
+            got = peaks.get((run, int(c["step"])))
+            checked += 1
+            if got != want:
+                failures.append(f"{run} step {c['step']}: SQL peak {got}, series --json {want}")
+    leaks = {str(r[0]) for r in query("leaks")}
+    names = list(stories)
+    leaky, plain = names[0], names[1]
+    checked += 2
+    if leaky not in leaks:
+        failures.append(f"leaks: the seeded run {leaky} is not named (got {sorted(leaks)})")
+    if plain in leaks:
+        failures.append(f"leaks: the plain run {plain} is named")
+    regressions = [tuple(r) for r in query("op_share_regressions")]
+    for row in regressions:
+        print(f"{tag}: op share regression {row}")
+    checked += 2
+    if not any(str(r[0]) == leaky and str(r[1]) in ("exp", "log") for r in regressions):
+        failures.append(f"op_share_regressions: the seeded exp/log of {leaky} are not named")
+    if any(str(r[1]) == "(probe)" for r in regressions):
+        failures.append("op_share_regressions: the probe's own row is named")
+    for f in failures:
+        print(f"{tag}: MISMATCH {f}")
+    print(f"{tag}: {checked} figures compared, {len(failures)} mismatches ({engine.version})")
+    return 1 if failures or checked == 0 else 0
 
 
 def query_text(engine, name):
@@ -84,6 +170,8 @@ def main(argv):
     engine_at = argv.index("--engine")
     engine_name = argv[engine_at + 1]
     del argv[engine_at : engine_at + 2]
+    if argv[0] == "--runs":
+        return check_runs(engine_name, argv[1:])
     tables = pathlib.Path(argv[0])
     ranks_at = argv.index("--ranks")
     memory_files = argv[1:ranks_at]

@@ -140,6 +140,26 @@ def backward_lines(src):
     return start + 1, end + 1, (gs + 1, gs_end + 1), rows
 
 
+def statement_starts(src, start, end):
+    """(line, first line of its statement) for the lines of `Tensor::backward` (1-based,
+    `start`..=`end`) that continue a statement begun on an earlier line: a line whose previous
+    code line does not end a statement or open or close a block (`;`, `{`, `}`)."""
+    lines = src.split("\n")
+    out = []
+    first = None
+    prev = ""
+    for lineno in range(start, end + 1):
+        code = lines[lineno - 1].split("//")[0].rstrip()
+        if not code.strip():
+            continue
+        if first is not None and prev and prev[-1] not in ";{}":
+            out.append((lineno, first))
+        else:
+            first = lineno
+        prev = code
+    return out
+
+
 def helpers(src_dir):
     names = set()
     for f in OP_FILES:
@@ -235,7 +255,7 @@ def main():
     w("")
     w("//! Tables generated from candle-core " + VERSION + "'s sources (see `scripts/candle-op-tables.py`).")
     w("")
-    w("use super::BackwardLine::{self, *};")
+    w("use super::line_kind::BackwardLine::{self, *};")
     w("")
     w("/// The Candle version the tables were generated from.")
     w(f'pub const CANDLE_VERSION: &str = "{VERSION}";')
@@ -252,6 +272,14 @@ def main():
     w("pub const BACKWARD_LINES: &[(u32, BackwardLine, &str)] = &[")
     for (line, kind, arm) in rows:
         w(f'    ({line}, {kind}, "{arm}"),')
+    w("];")
+    w("")
+    w("/// The lines of `Tensor::backward` that continue a statement begun on an earlier line, with")
+    w("/// that statement's first line, ascending: an arm runs its statements in order, so an")
+    w("/// allocation at an earlier statement than the last one starts another execution of it.")
+    w("pub const BACKWARD_STATEMENTS: &[(u32, u32)] = &[")
+    for (line, first) in statement_starts(src, start, end):
+        w(f"    ({line}, {first}),")
     w("];")
     w("")
     w("/// Functions of candle-core's op files that are not public API (`fn`, `pub(crate) fn`):")

@@ -33,7 +33,7 @@ fn cpu_ns() -> u64 {
 }
 
 fn heap() -> i64 {
-    trace_probe::alloc::heap_live_bytes().map_or(0, |b| b as i64)
+    trace_probe::heap_live_bytes().map_or(0, |b| b as i64)
 }
 
 /// One captured update.

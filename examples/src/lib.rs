@@ -11,6 +11,9 @@
 //! - [`cnn`]: a small CNN (conv2d → relu → max_pool2d ×2 → linear, AdamW, batch 64) trained
 //!   as issue 20's user did, the input batch made before the captured step and never labelled
 //!   (`--example cnn`);
+//! - [`conformance`]: issue 43's suite of model families (MLP, CNN with batch norm, GRU,
+//!   transformer encoder) captured with the probe and timed op by op with a clock
+//!   (`--example conformance`; the PyTorch twins in `scripts/conformance/`);
 //! - [`init`] and [`data`]: seeded weights and learnable synthetic data (Candle's CPU RNG cannot
 //!   be seeded), so runs are reproducible;
 //! - [`model`]: both models behind one [`Workload`];
@@ -34,6 +37,7 @@
 
 pub mod cli;
 pub mod cnn;
+pub mod conformance;
 pub mod data;
 pub mod device;
 pub mod infer;
@@ -48,5 +52,6 @@ pub use device::DeviceSpec;
 pub use model::{ModelKind, ModelSizes, Workload};
 pub use overhead::{measure_overhead, OverheadReport};
 pub use train::{
-    train, train_with_progress, ParameterShape, TrainConfig, TrainError, TrainReport, UpdateStyle,
+    train, train_with_progress, ParameterShape, Seeds, TrainConfig, TrainError, TrainReport,
+    UpdateStyle,
 };

@@ -262,7 +262,19 @@ impl Llama {
     /// # Errors
     /// Candle errors (shape mismatches).
     pub fn loss(&self, ids: &Tensor, targets: &Tensor) -> Result<Tensor> {
-        let logits = self.forward(ids)?;
+        self.loss_slowed(ids, targets, 0)
+    }
+
+    /// [`Llama::loss`] with `rounds` of `exp` then `log` on the logits (an identity that costs
+    /// two ops and their backward arms per round: a seeded op slowdown).
+    ///
+    /// # Errors
+    /// Candle errors (shape mismatches).
+    pub fn loss_slowed(&self, ids: &Tensor, targets: &Tensor, rounds: usize) -> Result<Tensor> {
+        let mut logits = self.forward(ids)?;
+        for _ in 0..rounds {
+            logits = logits.exp()?.log()?;
+        }
         let (b, t, _) = logits.dims3()?;
         candle_nn::loss::cross_entropy(
             &logits.reshape((b * t, self.vocab_size))?,

@@ -171,6 +171,11 @@ impl Workload {
         }
     }
 
+    /// The device the model lives on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
     /// The scalar training loss of `batch`.
     ///
     /// # Errors
@@ -179,6 +184,20 @@ impl Workload {
         match &self.net {
             Net::Llama(m) => m.loss(&batch.inputs, &batch.targets),
             Net::Mlp(m) => m.loss(&batch.inputs, &batch.targets),
+        }
+    }
+
+    /// [`Workload::loss`] with `rounds` of extra work on the llama model's logits (`exp` then
+    /// `log`, an identity that costs an `exp`, a `log` and their backward arms per round): the
+    /// seeded op slowdown of `demo --seed-slowdown-after`. 0 rounds is [`Workload::loss`]; the
+    /// MLP ignores `rounds`.
+    ///
+    /// # Errors
+    /// Candle errors (shape mismatches).
+    pub fn loss_slowed(&self, batch: &Batch, rounds: usize) -> Result<Tensor> {
+        match &self.net {
+            Net::Llama(m) if rounds > 0 => m.loss_slowed(&batch.inputs, &batch.targets, rounds),
+            _ => self.loss(batch),
         }
     }
 }

@@ -156,7 +156,7 @@ fn time_update(config: &TrainConfig, device: &Device, armed: bool) -> Result<u64
         })?;
         sync("before the update")?;
         let start = Instant::now();
-        let step = train_step(&profiler, &work, &mut opt, &batch, STEP, config.update);
+        let step = train_step(&profiler, &work, &mut opt, &batch, (STEP, 0), config.update);
         let after = sync("after the update");
         let elapsed = start.elapsed();
         step?;

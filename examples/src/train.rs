@@ -92,6 +92,10 @@ pub struct TrainConfig {
     pub steps: u64,
     /// The one-based update captured; the ones before it are warm-up.
     pub capture_step: u64,
+    /// Consecutive updates captured in one trace from `capture_step` on (1: that one only;
+    /// [`trace_probe::ProfileRun::capture_steps`]); `capture_step + capture_steps - 1` must be
+    /// within `steps`.
+    pub capture_steps: u64,
     /// Seed of weights and data.
     pub seed: u64,
     /// The device to train on (default CPU). The same seed gives the same initial weights and
@@ -116,6 +120,49 @@ pub struct TrainConfig {
     /// the probe reads `RANK` / `WORLD_SIZE` from the environment). A rank writes
     /// `trace.rank<N>.jsonl` into `out_dir`.
     pub rank: Option<(u32, u32)>,
+    /// Capture one step in `n` for the whole run ([`trace_probe::ProfileRun::every`]): `out_dir`
+    /// becomes a run directory of bundles; `capture_step` is ignored.
+    pub every: Option<u64>,
+    /// Most recent bundles a scheduled run keeps ([`trace_probe::ProfileRun::keep_last`]).
+    pub keep_last: Option<usize>,
+    /// The first captured step of a scheduled run ([`trace_probe::ProfileRun::first_step`];
+    /// `None`: the schedule's `n`). Beyond `steps`, the run never captures: the idle probe
+    /// (the `every_cost` example's control).
+    pub first_step: Option<u64>,
+    /// Seeds, for showing and testing the run view: what the loop does wrong on purpose.
+    pub seeds: Seeds,
+    /// Outputs added to each scheduled capture's bundle
+    /// ([`trace_probe::ProfileRun::bundle_outputs`]).
+    pub bundle_outputs: Option<trace_probe::BundleOutputs>,
+}
+
+/// Faults seeded into the loop on purpose (hidden flags of `candle-graph demo`), so that a
+/// run's series has something to find: a slow leak no single step shows, an op that slows
+/// down after a step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Seeds {
+    /// Every this many steps the loop keeps one more 2 MiB tensor (`(512, 1024)` f32) for the
+    /// rest of the run, outside the step guard: a leak of 2 MiB per that many steps.
+    pub leak_every: Option<u64>,
+    /// After this step the llama model's loss runs [`SLOWDOWN_ROUNDS`] rounds of `exp` then
+    /// `log` on its logits ([`crate::Workload::loss_slowed`]).
+    pub slowdown_after: Option<u64>,
+}
+
+/// Rounds of extra `exp`/`log` per step after [`Seeds::slowdown_after`].
+pub const SLOWDOWN_ROUNDS: usize = 48;
+
+/// Bytes of one tensor the seeded leak keeps.
+pub const LEAK_TENSOR_BYTES: u64 = 512 * 1024 * 4;
+
+impl Seeds {
+    /// The extra rounds of step `step`.
+    pub fn slowdown_rounds(&self, step: u64) -> usize {
+        match self.slowdown_after {
+            Some(k) if step > k => SLOWDOWN_ROUNDS,
+            _ => 0,
+        }
+    }
 }
 
 impl TrainConfig {
@@ -126,6 +173,7 @@ impl TrainConfig {
             sizes: ModelSizes::default(),
             steps: 3,
             capture_step: 2,
+            capture_steps: 1,
             seed: 42,
             device: DeviceSpec::Cpu,
             learning_rate: None,
@@ -135,6 +183,11 @@ impl TrainConfig {
             backward_spans: false,
             sample_hz: trace_probe::DEFAULT_SAMPLE_HZ,
             rank: None,
+            every: None,
+            keep_last: None,
+            first_step: None,
+            seeds: Seeds::default(),
+            bundle_outputs: None,
         }
     }
 
@@ -236,9 +289,12 @@ pub fn train_with_progress(
     config: &TrainConfig,
     mut on_step: impl FnMut(u64, f32),
 ) -> Result<TrainReport, TrainError> {
-    if config.capture_step == 0 || config.capture_step > config.steps {
+    let last_capture_step = config
+        .capture_step
+        .saturating_add(config.capture_steps.max(1) - 1);
+    if config.every.is_none() && (config.capture_step == 0 || last_capture_step > config.steps) {
         return Err(TrainError::InvalidConfig(format!(
-            "capture step {} must be within 1..={} steps",
+            "captured steps {}..={last_capture_step} must be within 1..={} steps",
             config.capture_step, config.steps
         )));
     }
@@ -246,9 +302,29 @@ pub fn train_with_progress(
     let device = config.device.open().map_err(TrainError::Device)?;
     let varmap = VarMap::new();
     let mut run = ProfileRun::training(config.entrypoint(), config.capture_step);
+    if last_capture_step > config.capture_step {
+        run = run.capture_steps(config.capture_step..=last_capture_step);
+    }
     if let Some((rank, world_size)) = config.rank {
         run = run.rank(rank, world_size);
     }
+    let requested_path = match config.every {
+        Some(n) => {
+            run = run.every(n);
+            if let Some(k) = config.keep_last {
+                run = run.keep_last(k);
+            }
+            if let Some(first) = config.first_step {
+                run = run.first_step(first);
+            }
+            if let Some(outputs) = config.bundle_outputs.clone() {
+                run = run.bundle_outputs(move |doc, analysis| (outputs.0)(doc, analysis));
+            }
+            // a scheduled run writes a run directory of bundles
+            config.out_dir.clone()
+        }
+        None => requested_path,
+    };
     // a rank of a multi-process job writes `trace.rank<N>.jsonl`
     let trace_path = run.trace_path(&requested_path);
     let profiler = run
@@ -277,6 +353,7 @@ pub fn train_with_progress(
             adamw(config),
             config.steps,
             config.update,
+            config.seeds,
             &mut on_step,
         )?;
         Ok((losses, parameter_shapes(&work)))
@@ -314,19 +391,29 @@ pub fn train_loop<O: Optimizer>(
     config: O::Config,
     steps: u64,
     update: UpdateStyle,
+    seeds: Seeds,
     on_step: &mut dyn FnMut(u64, f32),
 ) -> Result<Vec<f32>, TrainError> {
     let mut opt = O::new(work.varmap().all_vars(), config)
         .map_err(candle(|| "building the optimizer".to_string()))?;
     let mut losses = Vec::with_capacity(steps as usize);
+    let mut leaked = Vec::new();
     for step in 1..=steps {
         let batch = work
             .batch(step)
             .map_err(candle(|| format!("step {step}: building the batch")))?;
-        let value = train_step(profiler, work, &mut opt, &batch, step, update)?;
+        let rounds = seeds.slowdown_rounds(step);
+        let value = train_step(profiler, work, &mut opt, &batch, (step, rounds), update)?;
         losses.push(value);
+        if seeds.leak_every.is_some_and(|n| n > 0 && step % n == 0) {
+            // the seeded leak: kept for the rest of the run, outside any step guard
+            let t = candle_core::Tensor::ones((512, 1024), DType::F32, work.device())
+                .map_err(candle(|| format!("step {step}: the seeded leak")))?;
+            leaked.push(t);
+        }
         on_step(step, value);
     }
+    drop(leaked);
     Ok(losses)
 }
 
@@ -343,7 +430,7 @@ pub(crate) fn train_step<O: Optimizer>(
     work: &Workload,
     opt: &mut O,
     batch: &Batch,
-    step: u64,
+    (step, slowdown_rounds): (u64, usize),
     update: UpdateStyle,
 ) -> Result<f32, TrainError> {
     let _step = profiler.step(step);
@@ -351,7 +438,7 @@ pub(crate) fn train_step<O: Optimizer>(
     profiler.tensor_as("batch.inputs", &batch.inputs, MemoryCategory::Other);
     profiler.tensor_as("batch.targets", &batch.targets, MemoryCategory::Other);
     let loss = work
-        .loss(batch)
+        .loss_slowed(batch, slowdown_rounds)
         .map_err(candle(|| format!("step {step}: forward")))?;
     profiler.tensor_stats("loss", &loss)?;
     let value = loss

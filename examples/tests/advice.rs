@@ -12,7 +12,7 @@ use candle_graph_examples::{train, ModelKind, TrainConfig, UpdateStyle};
 use trace_graph::{Analysis, Finding, FindingCode, Holder};
 
 #[global_allocator]
-static ALLOC: trace_probe::alloc::Tracking = trace_probe::alloc::Tracking::system();
+static ALLOC: trace_probe::Tracking = trace_probe::Tracking::system();
 
 /// The allocator's capture is process-wide: one training run at a time.
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -102,20 +102,22 @@ fn failure(report: &Report) -> &str {
 }
 
 /// The MLP step's budgets: its peak (33.31 MiB, in the optimizer pass), the optimizer state at
-/// the peak (5.11 MiB) and the exact calls of `matmul.backward` (6: two per layer).
+/// the peak (5.11 MiB) and the exact calls of `matmul.backward` (3: one execution of the arm per
+/// layer, each computing both operands' gradients).
 fn mlp_budgets() -> Budgets {
     Budgets::new()
         .peak_at_most(36 << 20)
         .category_at_most(trace_schema::MemoryCategory::Optimizer, 6 << 20)
-        .op_calls("matmul.backward", 6)
+        .op_calls("matmul.backward", 3)
 }
 
-/// The llama step's budgets: its peak (5.72 MiB), the 38 calls of `matmul.backward`, and the
+/// The llama step's budgets: its peak (5.72 MiB), the 19 calls of `matmul.backward` (9 matmuls
+/// per block, two blocks, the head), and the
 /// backward pass's share of it (about 35%, a 95% interval of about ±6 points at 10 kHz).
 fn llama_budgets() -> Budgets {
     Budgets::new()
         .peak_at_most(6 << 20)
-        .op_calls("matmul.backward", 38)
+        .op_calls("matmul.backward", 19)
         .op_share_at_most("matmul.backward", Pass::Backward, 0.50)
 }
 
@@ -159,7 +161,10 @@ fn the_llama_step_is_within_its_budgets_and_a_doubled_hidden_size_is_not() -> Re
     llama_budgets().check(&figures)?;
     let doubled = capture(ModelKind::Llama, llama_doubled(), 2..=2, Seeded::None)?;
     let report = llama_budgets().evaluate(&doubled);
-    let message = failure(&report);
+    // the peak fails; matmul.backward's share may also cross 50% with matmuls 4× the work
+    // (55% [51%, 60%] once under load), so only the peak's failure is asserted
+    assert_eq!(report.checked[0].outcome, Outcome::Fail, "{report}");
+    let message = &report.checked[0].message;
     eprintln!("{message}");
     assert!(message.starts_with("peak "), "{message}");
     assert!(message.contains("> budget 6.00 MiB"), "{message}");

@@ -8,7 +8,7 @@ use candle_graph_examples::UpdateStyle;
 use trace_schema::{CoverageLevel, MemoryAction, MemoryCategory, TraceDocument};
 
 #[global_allocator]
-static ALLOC: trace_probe::alloc::Tracking = trace_probe::alloc::Tracking::system();
+static ALLOC: trace_probe::Tracking = trace_probe::Tracking::system();
 
 fn pre_existing(doc: &TraceDocument, category: MemoryCategory) -> Vec<u64> {
     let mut v: Vec<u64> = doc

@@ -4,7 +4,7 @@
 use candle_graph_examples::{measure_overhead, train, ModelKind, TrainConfig};
 
 #[global_allocator]
-static ALLOC: trace_probe::alloc::Tracking = trace_probe::alloc::Tracking::system();
+static ALLOC: trace_probe::Tracking = trace_probe::Tracking::system();
 
 // One test: the capture window is process-wide.
 #[test]

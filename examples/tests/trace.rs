@@ -5,7 +5,7 @@
 use candle_graph_examples::{train, ModelKind, TrainConfig};
 
 #[global_allocator]
-static ALLOC: trace_probe::alloc::Tracking = trace_probe::alloc::Tracking::system();
+static ALLOC: trace_probe::Tracking = trace_probe::Tracking::system();
 
 fn check(model: ModelKind, parameters: u64) {
     let dir = tempfile::tempdir().unwrap();

@@ -43,9 +43,21 @@ pub struct BenchArgs {
     /// Keep the generated traces.
     #[arg(long)]
     pub keep: bool,
-    /// The generated trace's shape: `steady` (steps of about 10^5 events each) or `one-step`.
+    /// The generated trace's shape: `steady` (steps of about 10^5 events each), `one-step`, or
+    /// `encoder` (another shape by a generator of its own, see xtask/src/encoder.rs).
     #[arg(long, value_enum, default_value_t = TraceShape::Steady)]
     pub trace: TraceShape,
+    /// Commands to time (repeat for several; default `summary`, `memory`, `check`, `export`).
+    #[arg(long = "command", value_parser = ["summary", "memory", "check", "export"])]
+    pub commands: Vec<String>,
+    /// Run `summary`, `memory` and `check` with `--json` (what a script reads; `memory --json`
+    /// lists every storage live at the peak).
+    #[arg(long)]
+    pub json: bool,
+    /// Write the traces and stop (no timing; they are kept): for profiling or comparing
+    /// outputs on the very traces the benchmark reads.
+    #[arg(long)]
+    pub write_only: bool,
     /// Directory for the traces (default `target/bench-scale`).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
@@ -61,20 +73,33 @@ pub enum TraceShape {
     Steady,
     /// One step of any size (its live set grows with it).
     OneStep,
+    /// Another shape, by a generator of its own (`crate::encoder`): a BERT-style encoder over
+    /// many steps, deep module spans, many small storages, memory events out of time order,
+    /// allocation sites and samples of nine threads, no op events.
+    Encoder,
 }
 
 impl TraceShape {
-    fn config(self, events: u64) -> trace_synth::SynthConfig {
-        match self {
+    /// Writes the trace of about `events` events; returns the events and steps written.
+    fn write(self, path: &Path, events: u64) -> Result<(u64, u64)> {
+        let config = match self {
             TraceShape::Steady => trace_synth::SynthConfig::steady(events),
             TraceShape::OneStep => trace_synth::SynthConfig::mix(events),
-        }
+            TraceShape::Encoder => {
+                let t = crate::encoder::write_encoder_trace(path, events)?;
+                return Ok((t.events, t.steps));
+            }
+        };
+        let written = trace_synth::write_synth_trace(path, &config)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok((written, config.steps.max(1)))
     }
 
     fn flag(self) -> &'static str {
         match self {
             TraceShape::Steady => "steady",
             TraceShape::OneStep => "one-step",
+            TraceShape::Encoder => "encoder",
         }
     }
 }
@@ -248,6 +273,15 @@ pub fn bench_scale(root: &Path, args: &BenchArgs) -> Result<()> {
             if args.keep {
                 cmd.arg("--keep");
             }
+            if args.json {
+                cmd.arg("--json");
+            }
+            if args.write_only {
+                cmd.arg("--write-only");
+            }
+            for c in &args.commands {
+                cmd.arg("--command").arg(c);
+            }
             if let Some(d) = &args.dir {
                 cmd.arg("--dir").arg(d);
             }
@@ -274,38 +308,58 @@ pub fn bench_scale(root: &Path, args: &BenchArgs) -> Result<()> {
     );
     let mut rows = Vec::new();
     for &n in &args.events {
-        let path = dir.join(format!("trace-{n}.jsonl"));
-        let config = args.trace.config(n);
+        let path = match args.trace {
+            TraceShape::Steady => dir.join(format!("trace-{n}.jsonl")),
+            shape => dir.join(format!("trace-{}-{n}.jsonl", shape.flag())),
+        };
         let t = Instant::now();
-        let events = trace_synth::write_synth_trace(&path, &config)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        let (events, steps) = args.trace.write(&path, n)?;
         let file_bytes = std::fs::metadata(&path)?.len();
         eprintln!(
-            "bench-scale: wrote {} ({events} events in {} step(s), {}) in {:.1}s",
+            "bench-scale: wrote {} ({events} events in {steps} step(s), {}) in {:.1}s",
             path.display(),
-            config.steps.max(1),
             mib(file_bytes),
             t.elapsed().as_secs_f64()
         );
-        let result = run_size(&cli, &xtask, &path, events, file_bytes, args.pairs);
+        if args.write_only {
+            continue;
+        }
+        let size = Size {
+            path: &path,
+            events,
+            file_bytes,
+        };
+        let result = run_size(&cli, &xtask, &size, args);
         if !args.keep {
             let _ = std::fs::remove_file(&path);
         }
         rows.extend(result?);
     }
-    print_table(&rows, args);
+    if !args.write_only {
+        print_table(&rows, args);
+    }
     Ok(())
 }
 
-fn run_size(
-    cli: &Path,
-    xtask: &Path,
-    path: &Path,
+/// One generated trace.
+struct Size<'a> {
+    path: &'a Path,
     events: u64,
     file_bytes: u64,
-    pairs: usize,
-) -> Result<Vec<Row>> {
-    const COMMANDS: [&str; 4] = ["summary", "memory", "check", "export"];
+}
+
+/// The commands `args` asks for, in the table's order.
+fn commands(args: &BenchArgs) -> Vec<&'static str> {
+    const ALL: [&str; 4] = ["summary", "memory", "check", "export"];
+    ALL.into_iter()
+        .filter(|c| args.commands.is_empty() || args.commands.iter().any(|a| a == c))
+        .collect()
+}
+
+fn run_size(cli: &Path, xtask: &Path, size: &Size<'_>, args: &BenchArgs) -> Result<Vec<Row>> {
+    let (path, events, file_bytes, pairs) = (size.path, size.events, size.file_bytes, args.pairs);
+    let names = commands(args);
+    let json = args.json;
     let tables = path.with_extension("tables");
     let bare = || {
         let mut c = Command::new(xtask);
@@ -323,14 +377,17 @@ fn run_size(
                 .arg(&tables);
         } else {
             c.arg(name).arg(path);
+            if json {
+                c.arg("--json");
+            }
         }
         c.env_remove("CANDLE_GRAPH_DETAIL");
         c
     };
     let mut bares: Vec<Measured> = Vec::new();
-    let mut runs: Vec<Vec<(Measured, Measured)>> = vec![Vec::new(); COMMANDS.len()];
+    let mut runs: Vec<Vec<(Measured, Measured)>> = vec![Vec::new(); names.len()];
     for round in 0..pairs {
-        for (i, name) in COMMANDS.iter().enumerate() {
+        for (i, name) in names.iter().enumerate() {
             let b = measure(bare(), &[])?;
             // check exits 1 when it finds a problem: still a full analysis
             let c = measure(command(name), &[1])?;
@@ -357,7 +414,7 @@ fn run_size(
         sys_s: median(bares.iter().map(|m| m.sys.as_secs_f64()).collect()),
         rss: bares.iter().map(|m| m.max_rss_bytes).max().unwrap_or(0),
     }];
-    for (name, r) in COMMANDS.iter().zip(&runs) {
+    for (name, r) in names.iter().zip(&runs) {
         rows.push(Row {
             events,
             file_bytes,
@@ -426,7 +483,7 @@ fn print_table(rows: &[Row], args: &BenchArgs) {
     }
     println!();
     println!(
-        "({} build, {} pairs, {} trace; reproduce: cargo xtask bench-scale{} --pairs {} --profile {} --trace {})",
+        "({} build, {} pairs, {} trace; reproduce: cargo xtask bench-scale{} --pairs {} --profile {} --trace {}{}{})",
         args.profile,
         args.pairs,
         args.trace.flag(),
@@ -436,6 +493,11 @@ fn print_table(rows: &[Row], args: &BenchArgs) {
             .collect::<String>(),
         args.pairs,
         args.profile,
-        args.trace.flag()
+        args.trace.flag(),
+        args.commands
+            .iter()
+            .map(|c| format!(" --command {c}"))
+            .collect::<String>(),
+        if args.json { " --json" } else { "" }
     );
 }

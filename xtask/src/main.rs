@@ -1,5 +1,6 @@
 //! Project tasks: `cargo xtask fixtures [--check]`, `cargo xtask pytorch-fixtures`, `cargo xtask
-//! synth`, `cargo xtask bench-scale [--events N]`, `cargo xtask workspace-map [--check]`.
+//! conformance`, `cargo xtask synth`, `cargo xtask bench-scale [--events N]`, `cargo xtask
+//! workspace-map [--check]`, `cargo xtask house [--check]`.
 //!
 //! `fixtures` regenerates the golden traces under `examples/fixtures/` by running the runnable
 //! examples in the probe's deterministic mode (logical clock, sequential ids) with
@@ -15,6 +16,10 @@ use clap::{Parser, Subcommand};
 use serde_json::Value;
 
 mod bench;
+mod conformance;
+mod encoder;
+mod encoder_model;
+mod house;
 mod pytorch;
 mod workspace_map;
 
@@ -44,6 +49,11 @@ enum Task {
         #[arg(long, value_name = "EXE", default_value = "python3")]
         python: String,
     },
+    /// Re-record issue 43's conformance suite (scripts/conformance/run.sh: needs torch).
+    Conformance {
+        /// Families to record (default all: mlp cnn gru transformer).
+        families: Vec<String>,
+    },
     /// Write a large synthetic trace (trace-synth's generator, deterministic) for measuring the
     /// report and the export at scale.
     Synth {
@@ -71,6 +81,13 @@ enum Task {
     /// and check the layering rules (only the capture side depends on Candle).
     WorkspaceMap {
         /// Compare instead of writing.
+        #[arg(long)]
+        check: bool,
+    },
+    /// The house rules kept by a tool: files of at most 800 lines, functions of at most 150,
+    /// no circle of imports between the files of a crate (`--check` fails when one is broken).
+    House {
+        /// Fail when a rule is broken instead of only printing the table.
         #[arg(long)]
         check: bool,
     },
@@ -139,6 +156,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Task::Fixtures { check } => fixtures(check),
+        Task::Conformance { families } => conformance::conformance(&workspace_root(), &families),
         Task::PytorchFixtures { venv, python } => {
             pytorch::pytorch_fixtures(&workspace_root(), venv, &python)
         }
@@ -152,6 +170,7 @@ fn main() -> ExitCode {
         Task::BenchScale(args) => bench::bench_scale(&workspace_root(), &args),
         Task::BareParse { path } => bench::bare_parse(&path),
         Task::WorkspaceMap { check } => workspace_map::run(&workspace_root(), check),
+        Task::House { check } => house::run(&workspace_root(), check),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

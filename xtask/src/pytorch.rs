@@ -1,8 +1,10 @@
 //! `cargo xtask pytorch-fixtures`: the real PyTorch profiler traces under
 //! `crates/trace-import/tests/data/pytorch/`.
 //!
-//! Makes (or reuses) a virtual environment with `torch` from PyPI — several GB: PyPI's Linux
-//! wheel is the CUDA build, PyPI has no CPU-only one — then runs
+//! Makes (or reuses) a virtual environment with `torch` from PyPI — about 3 GB: PyPI's Linux
+//! wheel is the CUDA build and pulls its CUDA libraries (the CPU-only index is not reachable
+//! from the project's machines); pip runs with `--no-cache-dir`, so the wheels are not kept
+//! twice on a small disk — then runs
 //! `xtask/pytorch/profile_fixtures.py`, which profiles the MLP and a transformer encoder layer on
 //! the CPU and writes gzipped Kineto traces. Not part of `.ci/run`: CI reads the committed
 //! traces.
@@ -56,8 +58,15 @@ pub fn pytorch_fixtures(root: &Path, venv: Option<PathBuf>, python: &str) -> Res
         _ => {
             eprintln!("xtask: installing {wanted} from PyPI (several GB)");
             run(
-                Command::new(&venv_python)
-                    .args(["-m", "pip", "install", "--quiet", &wanted, "numpy"]),
+                Command::new(&venv_python).args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--no-cache-dir",
+                    &wanted,
+                    "numpy",
+                ]),
                 "pip install torch",
             )?;
         }

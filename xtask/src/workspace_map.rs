@@ -286,7 +286,8 @@ mod tests {
         let packages = packages(&root()).unwrap();
         assert_eq!(violations(&packages), Vec::<String>::new());
         let layer = layers(&packages).unwrap();
-        assert_eq!(layer["trace-schema"], 0);
+        assert_eq!(layer["trace-wire"], 0);
+        assert_eq!(layer["trace-schema"], 1);
         assert!(layer["trace-cli"] > layer["trace-views"]);
     }
 

@@ -1,20 +1,18 @@
-//! Budgets on the [`Figures`] of a trace and their outcomes: each budget names one figure and
-//! its limit; checking it gives [`Outcome::Pass`], [`Outcome::Fail`] with a message worth
+//! Budgets on the [`crate::Figures`] of a trace and their outcomes: each budget names one figure and
+//! its limit; checking it gives [`crate::Outcome::Pass`], [`crate::Outcome::Fail`] with a message worth
 //! reading (the figure against its limit, then what held the peak, what grew per step, or the
-//! op's interval), or [`Outcome::Unknown`] with what the trace lacks (no tracking allocator,
+//! op's interval), or [`crate::Outcome::Unknown`] with what the trace lacks (no tracking allocator,
 //! too few captured steps, no samples): never a guess.
 //!
 //! Time budgets are only ever shares (an op's share of a pass's samples), never absolute times,
 //! and they are checked on the 95% interval: a share budget fails only when the interval's low
 //! end is above the limit, so a noisy machine does not fail it by chance.
 
-use std::fmt::Write as _;
-
 use serde::Serialize;
 use trace_format::{bytes, escape};
 use trace_schema::{MemoryCategory, Pass};
 
-use crate::figures::Figures;
+use crate::units::{in_pass, pct};
 
 /// One budget (see the module docs).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -105,53 +103,6 @@ impl Cmp {
     }
 }
 
-/// What checking one budget gave.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "outcome", content = "reason", rename_all = "snake_case")]
-pub enum Outcome {
-    /// Within the limit.
-    Pass,
-    /// Over it (the message says by how much and why).
-    Fail,
-    /// The trace cannot tell: the reason.
-    Unknown(String),
-}
-
-/// What was checked: a budget on one trace, or a gate on a comparison.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum Subject {
-    /// A budget.
-    Budget(Budget),
-    /// A diff gate.
-    Gate(crate::gate::Gate),
-}
-
-impl Subject {
-    /// One line (`peak ≤ 6.00 MiB`, `peak > +5.0%`).
-    pub fn describe(&self) -> String {
-        match self {
-            Subject::Budget(b) => b.describe(),
-            Subject::Gate(g) => g.describe(),
-        }
-    }
-}
-
-/// One checked budget or gate: what was checked, the figure measured (text, `-` when
-/// unknown), the outcome and, for a failure, the message.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Checked {
-    /// The budget or gate.
-    pub subject: Subject,
-    /// What was measured, as text (`5.72 MiB`, `52.0% (45.1–58.9%)`); `-` when unknown.
-    pub figure: String,
-    /// The outcome.
-    pub outcome: Outcome,
-    /// For a failure: the figure against its limit, then what held the peak, what grew, or
-    /// the op's interval (several lines); for an unknown: the reason; empty for a pass.
-    pub message: String,
-}
-
 impl Budget {
     /// The budget as one line: `peak ≤ 6.00 MiB`, `calls of matmul.backward == 38`.
     pub fn describe(&self) -> String {
@@ -206,98 +157,6 @@ impl Budget {
     /// Whether the budget reads memory (needs the tracking allocator).
     pub fn needs_memory(&self) -> bool {
         !matches!(self, Budget::OpCalls { .. } | Budget::OpShare { .. })
-    }
-
-    /// Checks the budget on `figures`.
-    pub fn check(&self, figures: &Figures) -> Checked {
-        if self.needs_memory() {
-            if let Some(why) = &figures.memory_unavailable {
-                return unknown(
-                    self,
-                    format!("{} needs the tracking allocator: {why}", self.describe()),
-                );
-            }
-        }
-        match self {
-            Budget::Peak { max_bytes } => crate::memory::peak(self, figures, *max_bytes),
-            Budget::PassPeak { pass, max_bytes } => {
-                crate::memory::pass_peak(self, figures, *pass, *max_bytes)
-            }
-            Budget::Category {
-                category,
-                max_bytes,
-            } => crate::memory::category(self, figures, *category, *max_bytes),
-            Budget::OptimizerTemporaries { max_bytes } => {
-                crate::memory::optimizer_temporaries(self, figures, *max_bytes)
-            }
-            Budget::NoGrowth {
-                steps,
-                warmup,
-                max_bytes_per_step,
-            } => crate::memory::no_growth(self, figures, *steps, *warmup, *max_bytes_per_step),
-            Budget::OpCalls {
-                op,
-                pass,
-                cmp,
-                calls,
-            } => crate::ops::calls(self, figures, op, *pass, *cmp, *calls),
-            Budget::OpShare {
-                op,
-                pass,
-                max_share,
-            } => crate::ops::share(self, figures, op, *pass, *max_share),
-        }
-    }
-}
-
-/// ` in the backward pass`, or nothing.
-pub(crate) fn in_pass(pass: Option<Pass>) -> String {
-    pass.map(|p| format!(" in the {} pass", p.as_str()))
-        .unwrap_or_default()
-}
-
-/// A share as a percentage with one decimal, unsigned (`0.4` → `40.0%`).
-pub(crate) fn pct(share: f64) -> String {
-    format!("{:.1}%", share * 100.0)
-}
-
-/// `figure` against `limit` in bytes: `5.72 MiB > budget 5.00 MiB (+14.4%)`.
-pub(crate) fn over_bytes(figure: u64, limit: u64) -> String {
-    let by = if limit > 0 {
-        format!(
-            " ({})",
-            trace_format::percent((figure as f64 - limit as f64) / limit as f64)
-        )
-    } else {
-        String::new()
-    };
-    format!("{} > budget {}{by}", bytes(figure), bytes(limit))
-}
-
-pub(crate) fn unknown(budget: &Budget, reason: String) -> Checked {
-    Checked {
-        subject: Subject::Budget(budget.clone()),
-        figure: trace_format::UNKNOWN.to_string(),
-        message: reason.clone(),
-        outcome: Outcome::Unknown(reason),
-    }
-}
-
-pub(crate) fn pass(budget: &Budget, figure: String) -> Checked {
-    Checked {
-        subject: Subject::Budget(budget.clone()),
-        figure,
-        outcome: Outcome::Pass,
-        message: String::new(),
-    }
-}
-
-pub(crate) fn fail(budget: &Budget, figure: String, message: String) -> Checked {
-    Checked {
-        subject: Subject::Budget(budget.clone()),
-        figure,
-        outcome: Outcome::Fail,
-        message,
     }
 }
 
@@ -364,58 +223,5 @@ impl Budgets {
             pass: Some(pass),
             max_share,
         })
-    }
-
-    /// Checks every budget on `figures`.
-    pub fn evaluate(&self, figures: &Figures) -> crate::Report {
-        crate::Report {
-            checked: self.budgets.iter().map(|b| b.check(figures)).collect(),
-        }
-    }
-
-    /// Checks every budget; `Err` with the report when any failed or could not be checked
-    /// (its `Display` prints each such budget's message), for `#[test]`s:
-    /// `budgets.check(&figures).map_err(|r| r.to_string())?`.
-    ///
-    /// # Errors
-    /// The report, when a budget failed or is unknown.
-    pub fn check(&self, figures: &Figures) -> Result<crate::Report, crate::Report> {
-        let report = self.evaluate(figures);
-        if report.all_passed() {
-            Ok(report)
-        } else {
-            Err(report)
-        }
-    }
-}
-
-/// Appends the held rows of the peak (`op · module · pass`, merged) to `out`.
-pub(crate) fn held_lines(out: &mut String, figures: &Figures) {
-    let Some(peak) = &figures.peak else { return };
-    if peak.held.is_empty() {
-        return;
-    }
-    out.push_str("\n  held at the peak (op · module · pass, merged rows):");
-    for row in &peak.held {
-        let what = row
-            .operation()
-            .or_else(|| row.span_path.clone())
-            .or_else(|| row.label.clone())
-            .unwrap_or_else(|| row.category.as_str().to_string());
-        let _ = write!(
-            out,
-            "\n    {:<28} {} ({})",
-            row.bytes_cell(),
-            trace_format::cell(&what, 72),
-            row.category.as_str()
-        );
-    }
-    if peak.held_more_count > 0 {
-        let _ = write!(
-            out,
-            "\n    … {} more storages ({})",
-            peak.held_more_count,
-            trace_format::opt_bytes(peak.held_more_bytes)
-        );
     }
 }

@@ -7,8 +7,9 @@ use std::fmt::Write as _;
 use trace_format::{bytes, escape};
 use trace_schema::{MemoryCategory, Pass};
 
-use crate::budget::{fail, held_lines, over_bytes, pass, unknown, Budget, Checked};
+use crate::budget::Budget;
 use crate::figures::Figures;
+use crate::outcome::{fail, held_lines, over_bytes, pass, unknown, Checked};
 
 /// Where the peak is: ` in the optimizer pass (llama::train_step/optimizer)`.
 fn peak_place(figures: &Figures) -> String {

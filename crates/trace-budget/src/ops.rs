@@ -7,8 +7,10 @@ use trace_format::escape;
 use trace_ops::{Share, FEW_SAMPLES};
 use trace_schema::Pass;
 
-use crate::budget::{fail, in_pass, pass, pct, unknown, Budget, Checked, Cmp};
+use crate::budget::{Budget, Cmp};
 use crate::figures::Figures;
+use crate::outcome::{fail, pass, unknown, Checked};
+use crate::units::{in_pass, pct};
 
 pub(crate) fn calls(
     budget: &Budget,

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde::Serialize;
 
-use crate::budget::{Checked, Outcome};
+use crate::outcome::{Checked, Outcome};
 
 /// Checked budgets (or diff gates), in the order given.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -205,7 +205,8 @@ pub fn xml(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budget::{Budget, Subject};
+    use crate::budget::Budget;
+    use crate::outcome::Subject;
 
     fn report() -> Report {
         let b = |max_bytes| Subject::Budget(Budget::Peak { max_bytes });

@@ -2,6 +2,8 @@
 //! `100 B`, `2 MB` (decimal units), a bare integer of bytes; `40%`, `+5%`. Parsed with checked
 //! arithmetic: a size past 2^64 bytes is an error, not a wrap.
 
+use trace_schema::Pass;
+
 /// Binary and decimal byte units, by their names as written.
 const UNITS: [(&str, u64); 9] = [
     ("B", 1),
@@ -90,6 +92,17 @@ pub fn parse_percent(text: &str) -> Result<f64, String> {
         return Err(format!("{t:?} is outside 0–100%"));
     }
     Ok(p / 100.0)
+}
+
+/// A share as a percentage with one decimal, unsigned (`0.4` → `40.0%`).
+pub(crate) fn pct(share: f64) -> String {
+    format!("{:.1}%", share * 100.0)
+}
+
+/// ` in the backward pass`, or nothing.
+pub(crate) fn in_pass(pass: Option<Pass>) -> String {
+    pass.map(|p| format!(" in the {} pass", p.as_str()))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -18,11 +18,15 @@
 //! This crate does not derive the outputs besides the figures: the caller (the CLI) passes
 //! them as [`DerivedFile`]s, to [`publish`] and again, re-derived, to [`semantic_problems`].
 //! Paths inside a bundle are safe relative paths ([`check_relative_path`]).
+//!
+//! A **run directory** ([`run`]) holds the bundles of one run captured on a schedule (one step
+//! in `n`), bounded on disk, and its log `run.json` of every capture (kept, dropped, failed).
 
 #![deny(missing_docs)]
 
 mod manifest;
 mod publish;
+pub mod run;
 mod series;
 mod verify;
 

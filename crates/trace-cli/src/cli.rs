@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use candle_graph_examples::DeviceSpec;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::commands::query::QueryKind;
+use trace_views::query::QueryKind;
 
 /// Profile a Candle training step and explain the trace: peak memory and what held it, slow
 /// spans, gradient verdicts.
@@ -99,12 +99,18 @@ pub struct VerifyArgs {
 /// `series` arguments.
 #[derive(Debug, Args)]
 pub struct SeriesArgs {
-    /// Bundle directories of one run, captured at different steps (any order).
+    /// Bundle directories of one run, captured at different steps (any order); or one run
+    /// directory (`demo --every`, `ProfileRun::every`: its `step-*` bundles and `run.json`),
+    /// whose story is printed: per capture the step and pass times, the peak and where, what was
+    /// live after the step, the op shares; the findings across captures.
     #[arg(value_name = "DIR", required = true, num_args = 1..)]
     pub bundles: Vec<PathBuf>,
-    /// Print JSON (`candle-graph/series/1`).
+    /// Print JSON (`candle-graph/series/1`; a run directory: `candle-graph/run-story/1`).
     #[arg(long)]
     pub json: bool,
+    /// A run directory: also write its page (the series plotted, zoomable) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// `import` arguments.
@@ -140,9 +146,16 @@ pub struct DemoArgs {
     /// Model to train.
     #[arg(long, value_enum, default_value_t = ModelArg::Llama)]
     pub model: ModelArg,
-    /// Training steps (at least 2: step 1 is the warm-up, step 2 is captured).
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    /// Training steps (at least 2: step 1 is the warm-up, steps 2 on are captured, see
+    /// `--capture-steps`).
+    #[arg(long, value_name = "N", default_value_t = DEMO_STEPS)]
     pub steps: u64,
+    /// Consecutive steps captured from `--capture-step` on, in one trace (at most up to
+    /// `--steps`): their samples together rank the ops (the llama step of about 12 ms gets
+    /// about 12 samples at the library's 1 kHz; 16 steps give about 190).
+    #[arg(long, value_name = "N", default_value_t = DEMO_CAPTURE_STEPS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub capture_steps: u64,
     /// Device to train on: `cpu`, `cuda[:N]` (built with `--features cuda`), `metal[:N]`
     /// (`--features metal`, macOS).
     #[arg(long, value_name = "D", default_value = "cpu", value_parser = parse_device)]
@@ -164,11 +177,10 @@ pub struct DemoArgs {
     /// default: the markers cost more than the probe's 3% target (trace-probe README).
     #[arg(long)]
     pub backward_spans: bool,
-    /// Wall-clock stack samples per second of the captured step, for `operations: sampled`
-    /// (`candle-graph ops`); 0 turns sampling off. The demo's default, 10 kHz, gives the llama
-    /// step (about 12 ms) about 150 samples, enough to rank its ops; it makes the captured step
-    /// about 1.4x dearer in thread CPU (the library's default is 1 kHz: trace-probe README,
-    /// *Sampled operations*).
+    /// Wall-clock stack samples per second of the captured steps, for `operations: sampled`
+    /// (`candle-graph ops`); 0 turns sampling off. The library's default, 1 kHz: the demo gets
+    /// its samples from more steps (`--capture-steps`), not from a higher rate, which would make
+    /// each step dearer (10 kHz: about 1.4x in thread CPU on the project's VM).
     #[arg(long, value_name = "N", default_value_t = DEMO_SAMPLE_HZ)]
     pub sample_hz: u32,
     /// Inference instead of training: candle-transformers' `llama2_c` (tiny, seeded weights,
@@ -190,10 +202,34 @@ pub struct DemoArgs {
     /// Internal: this process is one rank of `--ranks` (reads `RANK` / `WORLD_SIZE`).
     #[arg(long, hide = true)]
     pub rank_worker: bool,
+    /// Capture one step in N for the whole run (`ProfileRun::every`): `--out` becomes a run
+    /// directory of bundles (`step-<NNNNNNNN>/`, `run.json`), then its `series` is printed.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..),
+          conflicts_with_all = ["inference", "ranks"])]
+    pub every: Option<u64>,
+    /// With `--every`: how many of the most recent bundles the run directory keeps (beside the
+    /// highest peak, the slowest step and the first of a growth).
+    #[arg(long, value_name = "K", requires = "every", value_parser = clap::value_parser!(u64).range(1..))]
+    pub keep_last: Option<u64>,
+    /// Seeded fault (for showing and testing the run view): every N steps the loop keeps one
+    /// more 2 MiB tensor for the rest of the run.
+    #[arg(long, hide = true, value_name = "N")]
+    pub seed_leak_every: Option<u64>,
+    /// Seeded fault: after step K the llama model's loss runs extra `exp`/`log` rounds on its
+    /// logits (an op slowdown).
+    #[arg(long, hide = true, value_name = "K")]
+    pub seed_slowdown_after: Option<u64>,
 }
 
-/// The demo's sample rate: a short step needs a high rate to get about 100 samples or more.
-pub const DEMO_SAMPLE_HZ: u32 = 10_000;
+/// The demo's sample rate: the library's default (`trace_probe::DEFAULT_SAMPLE_HZ`, 1 kHz).
+pub const DEMO_SAMPLE_HZ: u32 = 1_000;
+
+/// The demo's captured steps (2..=17): about 190 samples of the llama step at 1 kHz, more than
+/// the 100 below which `ops` says "few samples".
+pub const DEMO_CAPTURE_STEPS: u64 = 16;
+
+/// The demo's training steps: one warm-up, the captured ones, one after.
+pub const DEMO_STEPS: u64 = DEMO_CAPTURE_STEPS + 2;
 
 /// `device-check` arguments.
 #[derive(Debug, Args)]
@@ -260,13 +296,13 @@ pub struct OpsArgs {
     pub input: TraceArgs,
     /// Group rows by op, module or pass (default: one row per op, pass and module).
     #[arg(long, value_enum, value_name = "BY")]
-    pub by: Option<crate::commands::ops::ByArg>,
+    pub by: Option<trace_views::ops::ByArg>,
     /// Only the samples of this pass (shares stay shares of the whole measured region).
     #[arg(long, value_enum, value_name = "P")]
-    pub pass: Option<crate::commands::ops::PassArg>,
+    pub pass: Option<trace_views::ops::PassArg>,
     /// Row order.
-    #[arg(long, value_enum, value_name = "S", default_value_t = crate::commands::ops::SortArg::Samples)]
-    pub sort: crate::commands::ops::SortArg,
+    #[arg(long, value_enum, value_name = "S", default_value_t = trace_views::ops::SortArg::Samples)]
+    pub sort: trace_views::ops::SortArg,
     /// Rows shown (the rest summarised).
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,
@@ -319,7 +355,7 @@ pub struct ExportArgs {
     /// Only what intersects START..END, times relative to the start of the measured region
     /// with a unit (ns, us, ms, s; e.g. `5ms..12.5ms`, `..2ms`, `30ms..`).
     #[arg(long, value_name = "START..END")]
-    pub window: Option<trace_report::chrome::Window>,
+    pub window: Option<trace_views::export::Window>,
 }
 
 /// `check` arguments.
@@ -458,7 +494,7 @@ mod tests {
             ),
             (
                 ModelArg::Llama,
-                3,
+                18,
                 PathBuf::from("out/demo"),
                 DeviceSpec::Cpu,
                 false,
@@ -499,7 +535,7 @@ mod tests {
 
     #[test]
     fn ops_arguments() {
-        use crate::commands::ops::{ByArg, PassArg, SortArg};
+        use trace_views::ops::{ByArg, PassArg, SortArg};
         let cli = Cli::try_parse_from(["candle-graph", "ops", "t"]).unwrap();
         let Command::Ops(o) = cli.command else {
             panic!()

@@ -16,9 +16,9 @@
 //! Accepted: a trace file (JSON Lines), or a directory that holds a `trace.jsonl` (or, without
 //! one, a `trace.jsonl.gz`); a PyTorch
 //! profiler trace (Kineto Chrome-trace JSON) is recognised by its content and imported
-//! ([`trace_import`]); either may be gzipped (recognised by the gzip magic bytes). Every failure
+//! (trace-import); either may be gzipped (recognised by the gzip magic bytes). Every failure
 //! is an [`anyhow::Error`] whose chain reads as one line with `{:#}`, naming the path and, for
-//! content errors, the line and field (from [`trace_schema::LoadError`]).
+//! content errors, the line and field (from [`trace_views::load::LoadError`]).
 
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
@@ -27,9 +27,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use trace_graph::{Analysis, Detail};
-use trace_import::{ContentKind, ImportReport};
-use trace_schema::{LoadOptions, TraceDocument};
+use trace_views::load::{
+    self as loader, Analysis, ContentKind, Detail, ImportReport, LoadOptions, TraceDocument,
+};
 
 /// Environment variable that forces the full-detail analysis for every command (tests compare
 /// both paths with it): `CANDLE_GRAPH_DETAIL=full`.
@@ -112,7 +112,7 @@ pub fn resolve(input: &Path) -> Result<PathBuf> {
             input.display()
         );
     }
-    if trace_ranks::rank_files(input).is_ok_and(|f| !f.is_empty()) {
+    if trace_views::ranks::rank_files(input).is_ok_and(|f| !f.is_empty()) {
         bail!(
             "directory {} holds rank traces ({}): `candle-graph summary {}` compares the ranks \
              (the straggler, the peak of each, the imbalance); pass one rank's file to read it \
@@ -140,10 +140,10 @@ pub fn analyze(input: &Path, detail: Detail) -> Result<(LoadedTrace, Analysis)> 
 }
 
 /// As [`analyze`] in [`Detail::Full`] but with a summary execution graph (no nodes or edges,
-/// see [`trace_graph::analyze_with_graph`]): every storage and memory event for a consumer that
+/// see [`trace_views::load::analyze_with_graph`]): every storage and memory event for a consumer that
 /// writes no graph (the Parquet export), without the per-tensor nodes. The memory events are
 /// spilled while loading, as for [`Detail::Summary`]: the consumer reads them back in one pass
-/// ([`trace_schema::TraceDocument::try_for_each_memory`]), and memory holds their compact log,
+/// ([`TraceDocument::try_for_each_memory`]), and memory holds their compact log,
 /// not their decoded records (peak RSS on `bench-scale`'s 10^7-event trace: 3,022 → 2,425 MiB).
 ///
 /// # Errors
@@ -167,7 +167,7 @@ fn analyze_graph(
     let spill_memory = spill_memory && graph_detail == Detail::Summary;
     let trace = load_with(input, spill_memory)?;
     let t1 = Instant::now();
-    let analysis = trace_graph::analyze_with_graph(&trace.doc, detail, graph_detail);
+    let analysis = loader::analyze_with_graph(&trace.doc, detail, graph_detail);
     if std::env::var_os("CANDLE_GRAPH_TIMING").is_some() {
         eprintln!(
             "load {:.3}s analyze {:.3}s",
@@ -185,8 +185,8 @@ fn analyze_graph(
 /// # Errors
 /// See [`resolve`]; unreadable files; a gzip stream that yields nothing; bytes that are not
 /// UTF-8 before the last line (a last line cut inside a character is truncation, not an error);
-/// every [`trace_schema::LoadError`] (not JSON, not a trace, unsupported schema) and
-/// [`trace_import::ImportError`], prefixed with the path.
+/// every [`trace_views::load::LoadError`] (not JSON, not a trace, unsupported schema) and
+/// [`trace_views::load::ImportError`], prefixed with the path.
 fn load_with(input: &Path, spill_memory: bool) -> Result<LoadedTrace> {
     let path = resolve(input)?;
     let mut file =
@@ -200,7 +200,7 @@ fn load_with(input: &Path, spill_memory: bool) -> Result<LoadedTrace> {
     // Read whole only what must be: gzip, and JSON that may be a Chrome trace (an object whose
     // `traceEvents` key may lie past the sniffed bytes). Anything else is streamed, so the
     // loader refuses it at its first line instead of reading an endless input (`/dev/zero`).
-    let kind = trace_import::content_kind(&head);
+    let kind = loader::content_kind(&head);
     let maybe_json_object = head
         .strip_prefix(b"\xef\xbb\xbf".as_slice())
         .unwrap_or(&head)
@@ -220,8 +220,7 @@ fn load_with(input: &Path, spill_memory: bool) -> Result<LoadedTrace> {
             progress: Some(&report),
             ..LoadOptions::default()
         };
-        let loaded =
-            trace_schema::load_reader_with(std::io::Cursor::new(head).chain(file), &options);
+        let loaded = loader::load_reader_with(std::io::Cursor::new(head).chain(file), &options);
         progress.finish();
         loaded
     } else {
@@ -229,10 +228,10 @@ fn load_with(input: &Path, spill_memory: bool) -> Result<LoadedTrace> {
         let mut raw = head;
         file.read_to_end(&mut raw)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        let decoded = trace_import::decode(&raw)
-            .with_context(|| format!("cannot load {}", path.display()))?;
-        if trace_import::content_kind(&decoded.bytes) == ContentKind::ChromeTrace {
-            let imported = trace_import::import_decoded_at(&decoded, &path)
+        let decoded =
+            loader::decode(&raw).with_context(|| format!("cannot load {}", path.display()))?;
+        if loader::content_kind(&decoded.bytes) == ContentKind::ChromeTrace {
+            let imported = loader::import_decoded_at(&decoded, &path)
                 .with_context(|| format!("cannot import {}", path.display()))?;
             let doc = imported.document();
             return Ok(LoadedTrace {
@@ -246,12 +245,12 @@ fn load_with(input: &Path, spill_memory: bool) -> Result<LoadedTrace> {
             require_utf8: true,
             ..LoadOptions::default()
         };
-        trace_schema::load_reader_with(decoded.bytes.as_ref(), &options)
+        loader::load_reader_with(decoded.bytes.as_ref(), &options)
     };
     let doc = loaded
         .map_err(|e| match e {
-            trace_schema::LoadError::NotUtf8 { .. } => anyhow::anyhow!(e.to_string()),
-            trace_schema::LoadError::Io { source, .. } => {
+            loader::LoadError::NotUtf8 { .. } => anyhow::anyhow!(e.to_string()),
+            loader::LoadError::Io { source, .. } => {
                 anyhow::anyhow!(source).context(format!("cannot read {}", path.display()))
             }
             e => anyhow::anyhow!(not_a_trace_hint(&e)).context(e.to_string()),
@@ -274,6 +273,37 @@ pub fn warn_import(trace: &LoadedTrace) {
             );
         }
     }
+}
+
+/// Warns on stderr when the trace was cut short.
+pub fn warn_truncated(trace: &LoadedTrace) {
+    if trace.import.as_ref().is_some_and(|r| r.cut_short.is_some()) {
+        return; // the import's own warning says what was cut
+    }
+    if let Some(t) = &trace.doc.truncation {
+        let what = match t.partial_line {
+            Some(line) => format!("its last line ({line}) is cut short"),
+            None => "it has no terminal event".to_string(),
+        };
+        eprintln!(
+            "candle-graph: warning: {} is truncated ({what}); analysing what was written, figures are lower bounds",
+            trace.path.display()
+        );
+    }
+}
+
+/// Loads and analyses through the one entry point ([`analyze`]); warns on stderr when the
+/// trace was cut short. The trace and its analysis live until the process exits (one command
+/// per process): the OS takes the memory back at once, where dropping a large analysis record
+/// by record would take a noticeable share of the run.
+///
+/// # Errors
+/// As [`analyze`].
+pub fn load(path: &Path, detail: Detail) -> Result<(&'static LoadedTrace, &'static Analysis)> {
+    let (trace, analysis) = analyze(path, detail)?;
+    warn_import(&trace);
+    warn_truncated(&trace);
+    Ok((Box::leak(Box::new(trace)), Box::leak(Box::new(analysis))))
 }
 
 /// Bytes read of total on stderr, once a load has taken [`PROGRESS_AFTER`] and only on a
@@ -320,8 +350,8 @@ impl Progress {
 }
 
 /// A short hint for errors that usually mean "this is not a candle-graph trace".
-fn not_a_trace_hint(e: &trace_schema::LoadError) -> String {
-    use trace_schema::LoadError;
+fn not_a_trace_hint(e: &loader::LoadError) -> String {
+    use loader::LoadError;
     match e {
         LoadError::MissingMeta { .. }
         | LoadError::UnknownKind { line: 1, .. }

@@ -13,7 +13,7 @@ use serde::Serialize;
 use trace_graph::CapabilityKind;
 use trace_schema::GradientState;
 
-use crate::Run;
+use crate::run::Run;
 
 /// A parameter's state as compared: a [`GradientState`] or not reported.
 #[derive(

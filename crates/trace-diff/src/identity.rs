@@ -17,9 +17,9 @@
 use std::collections::BTreeSet;
 
 use serde::Serialize;
-use trace_schema::{ContractField, Device, Pass, TimingMode};
+use trace_schema::{ContractField, Device, Pass, TimingMode, TraceDocument};
 
-use crate::Run;
+use crate::run::Run;
 
 /// Why timing may not be compared.
 #[derive(
@@ -44,6 +44,9 @@ pub enum RefusalCode {
     CaptureContractDiffers,
     /// Runs differ in warm-up steps before the captured step.
     WarmupDiffers,
+    /// Runs captured a different number of steps: their pass and op times are sums over the
+    /// captured steps ([`captured_steps`]), so they would compare N steps against M.
+    StepsDiffer,
     /// Runs' comparison identities name different conditions (workload, model, config, data,
     /// seed policy, batch, accumulation, precision, device state).
     IdentityConditionsDiffer,
@@ -136,6 +139,25 @@ pub struct IdentityDiff {
     pub timing_comparable: bool,
     /// Every reason timing is not compared, in [`RefusalCode`] order.
     pub refusals: Vec<TimingRefusal>,
+}
+
+/// The prefix of the spans PyTorch's profiler records for each `prof.step()`.
+const PYTORCH_STEP_PREFIX: &str = "ProfilerStep#";
+
+/// How many steps a trace captured: its step spans (a Candle capture of a `capture_steps`
+/// range marks each with its `step_index`), else the `ProfilerStep#N` spans of an imported
+/// PyTorch profiler trace, else one (a single-step capture, or a profile without steps).
+pub fn captured_steps(doc: &TraceDocument) -> u64 {
+    let marked = doc.spans.iter().filter(|s| s.step_index.is_some()).count();
+    let steps = if marked > 0 {
+        marked
+    } else {
+        doc.spans
+            .iter()
+            .filter(|s| doc.str(s.name).starts_with(PYTORCH_STEP_PREFIX))
+            .count()
+    };
+    u64::try_from(steps.max(1)).unwrap_or(u64::MAX)
 }
 
 fn join(values: &[String]) -> String {
@@ -245,10 +267,8 @@ fn identity_conditions(run: &Run<'_>) -> Option<String> {
     })
 }
 
-/// Checks every rule over all runs of both sides.
-pub(crate) fn compare_identity(baseline: &[Run<'_>], candidate: &[Run<'_>]) -> IdentityDiff {
-    let mut refusals = Vec::new();
-    let sides = [("baseline", baseline), ("candidate", candidate)];
+/// Refusals from the runs' health: an invalid or failed capture, an incomplete one, no timing.
+fn health_refusals(sides: [(&str, &[Run<'_>]); 2], refusals: &mut Vec<TimingRefusal>) {
     for (side, runs) in sides {
         for run in runs {
             let h = &run.analysis.health;
@@ -307,6 +327,13 @@ pub(crate) fn compare_identity(baseline: &[Run<'_>], candidate: &[Run<'_>]) -> I
             }
         }
     }
+}
+
+/// Checks every rule over all runs of both sides.
+pub(crate) fn compare_identity(baseline: &[Run<'_>], candidate: &[Run<'_>]) -> IdentityDiff {
+    let mut refusals = Vec::new();
+    let sides = [("baseline", baseline), ("candidate", candidate)];
+    health_refusals(sides, &mut refusals);
     differs(
         "timing mode differs",
         RefusalCode::TimingModeDiffers,
@@ -350,6 +377,14 @@ pub(crate) fn compare_identity(baseline: &[Run<'_>], candidate: &[Run<'_>]) -> I
         baseline,
         candidate,
         |r| or_unknown(r.doc.meta.warmup_steps),
+        &mut refusals,
+    );
+    differs(
+        "captured steps differ (pass and op times are sums over the captured steps: capture as many steps on both sides)",
+        RefusalCode::StepsDiffer,
+        baseline,
+        candidate,
+        |r| captured_steps(r.doc).to_string(),
         &mut refusals,
     );
     let all_identified = baseline

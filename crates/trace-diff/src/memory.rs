@@ -20,8 +20,8 @@ use serde::Serialize;
 use trace_memory::{LogicalMemoryProfile, StorageLifetime};
 use trace_schema::{MemoryCategory, Pass};
 
+use crate::run::{AlignmentMode, Prepared};
 use crate::stats::Delta;
-use crate::{AlignmentMode, Prepared};
 
 /// Where one run reached a device's peak.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -30,11 +30,11 @@ use serde::Serialize;
 use trace_ops::{Framework, RoleMap, SideOp, SideOps, TimeSource};
 use trace_schema::{Pass, TraceDocument};
 
-use crate::identity::{IdentityDiff, RefusalCode};
+use crate::identity::{captured_steps, IdentityDiff, RefusalCode};
 use crate::ops_account::{account, within_pass};
 pub use crate::ops_account::{PassAccount, MIN_ROW_SAMPLES};
 use crate::passes::pass_time_ns;
-use crate::Run;
+use crate::run::Run;
 
 /// The tag a PyTorch import carries under `source` (trace-import's `SOURCE_KINETO`).
 const KINETO_SOURCE_PREFIX: &str = "pytorch-profiler";
@@ -199,6 +199,11 @@ pub struct OpsDiff {
     pub baseline_run: RunChoice,
     /// The candidate's.
     pub candidate_run: RunChoice,
+    /// Steps the baseline's chosen run captured ([`crate::captured_steps`]): every time of
+    /// this section is a sum over them.
+    pub baseline_steps: u64,
+    /// The candidate's.
+    pub candidate_steps: u64,
 }
 
 /// The one run of a side the op comparison (and the findings) read.
@@ -391,42 +396,154 @@ pub fn compare_ops(
     let c = side_ops(candidate, cf)?;
     let (refusals, notes) = op_timing(identity, baseline.doc, candidate.doc);
     let comparable = refusals.is_empty();
+    let inputs = PassInputs {
+        baseline_doc: baseline.doc,
+        candidate_doc: candidate.doc,
+        baseline_ops: &b.ops,
+        candidate_ops: &c.ops,
+        baseline_framework: bf,
+        candidate_framework: cf,
+        map,
+        comparable,
+    };
+    let passes = passes_seen(&b.ops, &c.ops)
+        .into_iter()
+        .map(|pass| inputs.compare_pass(pass))
+        .collect();
+    Some(OpsDiff {
+        baseline_framework: bf,
+        candidate_framework: cf,
+        baseline_source: b.source,
+        candidate_source: c.source,
+        timing_comparable: comparable,
+        refusals,
+        notes,
+        passes,
+        baseline_sampling: sampling(baseline, b.source),
+        candidate_sampling: sampling(candidate, c.source),
+        min_row_samples: MIN_ROW_SAMPLES,
+        baseline_run: RunChoice::of(0, 1),
+        candidate_run: RunChoice::of(0, 1),
+        baseline_steps: captured_steps(baseline.doc),
+        candidate_steps: captured_steps(candidate.doc),
+    })
+}
 
-    let mut passes_seen: Vec<Option<Pass>> = b.ops.iter().chain(&c.ops).map(|o| o.pass).collect();
-    passes_seen.sort_by_key(|p| p.map_or(u8::MAX, |p| p as u8));
-    passes_seen.dedup();
-    let mut passes = Vec::new();
-    for pass in passes_seen {
-        let bp = pass.and_then(|p| pass_time_ns(baseline.doc, p));
-        let cp = pass.and_then(|p| pass_time_ns(candidate.doc, p));
-        let pass_gap = match (comparable, bp, cp) {
+/// The passes either side's ops are in, in pass order (no pass last), each once.
+fn passes_seen(b: &[SideOp], c: &[SideOp]) -> Vec<Option<Pass>> {
+    let mut passes: Vec<Option<Pass>> = b.iter().chain(c).map(|o| o.pass).collect();
+    passes.sort_by_key(|p| p.map_or(u8::MAX, |p| p as u8));
+    passes.dedup();
+    passes
+}
+
+/// What one pass's comparison is made from: both sides' traces, op tables and frameworks.
+struct PassInputs<'a> {
+    baseline_doc: &'a TraceDocument,
+    candidate_doc: &'a TraceDocument,
+    baseline_ops: &'a [SideOp],
+    candidate_ops: &'a [SideOp],
+    baseline_framework: Framework,
+    candidate_framework: Framework,
+    map: &'a RoleMap,
+    /// The op timings of the two runs may be compared (no refusal).
+    comparable: bool,
+}
+
+/// A pass's ops grouped by row: row key → (baseline ops, candidate ops).
+type Groups<'o> = Vec<(RowKey, Vec<&'o SideOp>, Vec<&'o SideOp>)>;
+
+impl PassInputs<'_> {
+    /// The role of `op` in `pass` on the side of `framework`; `None` for the probe's ops, time
+    /// outside any op and ops the map has no role for.
+    fn role_of(&self, framework: Framework, pass: Option<Pass>, op: &SideOp) -> Option<usize> {
+        (!op.probe && !op.outside_op)
+            .then(|| self.map.role_of(framework, pass, &op.op))
+            .flatten()
+    }
+
+    /// One pass's rows, accounts and unmatched ops.
+    fn compare_pass(&self, pass: Option<Pass>) -> PassOps {
+        let (bf, cf) = (self.baseline_framework, self.candidate_framework);
+        let bp = pass.and_then(|p| pass_time_ns(self.baseline_doc, p));
+        let cp = pass.and_then(|p| pass_time_ns(self.candidate_doc, p));
+        let pass_gap = match (self.comparable, bp, cp) {
             (true, Some(x), Some(y)) => Some(y as i128 - x as i128),
             _ => None,
         };
-        let user_gap =
-            |pass_gap: Option<i128>, ba: &Option<PassAccount>, ca: &Option<PassAccount>| {
-                let probe = |a: &Option<PassAccount>| a.as_ref().map_or(0, |a| a.probe_ns as i128);
-                pass_gap.map(|g| g - (probe(ca) - probe(ba)))
-            };
         let in_pass = |ops: &[SideOp], pass_ns| {
             let refs: Vec<&SideOp> = ops.iter().filter(|o| o.pass == pass).collect();
             within_pass(&refs, pass_ns)
         };
-        let (b_ops, c_ops) = (in_pass(&b.ops, bp), in_pass(&c.ops, cp));
-        let role_of = |framework, op: &SideOp| {
-            (!op.probe && !op.outside_op)
-                .then(|| map.role_of(framework, pass, &op.op))
-                .flatten()
-        };
-        let ba = account(&b_ops, |o| role_of(bf, o).is_some(), bp);
-        let ca = account(&c_ops, |o| role_of(cf, o).is_some(), cp);
+        let (b_ops, c_ops) = (
+            in_pass(self.baseline_ops, bp),
+            in_pass(self.candidate_ops, cp),
+        );
+        let ba = account(&b_ops, |o| self.role_of(bf, pass, o).is_some(), bp);
+        let ca = account(&c_ops, |o| self.role_of(cf, pass, o).is_some(), cp);
         let user_pass_gap = user_gap(pass_gap, &ba, &ca);
-        // row key → (baseline ops, candidate ops)
-        let mut groups: Vec<(RowKey, Vec<&SideOp>, Vec<&SideOp>)> = Vec::new();
+        let (groups, mut unmatched) = self.group(pass, &b_ops, &c_ops);
+        let mut rows: Vec<RoleRow> = groups
+            .into_iter()
+            .map(|(key, bo, co)| {
+                let mut bs = side_of(&bo);
+                let mut cs = side_of(&co);
+                if key == RowKey::Outside {
+                    // the remainder of the pass, not the sum of its (rounded) estimates
+                    if let Some(a) = &ba {
+                        bs.ns = Some(a.outside_ops_ns);
+                    }
+                    if let Some(a) = &ca {
+                        cs.ns = Some(a.outside_ops_ns);
+                    }
+                }
+                row(key, self.map, bs, cs, self.comparable, user_pass_gap)
+            })
+            .collect();
+        // a role's note says how the frameworks differ: for two runs of one it is noise
+        if bf == cf {
+            rows.iter_mut().for_each(|r| r.note = None);
+        }
+        if !rows.iter().any(|r| r.kind == RowKind::OutsideOps) {
+            rows.extend(self.measured_outside_row(&ba, &ca, user_pass_gap));
+        }
+        rank_rows(&mut rows);
+        let by_time = |v: &mut Vec<SideOp>| {
+            v.sort_by(|x, y| y.ns.cmp(&x.ns).then_with(|| x.op.cmp(&y.op)));
+        };
+        by_time(&mut unmatched.0);
+        by_time(&mut unmatched.1);
+        PassOps {
+            pass,
+            baseline_pass_ns: bp,
+            candidate_pass_ns: cp,
+            pass_gap_ns: pass_gap,
+            user_pass_gap_ns: user_pass_gap,
+            baseline_account: ba,
+            candidate_account: ca,
+            roles: rows,
+            baseline_unmatched: unmatched.0,
+            candidate_unmatched: unmatched.1,
+        }
+    }
+
+    /// The pass's ops (the probe's left out) grouped by row, in order of first appearance,
+    /// and the ops without a role on each side (baseline, candidate).
+    fn group<'o>(
+        &self,
+        pass: Option<Pass>,
+        b_ops: &'o [SideOp],
+        c_ops: &'o [SideOp],
+    ) -> (Groups<'o>, (Vec<SideOp>, Vec<SideOp>)) {
+        let mut groups: Groups<'o> = Vec::new();
         let mut unmatched = (Vec::new(), Vec::new());
-        for (side, ops, framework) in [(0, &b_ops, bf), (1, &c_ops, cf)] {
+        let sides = [
+            (0, b_ops, self.baseline_framework),
+            (1, c_ops, self.candidate_framework),
+        ];
+        for (side, ops, framework) in sides {
             for op in ops.iter().filter(|o| !o.probe) {
-                let key = match role_of(framework, op) {
+                let key = match self.role_of(framework, pass, op) {
                     Some(r) => RowKey::Role(r),
                     None if op.outside_op => RowKey::Outside,
                     None => {
@@ -452,86 +569,62 @@ pub fn compare_ops(
                 }
             }
         }
-        let mut rows: Vec<RoleRow> = groups
-            .into_iter()
-            .map(|(key, bo, co)| {
-                let mut bs = side_of(&bo);
-                let mut cs = side_of(&co);
-                if key == RowKey::Outside {
-                    // the remainder of the pass, not the sum of its (rounded) estimates
-                    if let Some(a) = &ba {
-                        bs.ns = Some(a.outside_ops_ns);
-                    }
-                    if let Some(a) = &ca {
-                        cs.ns = Some(a.outside_ops_ns);
-                    }
-                }
-                row(key, map, bs, cs, comparable, user_pass_gap)
-            })
-            .collect();
-        // a role's note says how the frameworks differ: for two runs of one it is noise
-        if bf == cf {
-            rows.iter_mut().for_each(|r| r.note = None);
-        }
-        // a measured side's pass time no op covers is time outside any op too (a sampled
-        // side's remainder without such stacks is the estimates' rounding: no row)
-        if !rows.iter().any(|r| r.kind == RowKind::OutsideOps) {
-            let side = |a: &Option<PassAccount>| RoleSide {
-                ops: Vec::new(),
-                ns: a.as_ref().map(|a| {
-                    if a.samples.is_some() {
-                        0
-                    } else {
-                        a.outside_ops_ns
-                    }
-                }),
-                ..side_of(&[])
-            };
-            let (bs, cs) = (side(&ba), side(&ca));
-            if bs.ns.unwrap_or(0) > 0 || cs.ns.unwrap_or(0) > 0 {
-                rows.push(row(RowKey::Outside, map, bs, cs, comparable, user_pass_gap));
-            }
-        }
-        rows.sort_by(|x, y| {
-            let mag = |r: &RoleRow| r.gap_ns.map_or(0, |g| g.unsigned_abs());
-            y.ranked()
-                .cmp(&x.ranked())
-                .then_with(|| mag(y).cmp(&mag(x)))
-                .then_with(|| x.role.cmp(&y.role))
-        });
-        let by_time = |v: &mut Vec<SideOp>| {
-            v.sort_by(|x, y| y.ns.cmp(&x.ns).then_with(|| x.op.cmp(&y.op)));
-        };
-        by_time(&mut unmatched.0);
-        by_time(&mut unmatched.1);
-        passes.push(PassOps {
-            pass,
-            baseline_pass_ns: bp,
-            candidate_pass_ns: cp,
-            pass_gap_ns: pass_gap,
-            user_pass_gap_ns: user_pass_gap,
-            baseline_account: ba,
-            candidate_account: ca,
-            roles: rows,
-            baseline_unmatched: unmatched.0,
-            candidate_unmatched: unmatched.1,
-        });
+        (groups, unmatched)
     }
-    Some(OpsDiff {
-        baseline_framework: bf,
-        candidate_framework: cf,
-        baseline_source: b.source,
-        candidate_source: c.source,
-        timing_comparable: comparable,
-        refusals,
-        notes,
-        passes,
-        baseline_sampling: sampling(baseline, b.source),
-        candidate_sampling: sampling(candidate, c.source),
-        min_row_samples: MIN_ROW_SAMPLES,
-        baseline_run: RunChoice::of(0, 1),
-        candidate_run: RunChoice::of(0, 1),
-    })
+
+    /// A measured side's pass time no op covers is time outside any op too: its row, when a
+    /// side has such time (a sampled side's remainder without such stacks is the estimates'
+    /// rounding: no row).
+    fn measured_outside_row(
+        &self,
+        ba: &Option<PassAccount>,
+        ca: &Option<PassAccount>,
+        user_pass_gap: Option<i128>,
+    ) -> Option<RoleRow> {
+        let side = |a: &Option<PassAccount>| RoleSide {
+            ops: Vec::new(),
+            ns: a.as_ref().map(|a| {
+                if a.samples.is_some() {
+                    0
+                } else {
+                    a.outside_ops_ns
+                }
+            }),
+            ..side_of(&[])
+        };
+        let (bs, cs) = (side(ba), side(ca));
+        (bs.ns.unwrap_or(0) > 0 || cs.ns.unwrap_or(0) > 0).then(|| {
+            row(
+                RowKey::Outside,
+                self.map,
+                bs,
+                cs,
+                self.comparable,
+                user_pass_gap,
+            )
+        })
+    }
+}
+
+/// The user's share of a pass gap: the gap less the change in the probe's own time.
+fn user_gap(
+    pass_gap: Option<i128>,
+    ba: &Option<PassAccount>,
+    ca: &Option<PassAccount>,
+) -> Option<i128> {
+    let probe = |a: &Option<PassAccount>| a.as_ref().map_or(0, |a| a.probe_ns as i128);
+    pass_gap.map(|g| g - (probe(ca) - probe(ba)))
+}
+
+/// Rows in report order: ranked rows first, then by the gap's magnitude, then by role.
+fn rank_rows(rows: &mut [RoleRow]) {
+    rows.sort_by(|x, y| {
+        let mag = |r: &RoleRow| r.gap_ns.map_or(0, |g| g.unsigned_abs());
+        y.ranked()
+            .cmp(&x.ranked())
+            .then_with(|| mag(y).cmp(&mag(x)))
+            .then_with(|| x.role.cmp(&y.role))
+    });
 }
 
 /// A sampled side's sampler totals.

@@ -46,10 +46,14 @@ impl PassAccount {
 }
 
 /// `ops` (one side's ops of one pass) with a sampled side's times estimated within the pass
-/// (`pass_ns`); a measured side, or an unknown pass time, keeps its times.
+/// (`pass_ns`); a measured side, or an unknown pass time, keeps its times. The estimates are
+/// the pass time apportioned by samples (largest remainders: the estimates of all the pass's
+/// sampled ops add up to the pass exactly, none is off its share by more than 1 ns), each
+/// with its share's 95% interval.
 pub(crate) fn within_pass(ops: &[&SideOp], pass_ns: Option<u64>) -> Vec<SideOp> {
     let n: u64 = ops.iter().filter_map(|o| o.samples).sum();
-    ops.iter()
+    let mut out: Vec<SideOp> = ops
+        .iter()
         .map(|&o| {
             let mut o = o.clone();
             if let (Some(k), Some(d)) = (o.samples, pass_ns) {
@@ -62,7 +66,44 @@ pub(crate) fn within_pass(ops: &[&SideOp], pass_ns: Option<u64>) -> Vec<SideOp> 
             }
             o
         })
-        .collect()
+        .collect();
+    if let (Some(d), true) = (pass_ns, n > 0) {
+        apportion(&mut out, d, n);
+    }
+    out
+}
+
+/// Sets each sampled op's estimate to its share of `d` rounded down, then gives the ns left
+/// over one each to the largest remainders (ties: the earlier op), so the estimates add up to
+/// `d`; each stays inside its interval's bounds.
+fn apportion(ops: &mut [SideOp], d: u64, n: u64) {
+    let mut rems: Vec<(u128, usize)> = Vec::new();
+    let mut given: u64 = 0;
+    for (i, o) in ops.iter_mut().enumerate() {
+        let Some(k) = o.samples else { continue };
+        let num = u128::from(d) * u128::from(k);
+        let floor = u64::try_from(num / u128::from(n)).unwrap_or(u64::MAX);
+        o.ns = Some(floor);
+        given = given.saturating_add(floor);
+        rems.push((num % u128::from(n), i));
+    }
+    rems.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let left = d.saturating_sub(given);
+    for &(_, i) in rems
+        .iter()
+        .take(usize::try_from(left).unwrap_or(usize::MAX))
+    {
+        let o = &mut ops[i];
+        o.ns = o.ns.map(|v| v.saturating_add(1));
+        if let (Some(v), Some(h)) = (o.ns, o.high_ns) {
+            o.high_ns = Some(h.max(v));
+        }
+    }
+    for o in ops.iter_mut() {
+        if let (Some(v), Some(l)) = (o.ns, o.low_ns) {
+            o.low_ns = Some(l.min(v));
+        }
+    }
 }
 
 /// The account of one side's pass: `ops` are its ops (times within the pass), `has_role` says
@@ -152,6 +193,34 @@ mod tests {
         assert!(a.roles_ns <= a.pass_ns);
         assert_eq!((a.samples, a.probe_samples), (Some(50), Some(2)));
         assert_eq!(a.user_ns(), 6_790_000 - a.probe_ns);
+        assert_eq!(a.ops_exceed_pass_ns, None);
+    }
+
+    #[test]
+    fn estimates_that_round_up_still_add_up_to_the_pass() {
+        // 3 × 1/3 of 10 ns rounds to 3 + 3 + 3 (or 4 + 4 + 4 half-up): apportioned, 4 + 3 + 3
+        let ops = [
+            op("a", Some(1), None),
+            op("b", Some(1), None),
+            op("c", Some(1), None),
+        ];
+        let refs: Vec<&SideOp> = ops.iter().collect();
+        let within = within_pass(&refs, Some(10));
+        let ns: Vec<u64> = within.iter().map(|o| o.ns.unwrap()).collect();
+        assert_eq!(ns, [4, 3, 3]);
+        for o in &within {
+            assert!(o.low_ns <= o.ns && o.ns <= o.high_ns, "{o:?}");
+        }
+        // and a pass of many ops with awkward counts adds up exactly
+        let many: Vec<SideOp> = (1..=17u64)
+            .map(|k| op(&format!("op{k}"), Some(k * 7 % 13 + 1), None))
+            .collect();
+        let refs: Vec<&SideOp> = many.iter().collect();
+        let within = within_pass(&refs, Some(173_884_561));
+        let sum: u64 = within.iter().map(|o| o.ns.unwrap()).sum();
+        assert_eq!(sum, 173_884_561);
+        let a = account(&within, |o| o.op != "op3", Some(173_884_561)).unwrap();
+        assert_eq!(a.roles_ns + a.unmatched_ns + a.outside_ops_ns, a.pass_ns);
         assert_eq!(a.ops_exceed_pass_ns, None);
     }
 

@@ -12,8 +12,8 @@
 use serde::Serialize;
 use trace_schema::{Pass, TraceDocument};
 
+use crate::run::Run;
 use crate::stats::Delta;
-use crate::Run;
 
 /// One pass on both sides.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -16,7 +16,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 
-use crate::ExportError;
+use crate::error::ExportError;
 
 /// Rows buffered before a record batch is written.
 pub const BATCH_ROWS: usize = 64 * 1024;

@@ -68,6 +68,8 @@ pub const RUNS: TableDef = TableDef {
         col("logical_memory_coverage", Kind::Text, true, "-", "… of storage allocations and frees"),
         col("physical_memory_coverage", Kind::Text, true, "-", "… of device memory samples"),
         col("tensor_stats_coverage", Kind::Text, true, "-", "… of tensor statistics"),
+        col("live_end_bytes", Kind::U64, true, "bytes", "logical bytes live when the trace ended (after the step)"),
+        col("heap_end_bytes", Kind::U64, true, "bytes", "the process's live heap at the last device sample (the step's end): the counting tracking allocator's `used_bytes`, absolute, less the probe's symbol cache and bundler threads; null when not counted"),
     ],
 };
 

@@ -6,7 +6,7 @@ use trace_format::{at, checked_bytes};
 use trace_memory::SpanIndex;
 use trace_schema::{ExecutionPhase, TraceDocument};
 
-use crate::findings::{describe, Evidence, Finding, FindingCode, Holder, Holding, TOP_STORAGES};
+use crate::finding::{describe, Evidence, Finding, FindingCode, Holder, Holding, TOP_STORAGES};
 use crate::health::Severity;
 use crate::retention::{ranked, LossState, Member, Release, Retention};
 

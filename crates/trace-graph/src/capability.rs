@@ -4,7 +4,7 @@
 //! (available → invalid) and incomplete captures (complete → partial, diagnostic only).
 
 use serde::Serialize;
-use trace_schema::{ContractField, CoverageLevel, TraceDocument};
+use trace_schema::{CaptureContract, ContractField, CoverageLevel, TraceDocument};
 
 use crate::health::{HealthCode, Severity, TraceHealth};
 
@@ -131,8 +131,6 @@ pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> Capabil
     use CapabilityLevel::*;
     let contract = doc.effective_contract().unwrap_or_default();
     let valid = health.structurally_valid;
-    let ended_early = health.capture_failed || health.truncated;
-    let failed = health.capture_failed;
     let cov = &health.coverage;
     let mut rows = Vec::with_capacity(10);
     let mut row = |kind, (level, reason): (CapabilityLevel, String), declared, observed| {
@@ -154,57 +152,15 @@ pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> Capabil
         None,
         cov.spans,
     );
-    let closed_measured = doc
-        .spans
-        .iter()
-        .filter(|s| s.measured && s.duration_ns.is_some())
-        .count();
     row(
         K::OuterWallTime,
-        if !valid {
-            (Invalid, "trace is structurally invalid".into())
-        } else if failed {
-            (Unavailable, "the capture did not finish".into())
-        } else if health.truncated {
-            if closed_measured == 1 && cov.measured_spans == 1 {
-                (
-                    Partial,
-                    "the measured span closed before the trace was cut short (from an incomplete capture)".into(),
-                )
-            } else {
-                (
-                    Unavailable,
-                    "the trace was cut short before the measured span closed".into(),
-                )
-            }
-        } else if closed_measured == 1 && cov.measured_spans == 1 {
-            (Complete, "one closed measured span".into())
-        } else {
-            (
-                Invalid,
-                format!(
-                    "{} closed measured spans, expected exactly one",
-                    closed_measured
-                ),
-            )
-        },
+        outer_wall_time(doc, health),
         None,
         cov.measured_spans,
     );
     row(
         K::NestedHostTime,
-        if !valid {
-            (Invalid, "trace is structurally invalid".into())
-        } else if failed {
-            (Unavailable, "the capture did not finish".into())
-        } else if health.truncated {
-            (
-                Partial,
-                "closed spans keep their times; open ones have none (the trace was cut short: an incomplete capture)".into(),
-            )
-        } else {
-            (Complete, "valid, finished trace".into())
-        },
+        nested_host_time(health),
         None,
         cov.closed_spans,
     );
@@ -248,29 +204,7 @@ pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> Capabil
             observed,
         );
     }
-    let gradient_level = if contract.gradients != CoverageLevel::Complete {
-        observed_coverage(contract.gradients, cov.gradients)
-    } else {
-        let errors = health
-            .issues
-            .iter()
-            .any(|i| i.code.is_gradient_check() && i.severity == Severity::Error)
-            || health.has(HealthCode::GradientContractInvalid)
-            || health.has(HealthCode::GradientContractMissing);
-        let warnings = health
-            .issues
-            .iter()
-            .any(|i| i.code.is_gradient_check() && i.severity == Severity::Warning);
-        if errors {
-            (Invalid, "gradient contract violated".into())
-        } else if cov.gradients == 0 {
-            (Invalid, NOTHING_OBSERVED.into())
-        } else if warnings {
-            (Partial, "gradient contract holds with warnings".into())
-        } else {
-            (Complete, "exact gradient contract holds".into())
-        }
-    };
+    let gradient_level = gradients(&contract, health);
     row(
         K::Gradients,
         with_reason(gradient_level, ContractField::Gradients),
@@ -289,26 +223,7 @@ pub fn assess_capabilities(doc: &TraceDocument, health: &TraceHealth) -> Capabil
         cov.tensor_stats,
     );
 
-    for c in &mut rows {
-        // A capture that ended early never reached the point where the evidence would have
-        // been written: nothing observed is then "not seen", not a broken promise.
-        if ended_early
-            && c.level == Invalid
-            && c.observed == 0
-            && c.reason.starts_with(NOTHING_OBSERVED)
-        {
-            c.level = Unavailable;
-            c.reason = "declared, but the capture did not finish before any was recorded".into();
-        }
-        if !valid && c.level.is_available() {
-            c.level = Invalid;
-            c.reason = format!("{}; trace is structurally invalid", c.reason);
-        }
-        if !health.capture_complete && c.level == Complete {
-            c.level = Partial;
-            c.reason = format!("{}; capture incomplete, diagnostic only", c.reason);
-        }
-    }
+    downgrade(&mut rows, health);
     CapabilityMatrix { capabilities: rows }
 }
 
@@ -366,3 +281,123 @@ pub(crate) fn no_sampled_estimate(matrix: &mut CapabilityMatrix, why: &trace_ops
 }
 
 trace_schema::wire_names!(CapabilityKind, CapabilityLevel);
+
+/// The outer wall time: one closed measured span in a valid, finished trace.
+fn outer_wall_time(doc: &TraceDocument, health: &TraceHealth) -> (CapabilityLevel, String) {
+    use CapabilityLevel::*;
+    let (valid, failed, cov) = (
+        health.structurally_valid,
+        health.capture_failed,
+        &health.coverage,
+    );
+    let closed_measured = doc
+        .spans
+        .iter()
+        .filter(|s| s.measured && s.duration_ns.is_some())
+        .count();
+    if !valid {
+        (Invalid, "trace is structurally invalid".into())
+    } else if failed {
+        (Unavailable, "the capture did not finish".into())
+    } else if health.truncated {
+        if closed_measured == 1 && cov.measured_spans == 1 {
+            (
+                Partial,
+                "the measured span closed before the trace was cut short (from an incomplete capture)".into(),
+            )
+        } else {
+            (
+                Unavailable,
+                "the trace was cut short before the measured span closed".into(),
+            )
+        }
+    } else if closed_measured == 1 && cov.measured_spans == 1 {
+        (Complete, "one closed measured span".into())
+    } else {
+        (
+            Invalid,
+            format!(
+                "{} closed measured spans, expected exactly one",
+                closed_measured
+            ),
+        )
+    }
+}
+
+/// The nested host time: every closed span's time in a valid trace (open ones have none when
+/// it was cut short).
+fn nested_host_time(health: &TraceHealth) -> (CapabilityLevel, String) {
+    use CapabilityLevel::*;
+    let (valid, failed) = (health.structurally_valid, health.capture_failed);
+    if !valid {
+        (Invalid, "trace is structurally invalid".into())
+    } else if failed {
+        (Unavailable, "the capture did not finish".into())
+    } else if health.truncated {
+        (
+            Partial,
+            "closed spans keep their times; open ones have none (the trace was cut short: an incomplete capture)".into(),
+        )
+    } else {
+        (Complete, "valid, finished trace".into())
+    }
+}
+
+/// The gradients: the observed coverage, or, under an exact gradient contract, whether it
+/// holds (with warnings or not).
+fn gradients(contract: &CaptureContract, health: &TraceHealth) -> (CapabilityLevel, String) {
+    use CapabilityLevel::*;
+    let cov = &health.coverage;
+    if contract.gradients != CoverageLevel::Complete {
+        observed_coverage(contract.gradients, cov.gradients)
+    } else {
+        let errors = health
+            .issues
+            .iter()
+            .any(|i| i.code.is_gradient_check() && i.severity == Severity::Error)
+            || health.has(HealthCode::GradientContractInvalid)
+            || health.has(HealthCode::GradientContractMissing);
+        let warnings = health
+            .issues
+            .iter()
+            .any(|i| i.code.is_gradient_check() && i.severity == Severity::Warning);
+        if errors {
+            (Invalid, "gradient contract violated".into())
+        } else if cov.gradients == 0 {
+            (Invalid, NOTHING_OBSERVED.into())
+        } else if warnings {
+            (Partial, "gradient contract holds with warnings".into())
+        } else {
+            (Complete, "exact gradient contract holds".into())
+        }
+    }
+}
+
+/// Lowers what the trace cannot back: nothing observed in a capture that ended early is "not
+/// seen"; nothing is available in an invalid trace; nothing is complete in an incomplete
+/// capture.
+fn downgrade(rows: &mut [Capability], health: &TraceHealth) {
+    use CapabilityLevel::*;
+    let valid = health.structurally_valid;
+    let ended_early = health.capture_failed || health.truncated;
+    for c in rows.iter_mut() {
+        // A capture that ended early never reached the point where the evidence would have
+        // been written: nothing observed is then "not seen", not a broken promise.
+        if ended_early
+            && c.level == Invalid
+            && c.observed == 0
+            && c.reason.starts_with(NOTHING_OBSERVED)
+        {
+            c.level = Unavailable;
+            c.reason = "declared, but the capture did not finish before any was recorded".into();
+        }
+        if !valid && c.level.is_available() {
+            c.level = Invalid;
+            c.reason = format!("{}; trace is structurally invalid", c.reason);
+        }
+        if !health.capture_complete && c.level == Complete {
+            c.level = Partial;
+            c.reason = format!("{}; capture incomplete, diagnostic only", c.reason);
+        }
+    }
+}

@@ -6,17 +6,21 @@
 //!   when the trace has allocation sites, the op inside it that has no backward in Candle
 //!   ([`NO_BACKWARD_OPS`]: candle-nn's `LayerNorm`/`RmsNorm` forward on a contiguous input
 //!   calls a fused custom op built with `apply_op*_no_bwd`).
-//! - [`unused_state`]: the optimizer state kept for those parameters. When the state live at
-//!   capture start is exactly `k` times the parameters' bytes (`k` = 1 or 2: one moment per
-//!   parameter for SGD with momentum, two for AdamW's `m` and `v`, each the parameter's size),
-//!   the parameters without a gradient hold `k` × their bytes of it, never updated; any other
-//!   ratio ties no state to a parameter and gives no figure.
+//! - [`unused_state`]: the optimizer state kept for those parameters. When every state
+//!   storage live at capture start names its parameter in its label (the probe ties AdamW's
+//!   `m` and `v` to their parameter: `optimizer state · fc1.weight (m)`), the figure is the
+//!   sum of those of the parameters without a gradient. Otherwise, when the state is exactly
+//!   `k` times the parameters' bytes (`k` = 1 or 2: one moment per parameter for SGD with
+//!   momentum, two for AdamW's `m` and `v`, each the parameter's size), the parameters without
+//!   a gradient hold `k` × their bytes of it, never updated; any other ratio ties no state to
+//!   a parameter and gives no figure.
 //!
 //! One pass over the spans and one over the memory events: O(spans + events log events).
 
 use std::collections::{HashMap, HashSet};
 
 use trace_memory::SpanIndex;
+use trace_schema::labels::parse_optimizer_state_label;
 use trace_schema::{MemoryAction, MemoryCategory, MemoryOrder, Pass, SpanKind, TraceDocument};
 
 use crate::gradients::GradientSummary;
@@ -114,51 +118,109 @@ pub fn gradient_cut(
 /// Optimizer state kept for parameters without a gradient.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UnusedState {
-    /// State per parameter byte (1 or 2 moments).
+    /// Pieces of state per parameter (1 or 2 moments; 0 when they differ between parameters).
     pub moments: u64,
-    /// Bytes of state the parameters without a gradient hold (`moments` × their bytes).
+    /// Bytes of state the parameters without a gradient hold.
     pub bytes: u64,
     /// Those parameters, counted by their storages.
     pub parameters: u64,
     /// All optimizer state live at capture start, bytes.
     pub state_bytes: u64,
+    /// The figure sums the state storages labelled with their parameter
+    /// ([`trace_schema::labels`]); `false`: inferred from the 1x or 2x ratio.
+    pub by_label: bool,
 }
 
-/// The optimizer state the parameters without a gradient hold (see the module docs).
+/// The optimizer state live at capture start and the parameters' bytes, by label.
+#[derive(Debug, Default)]
+struct StateAtStart {
+    param_bytes: HashMap<String, u64>,
+    state_bytes: u64,
+    /// Bytes and slot count of the state tied to each parameter by its label.
+    tied: HashMap<String, (u64, u64)>,
+    /// State storages not tied to a parameter.
+    untied: u64,
+}
+
+impl StateAtStart {
+    fn read(doc: &TraceDocument) -> Self {
+        let mut s = Self::default();
+        doc.for_each_memory(MemoryOrder::Replay, |m| {
+            if m.action != MemoryAction::Alloc || !m.pre_existing {
+                return;
+            }
+            let b = m.bytes.unwrap_or(0);
+            let label = m.label.map(|l| doc.str(l));
+            match m.category {
+                MemoryCategory::Parameter => {
+                    if let Some(l) = label {
+                        s.param_bytes.insert(l.to_string(), b);
+                    }
+                }
+                MemoryCategory::Optimizer => {
+                    s.state_bytes = s.state_bytes.saturating_add(b);
+                    match label.and_then(parse_optimizer_state_label) {
+                        Some(t) => {
+                            let e = s.tied.entry(t.parameter.to_string()).or_default();
+                            *e = (e.0.saturating_add(b), e.1 + 1);
+                        }
+                        None => s.untied += 1,
+                    }
+                }
+                _ => {}
+            }
+        });
+        s
+    }
+}
+
+/// The optimizer state the parameters without a gradient hold (see the module docs): the
+/// state storages labelled with one of them when every state storage names its parameter,
+/// else `k` × their bytes when the state is exactly `k` = 1 or 2 times the parameters.
 pub fn unused_state(doc: &TraceDocument, g: &GradientSummary) -> Option<UnusedState> {
     if g.without_gradient.is_empty() {
         return None;
     }
     let without: HashSet<&str> = g.without_gradient.iter().map(|n| key_of(n)).collect();
-    let mut param_bytes: HashMap<String, u64> = HashMap::new();
-    let mut state = 0u64;
-    doc.for_each_memory(MemoryOrder::Replay, |m| {
-        if m.action != MemoryAction::Alloc || !m.pre_existing {
-            return;
-        }
-        let b = m.bytes.unwrap_or(0);
-        match m.category {
-            MemoryCategory::Parameter => {
-                if let Some(l) = m.label {
-                    param_bytes.insert(doc.str(l).to_string(), b);
-                }
-            }
-            MemoryCategory::Optimizer => state = state.saturating_add(b),
-            _ => {}
-        }
-    });
-    let all = param_bytes
-        .values()
-        .try_fold(0u64, |a, b| a.checked_add(*b))?;
-    if all == 0 || state == 0 || state % all != 0 {
+    let s = StateAtStart::read(doc);
+    if s.state_bytes == 0 {
         return None;
     }
-    let moments = state / all;
+    if s.untied == 0 && !s.tied.is_empty() {
+        let (mut parameters, mut bytes) = (0u64, 0u64);
+        let mut slots: HashSet<u64> = HashSet::new();
+        for (k, (b, n)) in &s.tied {
+            if without.contains(k.as_str()) {
+                parameters += 1;
+                bytes = bytes.checked_add(*b)?;
+                slots.insert(*n);
+            }
+        }
+        let moments = match slots.len() {
+            1 => slots.into_iter().next().unwrap_or(0),
+            _ => 0,
+        };
+        return (bytes > 0).then_some(UnusedState {
+            moments,
+            bytes,
+            parameters,
+            state_bytes: s.state_bytes,
+            by_label: true,
+        });
+    }
+    let all = s
+        .param_bytes
+        .values()
+        .try_fold(0u64, |a, b| a.checked_add(*b))?;
+    if all == 0 || s.state_bytes % all != 0 {
+        return None;
+    }
+    let moments = s.state_bytes / all;
     if !(1..=2).contains(&moments) {
         return None;
     }
     let (mut parameters, mut bytes) = (0u64, 0u64);
-    for (k, b) in &param_bytes {
+    for (k, b) in &s.param_bytes {
         if without.contains(k.as_str()) {
             parameters += 1;
             bytes = bytes.checked_add(b.checked_mul(moments)?)?;
@@ -168,6 +230,7 @@ pub fn unused_state(doc: &TraceDocument, g: &GradientSummary) -> Option<UnusedSt
         moments,
         bytes,
         parameters,
-        state_bytes: state,
+        state_bytes: s.state_bytes,
+        by_label: false,
     })
 }

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use trace_schema::{MemoryCategory, Pass, TraceDocument};
 
+use crate::intervals::merged_length;
 use crate::Analysis;
 
 /// Schema of the serialized [`StepFigures`].
@@ -121,27 +122,6 @@ pub fn pass_times(doc: &TraceDocument) -> BTreeMap<Pass, u64> {
         .into_iter()
         .map(|(pass, mut iv)| (pass, merged_length(&mut iv)))
         .collect()
-}
-
-/// Total length of the union of `intervals` (sorted in place).
-pub(crate) fn merged_length(intervals: &mut [(u64, u64)]) -> u64 {
-    intervals.sort_unstable();
-    let mut total = 0u64;
-    let mut current: Option<(u64, u64)> = None;
-    for &(s, e) in intervals.iter() {
-        current = match current {
-            Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
-            Some((cs, ce)) => {
-                total = total.saturating_add(ce - cs);
-                Some((s, e))
-            }
-            None => Some((s, e)),
-        };
-    }
-    if let Some((cs, ce)) = current {
-        total = total.saturating_add(ce - cs);
-    }
-    total
 }
 
 impl StepFigures {

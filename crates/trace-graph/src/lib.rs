@@ -31,15 +31,18 @@
 #![deny(missing_docs)]
 
 mod advice;
+mod build;
 pub mod capability;
 pub mod cut;
 pub mod earlier;
 pub mod figures;
+mod finding;
 pub mod findings;
 pub mod gradients;
 pub mod graph;
 pub mod health;
 mod index;
+mod intervals;
 pub mod operations;
 pub mod optimizer;
 pub mod rank;
@@ -162,11 +165,21 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
     // checked there too, in a pass of their own; on one core they ride along the replay.
     let spare_core = rayon::current_num_threads() > 1;
     let mut memory_spans = health::MemorySpans::default();
+    // the per-step memory and the allocation sites ride along the replay (no pass of their
+    // own)
+    let mut step_pass = trace_memory::steps::StepMemoryPass::new(doc);
+    let mut site_pass = trace_ops::SitePass::new(doc, &spans);
     let (memory, (ops, gradients, seen)) = rayon::join(
         || {
             let mut observe = |m: &trace_schema::MemoryItem<'_>| {
                 if !spare_core {
                     memory_spans.observe(doc, m)
+                }
+                if let Some(p) = &mut step_pass {
+                    p.observe(m);
+                }
+                if let Some(p) = &mut site_pass {
+                    p.observe(doc, &spans, m);
                 }
             };
             analyze_memory_observed(doc, &spans, detail, &mut observe)
@@ -183,6 +196,8 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
     if let Some(seen) = seen {
         memory_spans = seen;
     }
+    let step_memory = step_pass.map_or_else(Vec::new, |p| p.finish(doc, &spans));
+    let sites = site_pass.map(|p| p.finish(doc));
     let logical = memory.logical.as_ref();
     let index = index::TraceIndex::new(spans, ops);
     let time_origin_ns = time_origin(doc, &index.spans);
@@ -206,41 +221,19 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
         Ok(p) => capability::describe_sampled_operations(&mut capabilities, p),
         Err(u) => capability::no_sampled_estimate(&mut capabilities, u),
     }
-    let sites = trace_ops::SiteProfile::from_document_with(doc, &index.spans);
     if let (Ok(p), Some(s)) = (&mut operations, &sites) {
         p.attach_sites(s);
     }
 
-    let reasons = graph::refusal_reasons(doc, &health);
-    let (graph, graph_refusal) = if reasons.is_empty() {
-        let metrics = match graph_detail {
-            Detail::Full => Some(node_memory_metrics(doc, logical)),
-            Detail::Summary => None,
-        };
-        let incomplete = health.truncated;
-        let built = graph::build_graph(
-            doc,
-            &index,
-            &timing,
-            measured,
-            metrics.as_ref(),
-            incomplete,
-            graph_detail,
-        );
-        match built {
-            Ok(g) => (Some(g), None),
-            Err(r) => (None, Some(r)),
-        }
-    } else {
-        (None, Some(GraphRefusal { reasons }))
-    };
+    let (graph, graph_refusal) =
+        execution_graph(doc, &index, &timing, &health, logical, graph_detail);
 
     let mut findings: Vec<findings::Finding> = advice::warm_up_finding(doc).into_iter().collect();
     if let Some(g) = &graph {
         findings.extend(findings::largest_self_time(g, &capabilities));
     }
     operations::operation_findings(operations.as_ref().ok(), &capabilities, &mut findings);
-    let baseline = what_if::Baseline::default();
+    let mut what_ifs = what_if::WhatIfs::default();
     findings::memory_findings(
         doc,
         &index,
@@ -248,7 +241,7 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
         &health,
         &capabilities,
         time_origin_ns,
-        &baseline,
+        &mut what_ifs,
         &mut findings,
     );
     optimizer::finding(
@@ -257,11 +250,11 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
         sites.as_ref(),
         &capabilities,
         health.memory_lower_bound,
-        &baseline,
+        &mut what_ifs,
         &mut findings,
     );
     earlier::finding(doc, &index.spans, &capabilities, &mut findings);
-    let steps = steps::steps(doc, &index.spans);
+    let steps = steps::steps_with(doc, &index.spans, step_memory);
     steps::finding(doc, &steps, &capabilities, &mut findings);
     let gradient_context = findings::GradientContext {
         cut: cut::gradient_cut(doc, &index.spans, sites.as_ref(), &gradients),
@@ -269,6 +262,16 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
     };
     findings::gradient_findings(&gradients, &gradient_context, &capabilities, &mut findings);
     findings::coverage_gaps(&capabilities, &mut findings);
+    // every what-if and their baseline in one replay, now that every finding asked
+    for (i, w, in_summary) in what_ifs.replay(doc) {
+        if let Some(f) = findings.get_mut(i) {
+            if in_summary {
+                f.summary
+                    .push_str(&format!(". What-if, replayed: {}", w.sentence()));
+            }
+            f.evidence.what_if = Some(w);
+        }
+    }
     Analysis {
         health,
         capabilities,
@@ -283,5 +286,40 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
         detail,
         operations,
         sites,
+    }
+}
+
+/// The execution graph, or why timing refuses one (see [`build::build_graph`]).
+fn execution_graph(
+    doc: &TraceDocument,
+    index: &index::TraceIndex,
+    timing: &timing::HostTiming,
+    health: &health::TraceHealth,
+    logical: Option<&trace_memory::LogicalMemoryProfile>,
+    graph_detail: Detail,
+) -> (Option<ExecutionGraph>, Option<GraphRefusal>) {
+    let measured = index.measured;
+    let reasons = graph::refusal_reasons(doc, health);
+    if reasons.is_empty() {
+        let metrics = match graph_detail {
+            Detail::Full => Some(node_memory_metrics(doc, logical)),
+            Detail::Summary => None,
+        };
+        let incomplete = health.truncated;
+        let built = build::build_graph(
+            doc,
+            index,
+            timing,
+            measured,
+            metrics.as_ref(),
+            incomplete,
+            graph_detail,
+        );
+        match built {
+            Ok(g) => (Some(g), None),
+            Err(r) => (None, Some(r)),
+        }
+    } else {
+        (None, Some(GraphRefusal { reasons }))
     }
 }

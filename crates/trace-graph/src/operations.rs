@@ -64,18 +64,54 @@ pub(crate) fn operation_findings(
     else {
         return;
     };
-    let (thread, n, region_ns) = (main.thread, main.samples, main.region_ns);
-    let of_duration = |s: &Share| region_ns.map(|d| s.of_duration(d));
-    let estimate = |s: &Share| match (of_duration(s), region_ns) {
-        (Some((e, _, _)), Some(d)) => {
-            format!("; est. {} of the {} region", duration(e), duration(d))
-        }
-        _ => String::new(),
+    let ctx = Sampled {
+        thread: main.thread,
+        n: main.samples,
+        region_ns: main.region_ns,
+        few: if p.totals.few_samples {
+            " — few samples: a rough estimate"
+        } else {
+            ""
+        },
     };
-    // What every operation finding's evidence says: the count and share it states, with their
-    // interval, and the estimated duration of `timed` (a share of the step) with its interval.
-    let sampled = |share: &Share, k: u64, of: u64, timed: &Share| {
-        let d = of_duration(timed);
+    let finest: Vec<&OpRow> = p.rows.iter().filter(|r| r.thread == ctx.thread).collect();
+    large_share_findings(p, &ctx, &finest, out);
+    file_io_findings(p, &ctx, out);
+    out.extend(accumulation_finding(&ctx, &finest));
+}
+
+/// What the operation findings read of the sampled thread with the most samples.
+struct Sampled {
+    /// The thread.
+    thread: u64,
+    /// Its samples.
+    n: u64,
+    /// Its measured region, ns.
+    region_ns: Option<u64>,
+    /// The few-samples note of every summary (empty with enough samples).
+    few: &'static str,
+}
+
+impl Sampled {
+    fn of_duration(&self, s: &Share) -> Option<(u64, u64, u64)> {
+        self.region_ns.map(|d| s.of_duration(d))
+    }
+
+    /// `; est. 12 ms of the 80 ms region` (empty without a region).
+    fn estimate(&self, s: &Share) -> String {
+        match (self.of_duration(s), self.region_ns) {
+            (Some((e, _, _)), Some(d)) => {
+                format!("; est. {} of the {} region", duration(e), duration(d))
+            }
+            _ => String::new(),
+        }
+    }
+
+    /// What every operation finding's evidence says: the count and share it states, with
+    /// their interval, and the estimated duration of `timed` (a share of the step) with its
+    /// interval.
+    fn evidence(&self, share: &Share, k: u64, of: u64, timed: &Share) -> Evidence {
+        let d = self.of_duration(timed);
         Evidence {
             count: Some(k),
             of_count: Some(of),
@@ -85,22 +121,20 @@ pub(crate) fn operation_findings(
             duration_ns: d.map(|x| x.0),
             duration_low_ns: d.map(|x| x.1),
             duration_high_ns: d.map(|x| x.2),
-            of_duration_ns: region_ns,
+            of_duration_ns: self.region_ns,
             ..Evidence::default()
         }
-    };
-    let few = if p.totals.few_samples {
-        " — few samples: a rough estimate"
-    } else {
-        ""
-    };
-    let finest: Vec<&OpRow> = p.rows.iter().filter(|r| r.thread == thread).collect();
+    }
+}
 
-    // an op or function with a large share
+/// `large_operation_share`: an op or non-op function above [`LARGE_SHARE`] of the step (at
+/// most [`LARGE_SHARE_TOP`]), with its passes and the module holding most of its samples.
+fn large_share_findings(p: &OpProfile, ctx: &Sampled, finest: &[&OpRow], out: &mut Vec<Finding>) {
+    let few = ctx.few;
     let by_op: Vec<OpRow> = p
         .rows_by(GroupBy::Op)
         .into_iter()
-        .filter(|r| r.thread == thread)
+        .filter(|r| r.thread == ctx.thread)
         .collect();
     for r in by_op
         .iter()
@@ -110,7 +144,7 @@ pub(crate) fn operation_findings(
         let (Some(op), Some(kind)) = (r.op.as_deref(), r.kind) else {
             continue;
         };
-        let Some(share) = Share::of(r.samples, n) else {
+        let Some(share) = Share::of(r.samples, ctx.n) else {
             continue;
         };
         let mine: Vec<&&OpRow> = finest
@@ -153,8 +187,8 @@ pub(crate) fn operation_findings(
             },
             summary: format!(
                 "{what} takes {} of the sampled step{}, in {}{}{few}",
-                share_text(&share, r.samples, n),
-                estimate(&share),
+                share_text(&share, r.samples, ctx.n),
+                ctx.estimate(&share),
                 wheres.join(" and "),
                 module.unwrap_or_default()
             ),
@@ -163,24 +197,29 @@ pub(crate) fn operation_findings(
                 operation_kind: Some(kind),
                 module: modules.first().map(|m| m.0.to_string()),
                 pass: (passes.len() == 1).then_some(passes[0]).flatten(),
-                ..sampled(&share, r.samples, n, &share)
+                ..ctx.evidence(&share, r.samples, ctx.n, &share)
             },
-            requires: requires.clone(),
+            requires: vec![CapabilityKind::Operations],
         });
     }
+}
 
-    // file I/O inside an op
-    // one group per op and path (the I/O functions of a path together)
-    struct IoGroup<'a> {
-        op: &'a str,
-        kind: OpKind,
-        via: &'a [String],
-        io_fns: Vec<&'a str>,
-        samples: u64,
-        op_samples: u64,
-    }
+/// One group of file I/O inside an op: per op and path (the I/O functions of a path together).
+struct IoGroup<'a> {
+    op: &'a str,
+    kind: OpKind,
+    via: &'a [String],
+    io_fns: Vec<&'a str>,
+    samples: u64,
+    op_samples: u64,
+}
+
+/// `file_io_in_operation`: file I/O inside an op from [`FILE_IO_SHARE`] of the step or
+/// [`FILE_IO_OF_OP`] of the op's samples.
+fn file_io_findings(p: &OpProfile, ctx: &Sampled, out: &mut Vec<Finding>) {
+    let few = ctx.few;
     let mut io: Vec<IoGroup<'_>> = Vec::new();
-    for f in p.file_io.iter().filter(|f| f.thread == thread) {
+    for f in p.file_io.iter().filter(|f| f.thread == ctx.thread) {
         match io
             .iter_mut()
             .find(|e| e.op == f.op && e.via == f.via.as_slice())
@@ -211,7 +250,7 @@ pub(crate) fn operation_findings(
             samples: k,
             op_samples,
         } = g;
-        let Some(share) = Share::of(k, n) else {
+        let Some(share) = Share::of(k, ctx.n) else {
             continue;
         };
         let of_op = k as f64 / op_samples.max(1) as f64;
@@ -230,22 +269,26 @@ pub(crate) fn operation_findings(
             severity: Severity::Warning,
             summary: format!(
                 "file I/O inside {op}: {} of the sampled step ({:.0}% of {op}'s {op_samples} samples){}, in {}{path}{few}",
-                share_text(&share, k, n),
+                share_text(&share, k, ctx.n),
                 100.0 * of_op,
-                estimate(&share),
+                ctx.estimate(&share),
                 io_fns.join(", "),
             ),
             evidence: Evidence {
                 operation: Some(op.to_string()),
                 operation_kind: Some(kind),
                 frames,
-                ..sampled(&share, k, n, &share)
+                ..ctx.evidence(&share, k, ctx.n, &share)
             },
-            requires: requires.clone(),
+            requires: vec![CapabilityKind::Operations],
         });
     }
+}
 
-    // gradient accumulation's share of backward
+/// `gradient_accumulation_share`: accumulating gradients from [`ACCUMULATION_SHARE`] of the
+/// backward pass's samples.
+fn accumulation_finding(ctx: &Sampled, finest: &[&OpRow]) -> Option<Finding> {
+    let few = ctx.few;
     let in_backward =
         |r: &&&OpRow| r.pass == Some(Pass::Backward) || r.kind == Some(OpKind::BackwardOp);
     let backward: u64 = finest.iter().filter(in_backward).map(|r| r.samples).sum();
@@ -254,26 +297,26 @@ pub(crate) fn operation_findings(
         .filter(|r| r.op.as_deref() == Some(trace_ops::rules::GRAD_ACCUMULATE))
         .map(|r| r.samples)
         .sum();
-    if let (Some(of_backward), true) = (Share::of(accumulate, backward), accumulate > 0) {
-        if of_backward.share >= ACCUMULATION_SHARE {
-            let of_step = Share::of(accumulate, n).expect("counted samples");
-            out.push(Finding {
+    let of_backward = Share::of(accumulate, backward).filter(|_| accumulate > 0)?;
+    if of_backward.share < ACCUMULATION_SHARE {
+        return None;
+    }
+    let of_step = Share::of(accumulate, ctx.n).expect("counted samples");
+    Some(Finding {
                 code: FindingCode::GradientAccumulationShare,
                 severity: Severity::Info,
                 summary: format!(
                     "gradient accumulation (candle-core's backward makes zeros for each new accumulator, then adds into it) takes {} of the backward pass, {:.1}% of the sampled step{}{few}",
                     share_text(&of_backward, accumulate, backward),
                     100.0 * of_step.share,
-                    estimate(&of_step),
+                    ctx.estimate(&of_step),
                 ),
                 evidence: Evidence {
                     operation: Some(trace_ops::rules::GRAD_ACCUMULATE.to_string()),
                     operation_kind: Some(OpKind::BackwardOp),
                     pass: Some(Pass::Backward),
-                    ..sampled(&of_backward, accumulate, backward, &of_step)
+                    ..ctx.evidence(&of_backward, accumulate, backward, &of_step)
                 },
-                requires,
-            });
-        }
-    }
+                requires: vec![CapabilityKind::Operations],
+            })
 }

@@ -59,167 +59,23 @@ impl OptimizerTemporaries {
             let s = s?;
             *pass_cache.entry(s).or_insert_with(|| pass_of(s))
         };
-        // pass 1: match allocs to frees; a temporary is allocated and freed in the optimizer
-        struct Open {
-            index: u32,
-            bytes: u64,
-        }
-        let mut open: StorageMap<Open> = StorageMap::new();
-        let mut temporary: Vec<bool> = vec![false; doc.memory_len()];
-        let mut param_sizes: FxHashMap<u64, Vec<String>> = FxHashMap::default();
-        let mut any = false;
-        doc.for_each_memory(MemoryOrder::Replay, |m| {
-            let key = StorageRef::of(m);
-            match m.action {
-                MemoryAction::Alloc => {
-                    if m.category == MemoryCategory::Parameter {
-                        let name = m.label.map_or_else(
-                            || m.storage.or(m.tensor).unwrap_or("").to_string(),
-                            |l| doc.str(l).to_string(),
-                        );
-                        let bytes = m.bytes.unwrap_or(0);
-                        param_sizes.entry(bytes).or_default().push(name);
-                    }
-                    let optimizer = !m.pre_existing && pass(m.span) == Some(Pass::Optimizer);
-                    if let Some(k) = key {
-                        // Only the optimizer's allocations can be temporaries: the map holds
-                        // those alone (a few, not every live storage of a large trace), and an
-                        // other allocation at a live key ends the one it replaces.
-                        if optimizer {
-                            open.insert(
-                                k,
-                                Open {
-                                    index: m.index,
-                                    bytes: m.bytes.unwrap_or(0),
-                                },
-                            );
-                        } else if !open.is_empty() {
-                            open.remove(k);
-                        }
-                    }
-                }
-                MemoryAction::Free => {
-                    if let Some(o) = key.and_then(|k| open.remove(k)) {
-                        if pass(m.span) == Some(Pass::Optimizer) && o.bytes > 0 {
-                            temporary[o.index as usize] = true;
-                            any = true;
-                        }
-                    }
-                }
-            }
-        });
-        if !any {
-            return None;
-        }
-        // pass 2: the replay, with and without the temporaries
-        let mut live_bytes: StorageMap<(u32, u64, bool, bool)> = StorageMap::new();
-        let (mut all, mut without) = (0u64, 0u64);
-        let (mut peak, mut peak_ns, mut peak_seq) = (0u64, 0u64, 0usize);
-        let (mut re_peak, mut re_ns) = (0u64, 0u64);
-        let mut re_span: Option<Sym> = None;
-        let mut count = 0u64;
-        let mut allocated = 0u64;
-        // the sequence of the temporaries' and parameters' allocations (memory index, bytes,
-        // parameter) and ends (`None`): what the figures at the peak need of its live set
-        struct Step {
-            index: u32,
-            alloc: Option<(u64, bool)>,
-        }
-        let mut seq: Vec<Step> = Vec::new();
-        doc.for_each_memory(MemoryOrder::Replay, |m| {
-            let key = StorageRef::of(m);
-            match m.action {
-                MemoryAction::Alloc => {
-                    let b = m.bytes.unwrap_or(0);
-                    let temp = temporary[m.index as usize];
-                    let param = m.category == MemoryCategory::Parameter;
-                    let old = key.and_then(|k| live_bytes.insert(k, (m.index, b, temp, param)));
-                    if let Some(old) = old {
-                        // a re-alloc of a live key: the old one ends here
-                        if old.2 || old.3 {
-                            seq.push(Step {
-                                index: old.0,
-                                alloc: None,
-                            });
-                        }
-                        all = all.saturating_sub(old.1);
-                        if !old.2 {
-                            without = without.saturating_sub(old.1);
-                        }
-                    }
-                    all = all.saturating_add(b);
-                    if temp {
-                        count += 1;
-                        allocated = allocated.saturating_add(b);
-                    } else {
-                        without = without.saturating_add(b);
-                    }
-                    if temp || param {
-                        seq.push(Step {
-                            index: m.index,
-                            alloc: Some((b, param)),
-                        });
-                    }
-                }
-                MemoryAction::Free => {
-                    if let Some(old) = key.and_then(|k| live_bytes.remove(k)) {
-                        all = all.saturating_sub(old.1);
-                        if !old.2 {
-                            without = without.saturating_sub(old.1);
-                        }
-                        if old.2 || old.3 {
-                            seq.push(Step {
-                                index: old.0,
-                                alloc: None,
-                            });
-                        }
-                    }
-                }
-            }
-            if all > peak {
-                (peak, peak_ns, peak_seq) = (all, m.timestamp_ns, seq.len());
-            }
-            if without > re_peak {
-                (re_peak, re_ns, re_span) = (without, m.timestamp_ns, m.span);
-            }
-        });
-        // the live set at the peak: replay the sequence up to it (no further pass over the
-        // events: each allocation's step carries its bytes and whether it is a parameter)
-        let mut live: FxHashMap<u32, (u64, bool)> = FxHashMap::default();
-        for step in &seq[..peak_seq] {
-            match step.alloc {
-                Some(facts) => live.insert(step.index, facts),
-                None => live.remove(&step.index),
-            };
-        }
-        drop(seq);
-        let mut at_peak: Vec<(u32, u64, Option<String>)> = Vec::new();
-        let mut parameter_bytes = 0u64;
-        for (&index, &(b, param)) in &live {
-            if param {
-                parameter_bytes = parameter_bytes.saturating_add(b);
-            }
-            if temporary[index as usize] {
-                let tie = param_sizes
-                    .get(&b)
-                    .filter(|names| names.len() == 1)
-                    .map(|names| names[0].clone());
-                at_peak.push((index, b, tie));
-            }
-        }
-        at_peak.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let (temporary, param_sizes) = mark_temporaries(doc, &mut pass)?;
+        let mut r = replay_without(doc, &temporary);
+        let (at_peak, parameter_bytes) =
+            live_at_peak(&r.seq[..r.peak_seq], &temporary, &param_sizes);
+        drop(std::mem::take(&mut r.seq));
         let at_peak_bytes = at_peak.iter().fold(0u64, |s, x| s.saturating_add(x.1));
         Some(Self {
-            count,
-            allocated_bytes: allocated,
-            peak_bytes: peak,
-            peak_ns,
+            count: r.count,
+            allocated_bytes: r.allocated,
+            peak_bytes: r.peak,
+            peak_ns: r.peak_ns,
             at_peak_bytes,
             at_peak_count: at_peak.len() as u64,
             parameter_bytes,
-            replayed_peak_bytes: re_peak,
-            replayed_peak_ns: re_ns,
-            replayed_peak_pass: pass(re_span),
+            replayed_peak_bytes: r.re_peak,
+            replayed_peak_ns: r.re_ns,
+            replayed_peak_pass: pass(r.re_span),
             at_peak,
             allocs: temporary
                 .iter()
@@ -231,6 +87,202 @@ impl OptimizerTemporaries {
     }
 }
 
+/// A live optimizer allocation (pass 1).
+struct Open {
+    index: u32,
+    bytes: u64,
+}
+
+/// Pass 1: allocs matched to frees; a temporary is allocated and freed in the optimizer.
+/// Returns which memory events allocate a temporary and the parameters' names by size;
+/// `None` without any temporary.
+#[allow(clippy::type_complexity)]
+fn mark_temporaries(
+    doc: &TraceDocument,
+    pass: &mut impl FnMut(Option<Sym>) -> Option<Pass>,
+) -> Option<(Vec<bool>, FxHashMap<u64, Vec<String>>)> {
+    let mut open: StorageMap<Open> = StorageMap::new();
+    let mut temporary: Vec<bool> = vec![false; doc.memory_len()];
+    let mut param_sizes: FxHashMap<u64, Vec<String>> = FxHashMap::default();
+    let mut any = false;
+    doc.for_each_memory(MemoryOrder::Replay, |m| {
+        let key = StorageRef::of(m);
+        match m.action {
+            MemoryAction::Alloc => {
+                if m.category == MemoryCategory::Parameter {
+                    let name = m.label.map_or_else(
+                        || m.storage.or(m.tensor).unwrap_or("").to_string(),
+                        |l| doc.str(l).to_string(),
+                    );
+                    let bytes = m.bytes.unwrap_or(0);
+                    param_sizes.entry(bytes).or_default().push(name);
+                }
+                let optimizer = !m.pre_existing && pass(m.span) == Some(Pass::Optimizer);
+                if let Some(k) = key {
+                    // Only the optimizer's allocations can be temporaries: the map holds
+                    // those alone (a few, not every live storage of a large trace), and an
+                    // other allocation at a live key ends the one it replaces.
+                    if optimizer {
+                        open.insert(
+                            k,
+                            Open {
+                                index: m.index,
+                                bytes: m.bytes.unwrap_or(0),
+                            },
+                        );
+                    } else if !open.is_empty() {
+                        open.remove(k);
+                    }
+                }
+            }
+            MemoryAction::Free => {
+                if let Some(o) = key.and_then(|k| open.remove(k)) {
+                    if pass(m.span) == Some(Pass::Optimizer) && o.bytes > 0 {
+                        temporary[o.index as usize] = true;
+                        any = true;
+                    }
+                }
+            }
+        }
+    });
+    any.then_some((temporary, param_sizes))
+}
+
+/// The sequence of the temporaries' and parameters' allocations (memory index, bytes,
+/// parameter) and ends (`None`): what the figures at the peak need of its live set.
+struct Step {
+    index: u32,
+    alloc: Option<(u64, bool)>,
+}
+
+/// What pass 2 found: the run's peak (and the position in `seq` it was reached at) and the
+/// peak replayed without the temporaries; the temporaries' count and bytes.
+struct Replayed {
+    seq: Vec<Step>,
+    peak: u64,
+    peak_ns: u64,
+    peak_seq: usize,
+    re_peak: u64,
+    re_ns: u64,
+    re_span: Option<Sym>,
+    count: u64,
+    allocated: u64,
+}
+
+/// Pass 2: the replay, with and without the temporaries.
+fn replay_without(doc: &TraceDocument, temporary: &[bool]) -> Replayed {
+    let mut live_bytes: StorageMap<(u32, u64, bool, bool)> = StorageMap::new();
+    let (mut all, mut without) = (0u64, 0u64);
+    let (mut peak, mut peak_ns, mut peak_seq) = (0u64, 0u64, 0usize);
+    let (mut re_peak, mut re_ns) = (0u64, 0u64);
+    let mut re_span: Option<Sym> = None;
+    let mut count = 0u64;
+    let mut allocated = 0u64;
+    let mut seq: Vec<Step> = Vec::new();
+    doc.for_each_memory(MemoryOrder::Replay, |m| {
+        let key = StorageRef::of(m);
+        match m.action {
+            MemoryAction::Alloc => {
+                let b = m.bytes.unwrap_or(0);
+                let temp = temporary[m.index as usize];
+                let param = m.category == MemoryCategory::Parameter;
+                let old = key.and_then(|k| live_bytes.insert(k, (m.index, b, temp, param)));
+                if let Some(old) = old {
+                    // a re-alloc of a live key: the old one ends here
+                    if old.2 || old.3 {
+                        seq.push(Step {
+                            index: old.0,
+                            alloc: None,
+                        });
+                    }
+                    all = all.saturating_sub(old.1);
+                    if !old.2 {
+                        without = without.saturating_sub(old.1);
+                    }
+                }
+                all = all.saturating_add(b);
+                if temp {
+                    count += 1;
+                    allocated = allocated.saturating_add(b);
+                } else {
+                    without = without.saturating_add(b);
+                }
+                if temp || param {
+                    seq.push(Step {
+                        index: m.index,
+                        alloc: Some((b, param)),
+                    });
+                }
+            }
+            MemoryAction::Free => {
+                if let Some(old) = key.and_then(|k| live_bytes.remove(k)) {
+                    all = all.saturating_sub(old.1);
+                    if !old.2 {
+                        without = without.saturating_sub(old.1);
+                    }
+                    if old.2 || old.3 {
+                        seq.push(Step {
+                            index: old.0,
+                            alloc: None,
+                        });
+                    }
+                }
+            }
+        }
+        if all > peak {
+            (peak, peak_ns, peak_seq) = (all, m.timestamp_ns, seq.len());
+        }
+        if without > re_peak {
+            (re_peak, re_ns, re_span) = (without, m.timestamp_ns, m.span);
+        }
+    });
+    Replayed {
+        seq,
+        peak,
+        peak_ns,
+        peak_seq,
+        re_peak,
+        re_ns,
+        re_span,
+        count,
+        allocated,
+    }
+}
+
+/// The temporaries live at the peak, largest first (each with the parameter its size ties it
+/// to, when only one has it), and the parameters' bytes there: the sequence replayed up to the
+/// peak (no further pass over the events: each allocation's step carries its bytes and whether
+/// it is a parameter).
+fn live_at_peak(
+    steps: &[Step],
+    temporary: &[bool],
+    param_sizes: &FxHashMap<u64, Vec<String>>,
+) -> (Vec<(u32, u64, Option<String>)>, u64) {
+    let mut live: FxHashMap<u32, (u64, bool)> = FxHashMap::default();
+    for step in steps {
+        match step.alloc {
+            Some(facts) => live.insert(step.index, facts),
+            None => live.remove(&step.index),
+        };
+    }
+    let mut at_peak: Vec<(u32, u64, Option<String>)> = Vec::new();
+    let mut parameter_bytes = 0u64;
+    for (&index, &(b, param)) in &live {
+        if param {
+            parameter_bytes = parameter_bytes.saturating_add(b);
+        }
+        if temporary[index as usize] {
+            let tie = param_sizes
+                .get(&b)
+                .filter(|names| names.len() == 1)
+                .map(|names| names[0].clone());
+            at_peak.push((index, b, tie));
+        }
+    }
+    at_peak.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    (at_peak, parameter_bytes)
+}
+
 /// The finding, when the trace has optimizer temporaries (a warning when those live at the
 /// run's peak make at least 10% of it, else info).
 pub(crate) fn finding(
@@ -239,7 +291,7 @@ pub(crate) fn finding(
     sites: Option<&trace_ops::SiteProfile>,
     caps: &CapabilityMatrix,
     lower_bound: bool,
-    baseline: &crate::what_if::Baseline,
+    what_ifs: &mut crate::what_if::WhatIfs,
     out: &mut Vec<Finding>,
 ) {
     let requires = vec![CapabilityKind::LogicalMemory];
@@ -307,23 +359,16 @@ pub(crate) fn finding(
             format!("{} {what}", human_bytes(bytes))
         })
         .collect();
-    // an update without temporaries: the same replay as every what-if (a bound: a fused
+    // an update without temporaries: replayed with every other what-if (a bound: a fused
     // update may keep some)
-    let what_if = (t.at_peak_count > 0).then(|| {
+    let plan = (t.at_peak_count > 0).then(|| {
         let mut plan = trace_memory::ReleasePlan::new();
         for &i in &t.allocs {
             plan.never_allocate(i);
         }
-        crate::what_if::WhatIf::replay(
-            doc,
-            baseline.get(doc),
-            &plan,
-            "update in place (no optimizer temporaries)",
-            false,
-        )
+        plan
     });
     let evidence = Evidence {
-        what_if,
         bytes: Some(t.at_peak_bytes),
         count: Some(t.at_peak_count),
         of_count: Some(t.count),
@@ -351,4 +396,8 @@ pub(crate) fn finding(
         evidence,
         requires,
     });
+    if let Some(plan) = plan {
+        let action = "update in place (no optimizer temporaries)";
+        what_ifs.request(out.len() - 1, plan, action, false, false);
+    }
 }

@@ -75,6 +75,12 @@ pub fn step_of_spans(doc: &TraceDocument, spans: &SpanIndex) -> Vec<Option<usize
 
 /// The per-step table of `doc` (empty without step spans).
 pub fn steps(doc: &TraceDocument, spans: &SpanIndex) -> Steps {
+    steps_with(doc, spans, step_memory(doc, spans))
+}
+
+/// [`steps`] with the steps' memory already measured (by a [`trace_memory::steps::StepMemoryPass`]
+/// that rode along the memory replay).
+pub fn steps_with(doc: &TraceDocument, spans: &SpanIndex, memory: Vec<StepMemory>) -> Steps {
     let order = trace_memory::steps::step_spans(doc);
     if order.is_empty() {
         return Steps::default();
@@ -94,9 +100,9 @@ pub fn steps(doc: &TraceDocument, spans: &SpanIndex) -> Steps {
         pass_time
             .entry(step)
             .or_default()
-            .insert(pass, crate::figures::merged_length(&mut iv));
+            .insert(pass, crate::intervals::merged_length(&mut iv));
     }
-    let mut memory = step_memory(doc, spans).into_iter();
+    let mut memory = memory.into_iter();
     let mut pending = memory.next();
     let mut rows = Vec::with_capacity(order.len());
     for (i, n) in order {

@@ -1,12 +1,12 @@
 //! What acting on a memory finding's advice would leave, computed by replaying the lifetimes
 //! with the storages the advice frees released where the advice says
-//! ([`trace_memory::replay_with_releases`]): the run's new peak, each pass's peak and where
+//! ([`trace_memory::replay_plans`]): the run's new peak, each pass's peak and where
 //! the run's peak moves. `exact` says whether the trace shows that the advice frees exactly
 //! those storages there; otherwise the figures are a bound (the best the advice can do).
 
 use serde::Serialize;
 use trace_format::bytes as human_bytes;
-use trace_memory::{replay_with_releases, ReleasePlan, Replayed, ReplayedPassPeak};
+use trace_memory::{replay_plans, ReleasePlan, Replayed, ReplayedPassPeak};
 use trace_schema::{Pass, TraceDocument};
 
 /// The drop-the-loss snippet the `activations_retained_into_optimizer` advice prints, exactly as
@@ -52,15 +52,8 @@ pub struct WhatIf {
 }
 
 impl WhatIf {
-    /// Replays `plan` on `doc` against `baseline` (the replay with an empty plan).
-    pub fn replay(
-        doc: &TraceDocument,
-        baseline: &Replayed,
-        plan: &ReleasePlan,
-        action: impl Into<String>,
-        exact: bool,
-    ) -> Self {
-        let r = replay_with_releases(doc, plan);
+    /// The what-if of `r` (a plan's replay) against `baseline` (the replay with an empty plan).
+    pub fn of(baseline: &Replayed, r: Replayed, action: impl Into<String>, exact: bool) -> Self {
         Self {
             action: action.into(),
             run_peak_bytes: r.run_peak_bytes,
@@ -147,15 +140,66 @@ impl WhatIf {
     }
 }
 
-/// The replay without releases, computed once per analysis and only when a finding asks.
+/// The what-ifs the findings ask for, replayed once every finding is made: every plan and the
+/// baseline (the replay without releases) in one pass over the memory events
+/// ([`trace_memory::replay_plans`]), and only when a finding asks.
 #[derive(Debug, Default)]
-pub(crate) struct Baseline(std::cell::OnceCell<Replayed>);
+pub(crate) struct WhatIfs(Vec<Pending>);
 
-impl Baseline {
-    /// The captured run's peaks from the same replay as every what-if.
-    pub fn get(&self, doc: &TraceDocument) -> &Replayed {
+/// One requested what-if.
+#[derive(Debug)]
+struct Pending {
+    /// The finding it belongs to (index into the findings).
+    finding: usize,
+    plan: ReleasePlan,
+    action: String,
+    exact: bool,
+    /// Its sentence ends the finding's summary (`. What-if, replayed: …`).
+    in_summary: bool,
+}
+
+impl WhatIfs {
+    /// Asks for the what-if of `plan` for finding `finding` (an index into the findings it
+    /// will be applied to); with `in_summary` its sentence ends the finding's summary.
+    pub fn request(
+        &mut self,
+        finding: usize,
+        plan: ReleasePlan,
+        action: impl Into<String>,
+        exact: bool,
+        in_summary: bool,
+    ) {
+        self.0.push(Pending {
+            finding,
+            plan,
+            action: action.into(),
+            exact,
+            in_summary,
+        });
+    }
+
+    /// Replays every requested plan with the baseline in one pass: each finding's index, its
+    /// what-if, and whether the sentence ends its summary (`. What-if, replayed: …`).
+    pub fn replay(self, doc: &TraceDocument) -> Vec<(usize, WhatIf, bool)> {
+        if self.0.is_empty() {
+            return Vec::new();
+        }
+        let baseline = ReleasePlan::new();
+        let plans: Vec<&ReleasePlan> = std::iter::once(&baseline)
+            .chain(self.0.iter().map(|p| &p.plan))
+            .collect();
+        let mut replayed = replay_plans(doc, &plans).into_iter();
+        let Some(baseline) = replayed.next() else {
+            return Vec::new();
+        };
         self.0
-            .get_or_init(|| replay_with_releases(doc, &ReleasePlan::new()))
+            .into_iter()
+            .zip(replayed)
+            .map(|(p, r)| {
+                let w = WhatIf::of(&baseline, r, p.action, p.exact);
+                (p.finding, w, p.in_summary)
+            })
+            .collect()
     }
 }
 
@@ -171,13 +215,12 @@ impl Baseline {
 ///   parameters' gradients, detached, and drop the store before the step): the storages freed
 ///   with the gradients — a bound (the store's other gradients are not counted).
 ///
-/// `None` when nothing would be released.
-pub(crate) fn retention_what_if(
-    doc: &TraceDocument,
-    baseline: &Baseline,
+/// Returns the plan, the action and whether it is exact (replayed by [`WhatIfs`]); `None`
+/// when nothing would be released.
+pub(crate) fn retention_plan(
     r: &crate::retention::Retention,
     optimizer_start_ns: u64,
-) -> Option<WhatIf> {
+) -> Option<(ReleasePlan, &'static str, bool)> {
     use crate::retention::LossState;
     let with = r.with_gradients.members.iter();
     let apart = r.apart.members.iter();
@@ -210,7 +253,7 @@ pub(crate) fn retention_what_if(
     for m in members {
         plan.release_at(m.index, optimizer_start_ns);
     }
-    Some(WhatIf::replay(doc, baseline.get(doc), &plan, action, exact))
+    Some((plan, action, exact))
 }
 
 #[cfg(test)]

@@ -82,15 +82,31 @@ fn a_detached_bias_is_not_a_cut_but_its_moments_are_kept() {
     assert!(finding(&clean, FindingCode::OptimizerStateWithoutGradient).is_none());
 }
 
-#[test]
-fn state_that_is_not_a_whole_number_of_moments_ties_nothing() {
-    // one optimizer-state storage 8 B larger: 2× the parameters plus 8 B ties no state to a
-    // parameter, so no figure is given
-    let text = mlp_text_without(&["fc1.bias"]);
-    let at = text.find("\"category\":\"optimizer\"").unwrap();
+/// `text` with every optimizer-state label plain (a producer that could not tie the state to
+/// its parameters).
+fn untied(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let tied = "\"label\":\"optimizer state · ";
+    while let Some(at) = rest.find(tied) {
+        out.push_str(&rest[..at]);
+        out.push_str("\"label\":\"optimizer state\"");
+        let after = &rest[at + tied.len()..];
+        rest = &after[after.find('"').expect("closing quote") + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `text` with the first optimizer-state storage tied to `label`'s parameter `8` bytes larger.
+fn state_grown(text: &str, label: &str) -> String {
+    let at = text
+        .find(&format!("\"label\":\"{label}\""))
+        .unwrap_or_else(|| panic!("{label}"));
     let line_start = text[..at].rfind('\n').unwrap() + 1;
     let line_end = at + text[at..].find('\n').unwrap();
     let line = &text[line_start..line_end];
+    assert!(line.contains("\"category\":\"optimizer\""), "{line}");
     let bytes: u64 = line
         .split("\"bytes\":")
         .nth(1)
@@ -104,7 +120,37 @@ fn state_that_is_not_a_whole_number_of_moments_ties_nothing() {
         &format!("\"bytes\":{bytes},"),
         &format!("\"bytes\":{},", bytes + 8),
     );
-    let text = format!("{}{bigger}{}", &text[..line_start], &text[line_end..]);
+    format!("{}{bigger}{}", &text[..line_start], &text[line_end..])
+}
+
+#[test]
+fn state_tied_by_its_labels_gives_the_exact_figure() {
+    // the probe labels AdamW's moments with their parameter: fc1.bias's m 8 B larger is
+    // counted as it is (no ratio needed), and the other parameters' state is not
+    let text = mlp_text_without(&["fc1.bias"]);
+    let text = state_grown(&text, "optimizer state · fc1.bias (m)");
+    let doc = trace_schema::load_str(&text).unwrap();
+    let s = finding(&doc, FindingCode::OptimizerStateWithoutGradient).expect("the state");
+    assert_eq!(s.evidence.bytes, Some(2 * 2048 + 8), "{}", s.summary);
+    assert_eq!(s.evidence.of_bytes, Some(5_357_648 + 8));
+    assert!(
+        s.summary.contains("(two moments per parameter"),
+        "{}",
+        s.summary
+    );
+}
+
+#[test]
+fn state_that_is_not_a_whole_number_of_moments_ties_nothing() {
+    // state not labelled with its parameters, one storage 8 B larger: 2× the parameters plus
+    // 8 B ties no state to a parameter, so no figure is given
+    let text = untied(&mlp_text_without(&["fc1.bias"]));
+    assert!(!text.contains("optimizer state ·"));
+    // untied but a whole ratio: the figure from the ratio
+    let doc = trace_schema::load_str(&text).unwrap();
+    let s = finding(&doc, FindingCode::OptimizerStateWithoutGradient).expect("the state");
+    assert_eq!(s.evidence.bytes, Some(2 * 2048), "{}", s.summary);
+    let text = state_grown(&text, "optimizer state");
     let doc = trace_schema::load_str(&text).unwrap();
     assert!(finding(&doc, FindingCode::ParametersWithoutGradient).is_some());
     assert!(finding(&doc, FindingCode::OptimizerStateWithoutGradient).is_none());

@@ -2,14 +2,12 @@
 //! sum to their root's total, edge endpoints exist, and results do not depend on how events of
 //! different spans and kinds are interleaved.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use common::*;
 use proptest::prelude::*;
 use trace_graph::{analyze, Analysis, NodeKind};
 use trace_schema::*;
+use trace_testkit::*;
 
 /// A seeded generator (rand's `SmallRng`), so one proptest seed drives a whole trace.
 struct Rng(rand::rngs::SmallRng);
@@ -44,11 +42,15 @@ impl Gen {
         self.next_span += 1;
         let id = format!("s{}", self.next_span);
         let ev = match parent {
-            None => measured(&id, None, "root", a),
+            None => SpanStart::new(&id, a).name("root").measured(true).ev(),
             Some(parent) => {
                 let steps = [Pass::Forward, Pass::Backward, Pass::Optimizer];
                 let s = steps[self.rng.below(3) as usize];
-                step(&id, parent, &format!("n{}", self.rng.below(5)), a, s)
+                SpanStart::new(&id, a)
+                    .parent(parent)
+                    .name(&format!("n{}", self.rng.below(5)))
+                    .pass(s)
+                    .ev()
             }
         };
         self.events.push(ev);
@@ -75,7 +77,7 @@ impl Gen {
         if self.sloppy && self.rng.below(6) == 0 {
             dur = 0; // "not recorded": inferred from children and ops
         }
-        self.events.push(end(&id, dur));
+        self.events.push(span_end(&id, dur));
     }
 
     fn op(&mut self, span: &str, t: u64, len: u64) {
@@ -86,16 +88,32 @@ impl Gen {
         let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
         let out = format!("t{}", self.next_tensor);
         self.next_tensor += 1;
-        self.events
-            .push(op(span, "op", &inputs, Some(&out), t, len));
+        self.events.push(
+            op(span, "op", t, len)
+                .inputs(&inputs)
+                .output(&out)
+                .shape(&[4, 8])
+                .ev(),
+        );
         if self.rng.coin() {
             let st = format!("st{}", self.next_storage);
             self.next_storage += 1;
             let cat = MemoryCategory::ALL[self.rng.below(5) as usize];
-            self.events
-                .push(alloc(t, &st, 64 * (1 + self.rng.below(8)), Some(span), cat));
+            self.events.push(
+                alloc(t, &st, 64 * (1 + self.rng.below(8)))
+                    .no_tensor()
+                    .span(span)
+                    .cat(cat)
+                    .ev(),
+            );
             if self.rng.coin() {
-                self.events.push(free(t + len, &st, Some(span)));
+                self.events.push(
+                    free(t + len, &st)
+                        .no_tensor()
+                        .cat(MemoryCategory::Other)
+                        .span(span)
+                        .ev(),
+                );
             }
         }
     }
@@ -107,7 +125,7 @@ fn trace(seed: u64, sloppy: bool) -> Vec<TraceEvent> {
         next_span: 0,
         next_tensor: 0,
         next_storage: 0,
-        events: vec![meta(ExecutionPhase::Train, None)],
+        events: vec![step_meta(ExecutionPhase::Train, None)],
         sloppy,
     };
     let total = 100 + g.rng.below(900);
@@ -124,7 +142,7 @@ fn trace(seed: u64, sloppy: bool) -> Vec<TraceEvent> {
             GradientState::Zero => Some(0.0),
             _ => None,
         };
-        g.events.push(grad(k, &format!("p{k}"), s, norm));
+        g.events.push(gradient(k, &format!("p{k}"), s, norm));
     }
     g.events.push(terminal(total + 10_000));
     g.events

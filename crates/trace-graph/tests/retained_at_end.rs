@@ -2,32 +2,37 @@
 //! largest [`trace_memory::SUMMARY_TOP`] (summary detail), largest first, and names the five
 //! largest in its text — on more storages than either list shows.
 
-mod common;
-
-use common::*;
 use trace_graph::{analyze_with, Detail, Finding, FindingCode};
 use trace_schema::*;
+use trace_testkit::*;
 
 /// A step whose forward pass allocates `n` activations of distinct sizes (storage `st-i` holds
 /// `1000 + (i * 7919) % n` bytes: not in size order) that are never freed.
 fn retained(n: u64, detail: Detail) -> Finding {
     let mut events = vec![
-        meta(ExecutionPhase::Train, None),
-        measured("s1", None, "train_step", 0),
-        step("s2", "s1", "forward", 10, Pass::Forward),
+        step_meta(ExecutionPhase::Train, None),
+        SpanStart::new("s1", 0)
+            .name("train_step")
+            .measured(true)
+            .ev(),
+        SpanStart::new("s2", 10)
+            .parent("s1")
+            .name("forward")
+            .pass(Pass::Forward)
+            .ev(),
     ];
     for i in 0..n {
         let bytes = 1000 + (i * 7919) % n;
-        events.push(alloc(
-            20 + i,
-            &format!("st-{i}"),
-            bytes,
-            Some("s2"),
-            MemoryCategory::Activation,
-        ));
+        events.push(
+            alloc(20 + i, &format!("st-{i}"), bytes)
+                .no_tensor()
+                .span("s2")
+                .cat(MemoryCategory::Activation)
+                .ev(),
+        );
     }
-    events.push(end("s2", 20 + n));
-    events.push(end("s1", 100 + n));
+    events.push(span_end("s2", 20 + n));
+    events.push(span_end("s1", 100 + n));
     events.push(terminal(100 + n));
     let a = analyze_with(&TraceDocument::from_events(events), detail);
     a.findings

@@ -2,15 +2,18 @@
 //! each rule (the real Candle loops are in `examples/tests/advice.rs`): the loss's storage,
 //! free runs cut by allocations and span boundaries, gradient releases.
 
-mod common;
-
-use common::*;
 use trace_graph::{analyze, Finding, FindingCode, Holder};
 use trace_schema::*;
+use trace_testkit::*;
 
 /// An activation the probe registered as an autograd-graph node.
 fn node(ts: u64, storage: &str) -> TraceEvent {
-    match alloc(ts, storage, 128, Some("s2"), MemoryCategory::Activation) {
+    match alloc(ts, storage, 128)
+        .no_tensor()
+        .span("s2")
+        .cat(MemoryCategory::Activation)
+        .ev()
+    {
         TraceEvent::Memory(mut m) => {
             m.category_source = Some(CategorySource::Registry);
             TraceEvent::Memory(m)
@@ -28,25 +31,52 @@ fn step_with(graph_nodes: bool, tail: Vec<TraceEvent>) -> Finding {
         if graph_nodes {
             node(ts, id)
         } else {
-            alloc(ts, id, 128, Some("s2"), MemoryCategory::Activation)
+            alloc(ts, id, 128)
+                .no_tensor()
+                .span("s2")
+                .cat(MemoryCategory::Activation)
+                .ev()
         }
     };
     let mut events = vec![
-        meta(ExecutionPhase::Train, None),
-        measured("s1", None, "train_step", 0),
-        step("s2", "s1", "forward", 10, Pass::Forward),
+        step_meta(ExecutionPhase::Train, None),
+        SpanStart::new("s1", 0)
+            .name("train_step")
+            .measured(true)
+            .ev(),
+        SpanStart::new("s2", 10)
+            .parent("s1")
+            .name("forward")
+            .pass(Pass::Forward)
+            .ev(),
         act(20, "st-h"),
         act(50, "st-y"),
-        end("s2", 80),
-        step("s3", "s1", "backward", 100, Pass::Backward),
-        alloc(110, "st-g1", 64, Some("s3"), Gradient),
-        alloc(120, "st-g2", 64, Some("s3"), Gradient),
-        end("s3", 60),
-        step("s4", "s1", "optimizer", 170, Pass::Optimizer),
-        end("s4", 25),
+        span_end("s2", 80),
+        SpanStart::new("s3", 100)
+            .parent("s1")
+            .name("backward")
+            .pass(Pass::Backward)
+            .ev(),
+        alloc(110, "st-g1", 64)
+            .no_tensor()
+            .span("s3")
+            .cat(Gradient)
+            .ev(),
+        alloc(120, "st-g2", 64)
+            .no_tensor()
+            .span("s3")
+            .cat(Gradient)
+            .ev(),
+        span_end("s3", 60),
+        SpanStart::new("s4", 170)
+            .parent("s1")
+            .name("optimizer")
+            .pass(Pass::Optimizer)
+            .ev(),
+        span_end("s4", 25),
     ];
     events.extend(tail);
-    events.push(end("s1", 300));
+    events.push(span_end("s1", 300));
     events.push(terminal(300));
     let a = analyze(&TraceDocument::from_events(events));
     assert!(a.health.structurally_valid, "{:#?}", a.health.issues);
@@ -70,10 +100,26 @@ fn a_live_loss_holds_its_graph_and_a_shared_free_run_is_said_to_be_undecidable()
     let f = step_with(
         true,
         vec![
-            free(200, "st-g1", Some("s1")),
-            free(200, "st-g2", Some("s1")),
-            free(201, "st-h", Some("s1")),
-            free(201, "st-y", Some("s1")),
+            free(200, "st-g1")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            free(200, "st-g2")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            free(201, "st-h")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            free(201, "st-y")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
         ],
     );
     assert_eq!(holders(&f), [(Holder::Loss, 2, Some(201))]);
@@ -92,12 +138,36 @@ fn a_live_loss_holds_its_graph_and_a_shared_free_run_is_said_to_be_undecidable()
     let f = step_with(
         true,
         vec![
-            free(200, "st-g1", Some("s1")),
-            free(200, "st-g2", Some("s1")),
-            alloc(201, "st-x", 8, Some("s1"), MemoryCategory::Other),
-            free(202, "st-h", Some("s1")),
-            free(202, "st-y", Some("s1")),
-            free(203, "st-x", Some("s1")),
+            free(200, "st-g1")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            free(200, "st-g2")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            alloc(201, "st-x", 8)
+                .no_tensor()
+                .span("s1")
+                .cat(MemoryCategory::Other)
+                .ev(),
+            free(202, "st-h")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            free(202, "st-y")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            free(203, "st-x")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
         ],
     );
     assert_eq!(holders(&f), [(Holder::Loss, 2, Some(202))]);
@@ -111,10 +181,26 @@ fn after_the_loss_is_dropped_what_goes_with_the_gradients_is_held_by_the_store()
     let f = step_with(
         true,
         vec![
-            free(165, "st-y", Some("s1")),
-            free(200, "st-g2", Some("s1")),
-            free(201, "st-h", Some("s1")),
-            free(202, "st-g1", Some("s1")),
+            free(165, "st-y")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            free(200, "st-g2")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            free(201, "st-h")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            free(202, "st-g1")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
         ],
     );
     // st-y was freed before the optimizer: st-h alone is retained
@@ -141,10 +227,26 @@ fn a_span_boundary_or_an_allocation_ends_a_free_run() {
     let f = step_with(
         true,
         vec![
-            free(165, "st-y", Some("s1")),
-            free(190, "st-g1", Some("s4")),
-            free(190, "st-g2", Some("s4")),
-            free(196, "st-h", Some("s1")),
+            free(165, "st-y")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            free(190, "st-g1")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s4")
+                .ev(),
+            free(190, "st-g2")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s4")
+                .ev(),
+            free(196, "st-h")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
         ],
     );
     assert_eq!(holders(&f), [(Holder::Unknown, 1, None)]);
@@ -155,11 +257,31 @@ fn a_span_boundary_or_an_allocation_ends_a_free_run() {
     let f = step_with(
         true,
         vec![
-            free(165, "st-y", Some("s1")),
-            free(200, "st-g1", Some("s1")),
-            alloc(201, "st-x", 8, Some("s1"), MemoryCategory::Other),
-            free(202, "st-h", Some("s1")),
-            free(203, "st-x", Some("s1")),
+            free(165, "st-y")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            free(200, "st-g1")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            alloc(201, "st-x", 8)
+                .no_tensor()
+                .span("s1")
+                .cat(MemoryCategory::Other)
+                .ev(),
+            free(202, "st-h")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            free(203, "st-x")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
         ],
     );
     assert_eq!(holders(&f), [(Holder::Unknown, 1, None)]);
@@ -168,8 +290,16 @@ fn a_span_boundary_or_an_allocation_ends_a_free_run() {
     let f = step_with(
         true,
         vec![
-            free(165, "st-y", Some("s1")),
-            free(200, "st-g1", Some("s1")),
+            free(165, "st-y")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            free(200, "st-g1")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
         ],
     );
     assert_eq!(holders(&f), [(Holder::Unknown, 1, None)]);
@@ -186,9 +316,21 @@ fn without_graph_nodes_the_loss_is_unknown() {
     let f = step_with(
         false,
         vec![
-            free(200, "st-g1", Some("s1")),
-            free(201, "st-h", Some("s1")),
-            free(201, "st-y", Some("s1")),
+            free(200, "st-g1")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            free(201, "st-h")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            free(201, "st-y")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
         ],
     );
     assert_eq!(holders(&f), [(Holder::LossOrGradientStore, 2, Some(200))]);
@@ -203,9 +345,21 @@ fn without_graph_nodes_the_loss_is_unknown() {
     let f = step_with(
         false,
         vec![
-            free(190, "st-g1", Some("s4")),
-            free(250, "st-h", Some("s1")),
-            free(250, "st-y", Some("s1")),
+            free(190, "st-g1")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s4")
+                .ev(),
+            free(250, "st-h")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
+            free(250, "st-y")
+                .no_tensor()
+                .cat(MemoryCategory::Other)
+                .span("s1")
+                .ev(),
         ],
     );
     assert!(f.evidence.held_by.is_empty());

@@ -1,10 +1,8 @@
 //! insta snapshots of health, capabilities, graph and findings for hand-written traces.
 
-mod common;
-
-use common::*;
 use trace_graph::{analyze, HealthCode, Severity};
 use trace_schema::*;
+use trace_testkit::*;
 
 /// Everything but the memory profile (snapshotted by trace-memory's own tests), in field order.
 #[derive(serde::Serialize)]
@@ -38,7 +36,7 @@ fn codes(a: &trace_graph::Analysis) -> Vec<(Severity, HealthCode)> {
 
 #[test]
 fn clean_training_step() {
-    let doc = TraceDocument::from_events(clean_step());
+    let doc = TraceDocument::from_events(trace_testkit::clean_training_step());
     let a = analyze(&doc);
     assert!(a.health.structurally_valid, "{:#?}", a.health.issues);
     assert!(a.health.capture_complete);
@@ -51,11 +49,26 @@ fn clean_training_step() {
 fn failed_capture_keeps_health_and_refuses_graph() {
     use MemoryCategory::*;
     let doc = TraceDocument::from_events(vec![
-        meta(ExecutionPhase::Train, Some(contract(&["w1"]))),
-        measured("s1", None, "train_step", 0),
-        step("s2", "s1", "forward", 10, Pass::Forward),
-        op("s2", "matmul", &["x", "w"], Some("h"), 20, 30),
-        alloc(20, "st-h", 4096, Some("s2"), Activation),
+        step_meta(ExecutionPhase::Train, Some(complete_contract(&["w1"]))),
+        SpanStart::new("s1", 0)
+            .name("train_step")
+            .measured(true)
+            .ev(),
+        SpanStart::new("s2", 10)
+            .parent("s1")
+            .name("forward")
+            .pass(Pass::Forward)
+            .ev(),
+        op("s2", "matmul", 20, 30)
+            .inputs(&["x", "w"])
+            .output("h")
+            .shape(&[4, 8])
+            .ev(),
+        alloc(20, "st-h", 4096)
+            .no_tensor()
+            .span("s2")
+            .cat(Activation)
+            .ev(),
         failed(60, "panicked: shape mismatch in matmul"),
     ]);
     let a = analyze(&doc);
@@ -105,11 +118,11 @@ fn truncated_trace_loads_and_says_so() {
 #[test]
 fn a_trace_missing_only_its_terminal_keeps_closed_span_times() {
     let mut events = vec![
-        meta(ExecutionPhase::Infer, None),
-        measured("s1", None, "run", 0),
-        start("s2", Some("s1"), "encoder", 10),
-        end("s2", 60),
-        end("s1", 100),
+        step_meta(ExecutionPhase::Infer, None),
+        SpanStart::new("s1", 0).name("run").measured(true).ev(),
+        SpanStart::new("s2", 10).parent("s1").name("encoder").ev(),
+        span_end("s2", 60),
+        span_end("s1", 100),
     ];
     let complete = analyze(&TraceDocument::from_events({
         let mut e = events.clone();
@@ -152,13 +165,13 @@ fn a_trace_missing_only_its_terminal_keeps_closed_span_times() {
 #[test]
 fn overlapping_children_count_once_and_are_a_warning() {
     let a = analyze(&TraceDocument::from_events(vec![
-        meta(ExecutionPhase::Infer, None),
-        measured("s1", None, "run", 0),
-        start("s2", Some("s1"), "a", 0),
-        start("s3", Some("s1"), "b", 0),
-        end("s2", 100),
-        end("s3", 100),
-        end("s1", 0), // recorded as 0: shorter than its children
+        step_meta(ExecutionPhase::Infer, None),
+        SpanStart::new("s1", 0).name("run").measured(true).ev(),
+        SpanStart::new("s2", 0).parent("s1").name("a").ev(),
+        SpanStart::new("s3", 0).parent("s1").name("b").ev(),
+        span_end("s2", 100),
+        span_end("s3", 100),
+        span_end("s1", 0), // recorded as 0: shorter than its children
         terminal(100),
     ]));
     assert!(a.health.structurally_valid, "{:#?}", a.health.issues);
@@ -177,13 +190,13 @@ fn overlapping_children_count_once_and_are_a_warning() {
 fn durations_past_u64_are_an_error_never_a_wrapped_time() {
     let half = 1u64 << 63;
     let a = analyze(&TraceDocument::from_events(vec![
-        meta(ExecutionPhase::Infer, None),
-        measured("s1", None, "run", 0),
-        start("s2", Some("s1"), "a", 0),
-        end("s2", half),
-        start("s3", Some("s1"), "b", half),
-        end("s3", half), // ends at 2^64: impossible
-        end("s1", 0),
+        step_meta(ExecutionPhase::Infer, None),
+        SpanStart::new("s1", 0).name("run").measured(true).ev(),
+        SpanStart::new("s2", 0).parent("s1").name("a").ev(),
+        span_end("s2", half),
+        SpanStart::new("s3", half).parent("s1").name("b").ev(),
+        span_end("s3", half), // ends at 2^64: impossible
+        span_end("s1", 0),
         terminal(u64::MAX),
     ]));
     assert!(!a.health.structurally_valid);
@@ -194,13 +207,13 @@ fn durations_past_u64_are_an_error_never_a_wrapped_time() {
     );
     // Two children of 2^63 ns side by side at 0: the root covers 2^63 ns, exactly.
     let b = analyze(&TraceDocument::from_events(vec![
-        meta(ExecutionPhase::Infer, None),
-        measured("s1", None, "run", 0),
-        start("s2", Some("s1"), "a", 0),
-        start("s3", Some("s1"), "b", 0),
-        end("s2", half),
-        end("s3", half),
-        end("s1", 0),
+        step_meta(ExecutionPhase::Infer, None),
+        SpanStart::new("s1", 0).name("run").measured(true).ev(),
+        SpanStart::new("s2", 0).parent("s1").name("a").ev(),
+        SpanStart::new("s3", 0).parent("s1").name("b").ev(),
+        span_end("s2", half),
+        span_end("s3", half),
+        span_end("s1", 0),
         terminal(half),
     ]));
     assert_eq!(b.graph.as_ref().unwrap().outer_wall_time_ns, Some(half));
@@ -209,7 +222,7 @@ fn durations_past_u64_are_an_error_never_a_wrapped_time() {
 /// Issue "Exact figures on any input" §4: impossible device samples are warnings.
 #[test]
 fn device_samples_with_zero_capacity_or_more_used_than_capacity_are_warnings() {
-    let mut events = clean_step();
+    let mut events = trace_testkit::clean_training_step();
     let last = events.pop().unwrap();
     for (used, capacity) in [(Some(10), Some(0)), (Some(200), Some(100))] {
         events.push(TraceEvent::DeviceMemory(DeviceMemoryEvent {
@@ -243,14 +256,18 @@ fn device_samples_with_zero_capacity_or_more_used_than_capacity_are_warnings() {
 #[test]
 fn child_outliving_parent_is_clipped_never_negative() {
     let doc = TraceDocument::from_events(vec![
-        meta(ExecutionPhase::Infer, None),
-        measured("s1", None, "run", 0),
-        start("s2", Some("s1"), "encoder", 10),
-        start("s3", Some("s2"), "attention", 40),
-        op("s2", "matmul", &["x"], Some("h"), 12, 60),
-        end("s3", 40),
-        end("s2", 40),
-        end("s1", 100),
+        step_meta(ExecutionPhase::Infer, None),
+        SpanStart::new("s1", 0).name("run").measured(true).ev(),
+        SpanStart::new("s2", 10).parent("s1").name("encoder").ev(),
+        SpanStart::new("s3", 40).parent("s2").name("attention").ev(),
+        op("s2", "matmul", 12, 60)
+            .inputs(&["x"])
+            .output("h")
+            .shape(&[4, 8])
+            .ev(),
+        span_end("s3", 40),
+        span_end("s2", 40),
+        span_end("s1", 100),
         terminal(100),
     ]);
     let a = analyze(&doc);
@@ -269,17 +286,25 @@ fn child_outliving_parent_is_clipped_never_negative() {
 #[test]
 fn equal_timestamp_siblings_are_ordered_by_id_and_counted_once() {
     let doc = TraceDocument::from_events(vec![
-        meta(ExecutionPhase::Infer, None),
-        measured("s1", None, "run", 0),
-        start("s10", Some("s1"), "b", 10),
-        start("s2", Some("s1"), "a", 10),
-        end("s10", 20),
-        end("s2", 30),
-        start("s3", Some("s1"), "zero", 50),
-        op("s3", "add", &["x", "y"], Some("z"), 50, 5),
-        op("s3", "mul", &["z", "z"], Some("w"), 55, 5),
-        end("s3", 0),
-        end("s1", 100),
+        step_meta(ExecutionPhase::Infer, None),
+        SpanStart::new("s1", 0).name("run").measured(true).ev(),
+        SpanStart::new("s10", 10).parent("s1").name("b").ev(),
+        SpanStart::new("s2", 10).parent("s1").name("a").ev(),
+        span_end("s10", 20),
+        span_end("s2", 30),
+        SpanStart::new("s3", 50).parent("s1").name("zero").ev(),
+        op("s3", "add", 50, 5)
+            .inputs(&["x", "y"])
+            .output("z")
+            .shape(&[4, 8])
+            .ev(),
+        op("s3", "mul", 55, 5)
+            .inputs(&["z", "z"])
+            .output("w")
+            .shape(&[4, 8])
+            .ev(),
+        span_end("s3", 0),
+        span_end("s1", 100),
         terminal(100),
     ]);
     let a = analyze(&doc);
@@ -298,13 +323,16 @@ fn equal_timestamp_siblings_are_ordered_by_id_and_counted_once() {
 
 #[test]
 fn all_gradients_missing_is_a_finding_not_an_error() {
-    let mut events = clean_step();
+    let mut events = trace_testkit::clean_training_step();
     let params = ["w1", "w2", "w3"];
-    events[0] = meta(ExecutionPhase::Train, Some(contract(&params)));
+    events[0] = step_meta(ExecutionPhase::Train, Some(complete_contract(&params)));
     events.retain(|e| !matches!(e, TraceEvent::Gradient(_)));
     let n = events.len();
     for (i, p) in params.iter().enumerate() {
-        events.insert(n - 1, grad(i as u64 + 1, p, GradientState::Missing, None));
+        events.insert(
+            n - 1,
+            gradient(i as u64 + 1, p, GradientState::Missing, None),
+        );
     }
     let a = analyze(&TraceDocument::from_events(events));
     assert!(a.health.structurally_valid, "{:#?}", a.health.issues);
@@ -329,10 +357,23 @@ fn all_gradients_missing_is_a_finding_not_an_error() {
 
 #[test]
 fn unpaired_frees_are_warnings_and_the_trace_stays_valid() {
-    let mut events = clean_step();
+    let mut events = trace_testkit::clean_training_step();
     let n = events.len();
-    events.insert(n - 2, free(5, "st-from-before", Some("s1")));
-    events.insert(n - 2, free(6, "st-from-before-2", None));
+    events.insert(
+        n - 2,
+        free(5, "st-from-before")
+            .no_tensor()
+            .cat(MemoryCategory::Other)
+            .span("s1")
+            .ev(),
+    );
+    events.insert(
+        n - 2,
+        free(6, "st-from-before-2")
+            .no_tensor()
+            .cat(MemoryCategory::Other)
+            .ev(),
+    );
     let a = analyze(&TraceDocument::from_events(events));
     assert!(a.health.structurally_valid);
     let unpaired = codes(&a)
@@ -346,7 +387,7 @@ fn unpaired_frees_are_warnings_and_the_trace_stays_valid() {
 
 #[test]
 fn activations_retained_into_the_optimizer_step() {
-    let mut events = clean_step();
+    let mut events = trace_testkit::clean_training_step();
     // Free the activations only after the optimizer step instead of during backward.
     for e in events.iter_mut() {
         if let TraceEvent::Memory(m) = e {
@@ -380,18 +421,28 @@ fn activations_retained_into_the_optimizer_step() {
 #[test]
 fn measured_subtree_and_concurrent_work_are_ranked_apart() {
     let doc = TraceDocument::from_events(vec![
-        meta(ExecutionPhase::Infer, None),
-        start("s1", None, "session", 0),
-        measured("s2", Some("s1"), "step", 100),
-        start("s3", Some("s2"), "inner", 150),
-        end("s3", 100),
-        end("s2", 400),
+        step_meta(ExecutionPhase::Infer, None),
+        SpanStart::new("s1", 0).name("session").ev(),
+        SpanStart::new("s2", 100)
+            .parent("s1")
+            .name("step")
+            .measured(true)
+            .ev(),
+        SpanStart::new("s3", 150).parent("s2").name("inner").ev(),
+        span_end("s3", 100),
+        span_end("s2", 400),
         // Background work recorded after the fact, attached to the root.
-        start("s4", Some("s1"), "data_loader", 300),
-        end("s4", 400),
-        start("s5", Some("s1"), "checkpoint", 600),
-        end("s5", 300),
-        end("s1", 1000),
+        SpanStart::new("s4", 300)
+            .parent("s1")
+            .name("data_loader")
+            .ev(),
+        span_end("s4", 400),
+        SpanStart::new("s5", 600)
+            .parent("s1")
+            .name("checkpoint")
+            .ev(),
+        span_end("s5", 300),
+        span_end("s1", 1000),
         terminal(1000),
     ]);
     let a = analyze(&doc);
@@ -421,11 +472,11 @@ fn measured_subtree_and_concurrent_work_are_ranked_apart() {
 
 #[test]
 fn zero_non_finite_and_non_parameter_gradients() {
-    let mut events = clean_step();
+    let mut events = trace_testkit::clean_training_step();
     events.retain(|e| !matches!(e, TraceEvent::Gradient(_)));
     let n = events.len();
-    events.insert(n - 1, grad(1, "w1", GradientState::Zero, Some(0.0)));
-    events.insert(n - 1, grad(2, "w2", GradientState::NonFinite, None));
+    events.insert(n - 1, gradient(1, "w1", GradientState::Zero, Some(0.0)));
+    events.insert(n - 1, gradient(2, "w2", GradientState::NonFinite, None));
     events.insert(
         n - 1,
         TraceEvent::Gradient(GradientEvent {
@@ -457,7 +508,7 @@ fn zero_non_finite_and_non_parameter_gradients() {
 
 #[test]
 fn host_timed_device_ops_and_dropped_events() {
-    let mut events = clean_step();
+    let mut events = trace_testkit::clean_training_step();
     for e in events.iter_mut() {
         if let TraceEvent::Op(op) = e {
             op.device = "cuda:0".into();
@@ -490,14 +541,18 @@ fn host_timed_device_ops_and_dropped_events() {
 #[test]
 fn invalid_trace_refuses_graph_with_every_reason() {
     let doc = TraceDocument::from_events(vec![
-        meta(ExecutionPhase::Infer, None),
-        measured("s1", None, "run", 0),
-        start("s2", Some("ghost"), "orphan", 10),
-        end("s2", 5),
-        start("s3", None, "second root", 20),
-        end("s3", 5),
-        op("s9", "matmul", &[], None, 1, 1),
-        end("s1", 100),
+        step_meta(ExecutionPhase::Infer, None),
+        SpanStart::new("s1", 0).name("run").measured(true).ev(),
+        SpanStart::new("s2", 10).parent("ghost").name("orphan").ev(),
+        span_end("s2", 5),
+        SpanStart::new("s3", 20).name("second root").ev(),
+        span_end("s3", 5),
+        op("s9", "matmul", 1, 1)
+            .inputs(&[])
+            .output_opt(None)
+            .shape(&[4, 8])
+            .ev(),
+        span_end("s1", 100),
         terminal(100),
     ]);
     let a = analyze(&doc);
@@ -526,12 +581,16 @@ fn invalid_trace_refuses_graph_with_every_reason() {
 #[test]
 fn span_id_colliding_with_an_op_id_is_refused() {
     let doc = TraceDocument::from_events(vec![
-        meta(ExecutionPhase::Infer, None),
-        measured("s1", None, "run", 0),
-        op("s1", "add", &[], None, 1, 1),
-        start("s1/op/0", Some("s1"), "evil", 10),
-        end("s1/op/0", 5),
-        end("s1", 100),
+        step_meta(ExecutionPhase::Infer, None),
+        SpanStart::new("s1", 0).name("run").measured(true).ev(),
+        op("s1", "add", 1, 1)
+            .inputs(&[])
+            .output_opt(None)
+            .shape(&[4, 8])
+            .ev(),
+        SpanStart::new("s1/op/0", 10).parent("s1").name("evil").ev(),
+        span_end("s1/op/0", 5),
+        span_end("s1", 100),
         terminal(100),
     ]);
     let a = analyze(&doc);
@@ -546,10 +605,22 @@ fn span_id_colliding_with_an_op_id_is_refused() {
 #[test]
 fn byte_counts_past_u64_make_the_trace_invalid() {
     use MemoryCategory::*;
-    let mut events = clean_step();
+    let mut events = trace_testkit::clean_training_step();
     let terminal = events.pop().unwrap();
-    events.push(alloc(150, "st-huge-1", u64::MAX, Some("s1"), Activation));
-    events.push(alloc(150, "st-huge-2", u64::MAX, Some("s1"), Activation));
+    events.push(
+        alloc(150, "st-huge-1", u64::MAX)
+            .no_tensor()
+            .span("s1")
+            .cat(Activation)
+            .ev(),
+    );
+    events.push(
+        alloc(150, "st-huge-2", u64::MAX)
+            .no_tensor()
+            .span("s1")
+            .cat(Activation)
+            .ev(),
+    );
     events.push(terminal);
     let a = analyze(&TraceDocument::from_events(events));
     assert!(codes(&a).contains(&(Severity::Error, HealthCode::MemoryBytesOverflow)));
@@ -560,8 +631,14 @@ fn byte_counts_past_u64_make_the_trace_invalid() {
 #[test]
 fn declared_gradients_not_reached_by_a_failed_capture_are_unavailable_not_invalid() {
     let doc = TraceDocument::from_events(vec![
-        meta(ExecutionPhase::Train, Some(contract(&["w1", "w2"]))),
-        measured("s1", None, "train_step", 0),
+        step_meta(
+            ExecutionPhase::Train,
+            Some(complete_contract(&["w1", "w2"])),
+        ),
+        SpanStart::new("s1", 0)
+            .name("train_step")
+            .measured(true)
+            .ev(),
         failed(60, "panicked before backward"),
     ]);
     let a = analyze(&doc);
@@ -585,15 +662,23 @@ fn declared_gradients_not_reached_by_a_failed_capture_are_unavailable_not_invali
 #[test]
 fn memory_events_outside_their_span_are_a_warning() {
     use MemoryCategory::*;
-    let mut events = clean_step();
+    let mut events = trace_testkit::clean_training_step();
     let terminal = events.pop().unwrap();
     // s2 (forward) runs from 10 ns; an allocation stamped before it started is suspect.
-    events.push(alloc(5, "st-early", 64, Some("s2"), Activation));
+    events.push(
+        alloc(5, "st-early", 64)
+            .no_tensor()
+            .span("s2")
+            .cat(Activation)
+            .ev(),
+    );
     events.push(terminal);
     let a = analyze(&TraceDocument::from_events(events));
     assert!(codes(&a).contains(&(Severity::Warning, HealthCode::MemoryOutsideSpan)));
     assert!(a.health.structurally_valid);
-    let clean = analyze(&TraceDocument::from_events(clean_step()));
+    let clean = analyze(&TraceDocument::from_events(
+        trace_testkit::clean_training_step(),
+    ));
     assert!(!codes(&clean).contains(&(Severity::Warning, HealthCode::MemoryOutsideSpan)));
 }
 
@@ -602,7 +687,7 @@ fn memory_events_outside_their_span_are_a_warning() {
 #[test]
 fn warm_up_finding_follows_the_meta() {
     let with = |capture: Option<u64>, warmup: Option<u64>, spans: bool| {
-        let mut events = clean_step();
+        let mut events = trace_testkit::clean_training_step();
         if let TraceEvent::Meta(m) = &mut events[0] {
             m.run.capture_step = capture;
             m.run.warmup_steps = warmup;
@@ -639,7 +724,7 @@ fn warm_up_finding_follows_the_meta() {
 #[test]
 fn a_capture_that_never_started_is_the_first_issue() {
     let never = analyze(&TraceDocument::from_events(vec![
-        meta(ExecutionPhase::Train, Some(contract(&["w1"]))),
+        step_meta(ExecutionPhase::Train, Some(complete_contract(&["w1"]))),
         failed(10, "capture step 2 was never reached before finish()"),
     ]));
     let first = &never.health.issues[0];
@@ -658,8 +743,11 @@ fn a_capture_that_never_started_is_the_first_issue() {
     assert!(!codes(&never).contains(&(Severity::Warning, HealthCode::CaptureFailed)));
 
     let started = analyze(&TraceDocument::from_events(vec![
-        meta(ExecutionPhase::Train, None),
-        measured("s1", None, "train_step", 0),
+        step_meta(ExecutionPhase::Train, None),
+        SpanStart::new("s1", 0)
+            .name("train_step")
+            .measured(true)
+            .ev(),
         failed(10, "panicked"),
     ]));
     assert!(!codes(&started)

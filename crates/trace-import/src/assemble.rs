@@ -15,9 +15,12 @@ use trace_schema::{
 
 use crate::chrome::RawTrace;
 use crate::collect::{collect, Collected, HostCat, NodeClass};
+use crate::error::ImportError;
+use crate::imported::Imported;
+use crate::memory::MemOut;
 use crate::meta::{run_meta, Observed};
 use crate::report::ImportReport;
-use crate::{tree, ImportError, Imported};
+use crate::tree;
 
 fn span_id(tree: &tree::Tree, node: u32) -> String {
     format!("s{}", tree.position[node as usize] + 1)
@@ -40,16 +43,7 @@ pub(crate) fn assemble(
             detail: describe_skipped(&report),
         });
     }
-    let origin = [
-        c.nodes.iter().map(|n| n.start).min(),
-        c.mems.iter().map(|m| m.ts).min(),
-        c.gpus.iter().map(|g| g.start).min(),
-        c.window.map(|w| w.0),
-    ]
-    .into_iter()
-    .flatten()
-    .min()
-    .expect("at least one event");
+    let origin = window_origin(&c);
     let tree = tree::build(&mut c, origin, &mut report);
     let rel = |t: i128| u64::try_from(t - origin).unwrap_or(u64::MAX);
     let memory = crate::memory::convert(&c, &tree, &mut report);
@@ -62,6 +56,69 @@ pub(crate) fn assemble(
     }
     let intervals = device_intervals(&c, &tree, &mut report, &rel);
     flows(&c, &mut report);
+    let train = count_spans(&c, &mut report);
+    if let Some(cut) = &cut_short {
+        report.warn(format!(
+            "{cut}: {} whole events were read; the imported trace has no terminal event and its figures are lower bounds",
+            raw.events.len()
+        ));
+    }
+    let steps = profiler_steps(&c);
+    let meta = run_meta(
+        &raw.header,
+        Observed {
+            memory_events: memory.is_some(),
+            device_samples: memory
+                .iter()
+                .flatten()
+                .any(|m| m.sample.is_some_and(|s| s.0.is_some())),
+            gpu_intervals: !intervals.is_empty(),
+            train,
+            devices: devices(memory.as_deref(), &intervals),
+            origin_ns: origin,
+            step_warmup: crate::side::warmup_from_steps(steps.iter().copied()),
+            tags: tags(&steps, &report),
+        },
+    );
+    let mut keyed = span_events(&c, &tree, &rel);
+    keyed.extend(memory_events(memory.as_deref(), &tree, &rel));
+    keyed.sort_by_key(|(k, _)| *k);
+    let mut events = Vec::with_capacity(keyed.len() + intervals.len() + 2);
+    events.push(TraceEvent::Meta(MetaEvent {
+        schema: WRITE_VERSION.as_str().to_string(),
+        run: meta,
+    }));
+    events.extend(keyed.into_iter().map(|(_, e)| e));
+    events.extend(intervals.into_iter().map(TraceEvent::DeviceInterval));
+    if cut_short.is_none() {
+        events.push(TraceEvent::Terminal(TerminalEvent {
+            coverage_lost: Default::default(),
+            outcome: TerminalOutcome::Complete,
+            timestamp_ns: rel(c.nodes[0].end),
+            reason: None,
+            dropped_events: None,
+        }));
+    }
+    Ok(Imported { events, report })
+}
+
+/// The window start: the earliest span, memory event, GPU activity or profiler window start.
+fn window_origin(c: &Collected) -> i128 {
+    [
+        c.nodes.iter().map(|n| n.start).min(),
+        c.mems.iter().map(|m| m.ts).min(),
+        c.gpus.iter().map(|g| g.start).min(),
+        c.window.map(|w| w.0),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+    .expect("at least one event")
+}
+
+/// Counts the spans per pass and kind into `report`; whether the run trains (has a backward or
+/// optimizer pass).
+fn count_spans(c: &Collected, report: &mut ImportReport) -> bool {
     let mut passes: BTreeMap<String, u64> = BTreeMap::new();
     for n in &c.nodes {
         if let Some(step) = n.step {
@@ -79,28 +136,35 @@ pub(crate) fn assemble(
             _ => {}
         }
     }
-    if let Some(cut) = &cut_short {
-        report.warn(format!(
-            "{cut}: {} whole events were read; the imported trace has no terminal event and its figures are lower bounds",
-            raw.events.len()
-        ));
-    }
+    train
+}
 
-    let mut devices: Vec<String> = memory
+/// The names of the `ProfilerStep#N` spans, in node order.
+fn profiler_steps(c: &Collected) -> Vec<&str> {
+    c.nodes
         .iter()
+        .filter(|n| n.name.starts_with("ProfilerStep#"))
+        .map(|n| n.name.as_str())
+        .collect()
+}
+
+/// The devices of the memory events and GPU intervals, sorted, each once.
+fn devices(memory: Option<&[MemOut]>, intervals: &[DeviceIntervalEvent]) -> Vec<String> {
+    let mut devices: Vec<String> = memory
+        .into_iter()
         .flatten()
         .map(|m| m.device.clone())
         .chain(intervals.iter().map(|d| d.device.clone()))
         .collect();
     devices.sort();
     devices.dedup();
+    devices
+}
+
+/// The run's tags: the profiler steps, the spans the import added, the bytes allocated before
+/// the window per device.
+fn tags(steps: &[&str], report: &ImportReport) -> BTreeMap<String, String> {
     let mut tags = BTreeMap::new();
-    let steps: Vec<&str> = c
-        .nodes
-        .iter()
-        .filter(|n| n.name.starts_with("ProfilerStep#"))
-        .map(|n| n.name.as_str())
-        .collect();
     if !steps.is_empty() {
         tags.insert("kineto.profiler_steps".to_string(), steps.join(","));
     }
@@ -127,25 +191,20 @@ pub(crate) fn assemble(
             }
         }
     }
-    let meta = run_meta(
-        &raw.header,
-        Observed {
-            memory_events: memory.is_some(),
-            device_samples: memory
-                .iter()
-                .flatten()
-                .any(|m| m.sample.is_some_and(|s| s.0.is_some())),
-            gpu_intervals: !intervals.is_empty(),
-            train,
-            devices,
-            origin_ns: origin,
-            step_warmup: crate::side::warmup_from_steps(steps.iter().copied()),
-            tags,
-        },
-    );
+    tags
+}
 
-    // Body events with their sort keys.
-    let mut keyed: Vec<((u64, u8, u64), TraceEvent)> = Vec::new();
+/// A body event's sort key: (time, rank at that time, order within the rank).
+type SortKey = (u64, u8, u64);
+
+/// Span starts and ends with their sort keys: at one time, ends (rank 0, innermost first), then
+/// starts (rank 1, outermost first); a span of length 0 ends right after it starts.
+fn span_events(
+    c: &Collected,
+    tree: &tree::Tree,
+    rel: &dyn Fn(i128) -> u64,
+) -> Vec<(SortKey, TraceEvent)> {
+    let mut keyed = Vec::with_capacity(2 * tree.order.len());
     for (pos, &i) in tree.order.iter().enumerate() {
         let n = &c.nodes[i as usize];
         let pos = pos as u64;
@@ -153,8 +212,8 @@ pub(crate) fn assemble(
         keyed.push((
             (start, 1, 2 * pos),
             TraceEvent::SpanStart(SpanStartEvent {
-                id: span_id(&tree, i),
-                parent_id: n.parent.map(|p| span_id(&tree, p)),
+                id: span_id(tree, i),
+                parent_id: n.parent.map(|p| span_id(tree, p)),
                 name: n.name.clone(),
                 start_ns: start,
                 span_kind: n.kind,
@@ -175,14 +234,25 @@ pub(crate) fn assemble(
         keyed.push((
             end_key,
             TraceEvent::SpanEnd(SpanEndEvent {
-                id: span_id(&tree, i),
+                id: span_id(tree, i),
                 duration_ns: end - start,
                 inferred: false,
                 inferred_reason: None,
             }),
         ));
     }
-    for (seq, m) in memory.iter().flatten().enumerate() {
+    keyed
+}
+
+/// Memory events, each followed by its device sample, with their sort keys (rank 2: after the
+/// spans at that time, in the allocator's order).
+fn memory_events(
+    memory: Option<&[MemOut]>,
+    tree: &tree::Tree,
+    rel: &dyn Fn(i128) -> u64,
+) -> Vec<(SortKey, TraceEvent)> {
+    let mut keyed = Vec::new();
+    for (seq, m) in memory.into_iter().flatten().enumerate() {
         let ts = rel(m.ts);
         let seq = 2 * seq as u64;
         keyed.push((
@@ -199,7 +269,7 @@ pub(crate) fn assemble(
                 bytes: Some(m.bytes),
                 logical_bytes: None,
                 tensor_id: None,
-                span_id: Some(span_id(&tree, m.span)),
+                span_id: Some(span_id(tree, m.span)),
                 op_name: m.op_name.clone(),
                 shape: None,
                 dtype: None,
@@ -229,24 +299,7 @@ pub(crate) fn assemble(
             }
         }
     }
-    keyed.sort_by_key(|(k, _)| *k);
-    let mut events = Vec::with_capacity(keyed.len() + intervals.len() + 2);
-    events.push(TraceEvent::Meta(MetaEvent {
-        schema: WRITE_VERSION.as_str().to_string(),
-        run: meta,
-    }));
-    events.extend(keyed.into_iter().map(|(_, e)| e));
-    events.extend(intervals.into_iter().map(TraceEvent::DeviceInterval));
-    if cut_short.is_none() {
-        events.push(TraceEvent::Terminal(TerminalEvent {
-            coverage_lost: Default::default(),
-            outcome: TerminalOutcome::Complete,
-            timestamp_ns: rel(c.nodes[0].end),
-            reason: None,
-            dropped_events: None,
-        }));
-    }
-    Ok(Imported { events, report })
+    keyed
 }
 
 fn step_name(step: Pass) -> &'static str {

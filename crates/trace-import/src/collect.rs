@@ -193,191 +193,42 @@ struct Invalid {
     first: Option<String>,
 }
 
+/// The first pass's state: what is collected so far, the thread table, the threads' names and
+/// the events that could not be read.
+struct Collector {
+    c: Collected,
+    thread_of: HashMap<(Key, Key), u32>,
+    names: HashMap<(Key, Key), String>,
+    invalid: Invalid,
+}
+
 /// Runs the first pass over `events`.
 pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collected {
-    let mut c = Collected::default();
-    let mut thread_of: HashMap<(Key, Key), u32> = HashMap::new();
-    let mut names: HashMap<(Key, Key), String> = HashMap::new();
-    let mut invalid = Invalid {
-        count: 0,
-        first: None,
-    };
-    let mut bad = |i: usize, what: String| {
-        invalid.count += 1;
-        if invalid.first.is_none() {
-            invalid.first = Some(format!("traceEvents[{i}]: {}", trace_format::escape(&what)));
-        }
+    let mut pass = Collector {
+        c: Collected::default(),
+        thread_of: HashMap::new(),
+        names: HashMap::new(),
+        invalid: Invalid {
+            count: 0,
+            first: None,
+        },
     };
     for (i, raw) in events.iter().enumerate() {
         let ev: RawEvent = match serde_json::from_str(raw.get()) {
             Ok(ev) => ev,
             Err(e) => {
-                bad(i, format!("not an event object ({e})"));
+                pass.bad(i, format!("not an event object ({e})"));
                 continue;
             }
         };
         let ph = ev.ph.as_deref().unwrap_or("");
         let file = i.min(u32::MAX as usize) as u32;
         match ph {
-            "X" => {
-                // held bounded from here on (a 100 MB name is not copied per memory event)
-                let name = trace_schema::intern::bounded(ev.name.as_deref().unwrap_or("(unnamed)"))
-                    .into_owned();
-                let start = match time_field(ev.ts, "ts") {
-                    Ok(t) => t,
-                    Err(why) => {
-                        bad(i, format!("`X` event `{}`: {why}", short(&name)));
-                        continue;
-                    }
-                };
-                let dur = match time_field(ev.dur, "dur") {
-                    Ok(d) if d >= 0 => d,
-                    Ok(d) => {
-                        bad(
-                            i,
-                            format!("`X` event `{}`: `dur` {d} ns is negative", short(&name)),
-                        );
-                        continue;
-                    }
-                    Err(why) => {
-                        bad(i, format!("`X` event `{}`: {why}", short(&name)));
-                        continue;
-                    }
-                };
-                let end = start + dur;
-                let cat = ev.cat.as_deref().unwrap_or("").to_ascii_lowercase();
-                let args = ev.args.unwrap_or_default();
-                if cat == "trace" {
-                    c.window = Some(match c.window {
-                        Some((s, e)) => (s.min(start), e.max(end)),
-                        None => (start, end),
-                    });
-                    continue;
-                }
-                if GPU_CATEGORIES.contains(&cat.as_str()) {
-                    let pid = ev.pid.as_ref().map(|p| p.to_string());
-                    let index = args.device.get().map(|d| d.to_string()).or(pid);
-                    let device = match index {
-                        Some(i) => format!("cuda:{i}"),
-                        None => "cuda".to_string(),
-                    };
-                    let stream = match (args.stream.get(), &ev.tid) {
-                        (Some(s), _) => s.to_string(),
-                        (None, Some(t)) => t.to_string(),
-                        (None, None) => "?".to_string(),
-                    };
-                    c.gpus.push(Gpu {
-                        start,
-                        end,
-                        device,
-                        stream,
-                        category: cat,
-                        correlation: args.correlation.get(),
-                        external_id: args.external_id.get(),
-                    });
-                    continue;
-                }
-                let host_cat = match cat.as_str() {
-                    "cpu_op" | "operator" => HostCat::CpuOp,
-                    "user_annotation" => HostCat::UserAnnotation,
-                    "python_function" => HostCat::PythonFunction,
-                    c if RUNTIME_CATEGORIES.contains(&c) => HostCat::Runtime,
-                    _ => HostCat::Other,
-                };
-                *report.spans.categories.entry(cat.clone()).or_default() += 1;
-                let kind = match host_cat {
-                    HostCat::CpuOp | HostCat::Runtime => SpanKind::Op,
-                    HostCat::PythonFunction if name.starts_with("nn.Module: ") => SpanKind::Module,
-                    _ => SpanKind::Function,
-                };
-                let thread = thread_index(&mut c, &mut thread_of, &ev.pid, &ev.tid);
-                c.nodes.push(Node {
-                    name,
-                    kind,
-                    class: NodeClass::Host(host_cat),
-                    thread: Some(thread),
-                    start,
-                    end,
-                    file,
-                    external_id: args.external_id.get(),
-                    correlation: args.correlation.get(),
-                    parent: None,
-                    step: None,
-                    module_path: None,
-                });
-            }
-            "i" | "I" => {
-                if ev.name.as_deref() != Some("[memory]") {
-                    report.skip("instant events other than `[memory]`");
-                    continue;
-                }
-                let ts = match time_field(ev.ts, "ts") {
-                    Ok(t) => t,
-                    Err(why) => {
-                        bad(i, format!("`[memory]` event: {why}"));
-                        continue;
-                    }
-                };
-                let args = ev.args.unwrap_or_default();
-                let (Some(bytes), Some(addr)) = (args.bytes.get(), args.addr.get()) else {
-                    bad(
-                        i,
-                        "`[memory]` event lacks an integer `Bytes` or `Addr`".to_string(),
-                    );
-                    continue;
-                };
-                let Ok(addr) = u64::try_from(addr) else {
-                    bad(i, format!("`[memory]` event has a negative `Addr` {addr}"));
-                    continue;
-                };
-                let Some(device_type) = args.device_type.get() else {
-                    bad(
-                        i,
-                        "`[memory]` event lacks an integer `Device Type`".to_string(),
-                    );
-                    continue;
-                };
-                if bytes == 0 {
-                    report.skip("`[memory]` events of 0 bytes");
-                    continue;
-                }
-                let (device, is_cpu) = device_label(device_type, args.device_id.get());
-                let thread = thread_index(&mut c, &mut thread_of, &ev.pid, &ev.tid);
-                let non_negative = |v: Option<i128>| v.filter(|&b| b >= 0);
-                c.mems.push(Mem {
-                    ts,
-                    process: ev.pid.as_ref().map(|p| p.to_string()),
-                    file,
-                    thread: Some(thread),
-                    device,
-                    is_cpu,
-                    addr,
-                    bytes,
-                    total_allocated: non_negative(args.total_allocated.get()),
-                    total_reserved: non_negative(args.total_reserved.get()),
-                });
-            }
-            "M" => {
-                let args = ev.args.unwrap_or_default();
-                if ev.name.as_deref() == Some("thread_name") {
-                    if let (Some(pid), Some(tid), Some(n)) = (ev.pid, ev.tid, args.name) {
-                        names.insert((pid, tid), trace_schema::intern::bounded(&n).into_owned());
-                    }
-                }
-            }
-            "s" | "t" | "f" => {
-                let key = (
-                    ev.cat.as_deref().unwrap_or("").to_string(),
-                    ev.id.unwrap_or(Key::Text(String::new())),
-                );
-                let entry = c.flows.entry(key).or_default();
-                match ph {
-                    "s" => entry.0 += 1,
-                    "f" => entry.1 += 1,
-                    _ => {}
-                }
-            }
-            "" => bad(i, "no `ph` (phase)".to_string()),
+            "X" => pass.complete(i, file, ev, report),
+            "i" | "I" => pass.instant(i, file, ev, report),
+            "M" => pass.metadata(ev),
+            "s" | "t" | "f" => pass.flow(&ev),
+            "" => pass.bad(i, "no `ph` (phase)".to_string()),
             other => match OTHER_KNOWN_PHASES.iter().find(|(p, _)| *p == other) {
                 Some((p, what)) => report.skip(format!("phase `{p}` ({what}) events")),
                 None => report.skip(format!(
@@ -387,17 +238,218 @@ pub(crate) fn collect(events: &[&RawValue], report: &mut ImportReport) -> Collec
             },
         }
     }
-    for t in &mut c.threads {
-        t.name = names.get(&(t.pid.clone(), t.tid.clone())).cloned();
+    pass.finish(report)
+}
+
+impl Collector {
+    /// Counts event `i` as unreadable because of `what`.
+    fn bad(&mut self, i: usize, what: String) {
+        self.invalid.count += 1;
+        if self.invalid.first.is_none() {
+            self.invalid.first = Some(format!("traceEvents[{i}]: {}", trace_format::escape(&what)));
+        }
     }
-    if invalid.count > 0 {
-        report.warn(format!(
-            "{} events could not be read and were skipped (first: {})",
-            invalid.count,
-            invalid.first.unwrap_or_default()
-        ));
+
+    /// An `X` (complete) event: the profiler window, a GPU activity or a host span.
+    fn complete(&mut self, i: usize, file: u32, ev: RawEvent<'_>, report: &mut ImportReport) {
+        // held bounded from here on (a 100 MB name is not copied per memory event)
+        let name =
+            trace_schema::intern::bounded(ev.name.as_deref().unwrap_or("(unnamed)")).into_owned();
+        let start = match time_field(ev.ts, "ts") {
+            Ok(t) => t,
+            Err(why) => {
+                self.bad(i, format!("`X` event `{}`: {why}", short(&name)));
+                return;
+            }
+        };
+        let dur = match time_field(ev.dur, "dur") {
+            Ok(d) if d >= 0 => d,
+            Ok(d) => {
+                self.bad(
+                    i,
+                    format!("`X` event `{}`: `dur` {d} ns is negative", short(&name)),
+                );
+                return;
+            }
+            Err(why) => {
+                self.bad(i, format!("`X` event `{}`: {why}", short(&name)));
+                return;
+            }
+        };
+        let end = start + dur;
+        let cat = ev.cat.as_deref().unwrap_or("").to_ascii_lowercase();
+        if cat == "trace" {
+            self.c.window = Some(match self.c.window {
+                Some((s, e)) => (s.min(start), e.max(end)),
+                None => (start, end),
+            });
+            return;
+        }
+        if GPU_CATEGORIES.contains(&cat.as_str()) {
+            self.gpu(ev, (start, end), cat);
+            return;
+        }
+        self.host(ev, name, file, (start, end), cat, report);
     }
-    c
+
+    /// A GPU activity of category `cat` over `(start, end)`.
+    fn gpu(&mut self, ev: RawEvent<'_>, (start, end): (i128, i128), cat: String) {
+        let args = ev.args.unwrap_or_default();
+        let pid = ev.pid.as_ref().map(|p| p.to_string());
+        let index = args.device.get().map(|d| d.to_string()).or(pid);
+        let device = match index {
+            Some(i) => format!("cuda:{i}"),
+            None => "cuda".to_string(),
+        };
+        let stream = match (args.stream.get(), &ev.tid) {
+            (Some(s), _) => s.to_string(),
+            (None, Some(t)) => t.to_string(),
+            (None, None) => "?".to_string(),
+        };
+        self.c.gpus.push(Gpu {
+            start,
+            end,
+            device,
+            stream,
+            category: cat,
+            correlation: args.correlation.get(),
+            external_id: args.external_id.get(),
+        });
+    }
+
+    /// A host span of category `cat` over `(start, end)`.
+    fn host(
+        &mut self,
+        ev: RawEvent<'_>,
+        name: String,
+        file: u32,
+        (start, end): (i128, i128),
+        cat: String,
+        report: &mut ImportReport,
+    ) {
+        let args = ev.args.unwrap_or_default();
+        let host_cat = match cat.as_str() {
+            "cpu_op" | "operator" => HostCat::CpuOp,
+            "user_annotation" => HostCat::UserAnnotation,
+            "python_function" => HostCat::PythonFunction,
+            c if RUNTIME_CATEGORIES.contains(&c) => HostCat::Runtime,
+            _ => HostCat::Other,
+        };
+        *report.spans.categories.entry(cat).or_default() += 1;
+        let kind = match host_cat {
+            HostCat::CpuOp | HostCat::Runtime => SpanKind::Op,
+            HostCat::PythonFunction if name.starts_with("nn.Module: ") => SpanKind::Module,
+            _ => SpanKind::Function,
+        };
+        let thread = thread_index(&mut self.c, &mut self.thread_of, &ev.pid, &ev.tid);
+        self.c.nodes.push(Node {
+            name,
+            kind,
+            class: NodeClass::Host(host_cat),
+            thread: Some(thread),
+            start,
+            end,
+            file,
+            external_id: args.external_id.get(),
+            correlation: args.correlation.get(),
+            parent: None,
+            step: None,
+            module_path: None,
+        });
+    }
+
+    /// An `i`/`I` (instant) event: a `[memory]` record, or counted as skipped.
+    fn instant(&mut self, i: usize, file: u32, ev: RawEvent<'_>, report: &mut ImportReport) {
+        if ev.name.as_deref() != Some("[memory]") {
+            report.skip("instant events other than `[memory]`");
+            return;
+        }
+        let ts = match time_field(ev.ts, "ts") {
+            Ok(t) => t,
+            Err(why) => {
+                self.bad(i, format!("`[memory]` event: {why}"));
+                return;
+            }
+        };
+        let args = ev.args.unwrap_or_default();
+        let (Some(bytes), Some(addr)) = (args.bytes.get(), args.addr.get()) else {
+            self.bad(
+                i,
+                "`[memory]` event lacks an integer `Bytes` or `Addr`".to_string(),
+            );
+            return;
+        };
+        let Ok(addr) = u64::try_from(addr) else {
+            self.bad(i, format!("`[memory]` event has a negative `Addr` {addr}"));
+            return;
+        };
+        let Some(device_type) = args.device_type.get() else {
+            self.bad(
+                i,
+                "`[memory]` event lacks an integer `Device Type`".to_string(),
+            );
+            return;
+        };
+        if bytes == 0 {
+            report.skip("`[memory]` events of 0 bytes");
+            return;
+        }
+        let (device, is_cpu) = device_label(device_type, args.device_id.get());
+        let thread = thread_index(&mut self.c, &mut self.thread_of, &ev.pid, &ev.tid);
+        let non_negative = |v: Option<i128>| v.filter(|&b| b >= 0);
+        self.c.mems.push(Mem {
+            ts,
+            process: ev.pid.as_ref().map(|p| p.to_string()),
+            file,
+            thread: Some(thread),
+            device,
+            is_cpu,
+            addr,
+            bytes,
+            total_allocated: non_negative(args.total_allocated.get()),
+            total_reserved: non_negative(args.total_reserved.get()),
+        });
+    }
+
+    /// An `M` (metadata) event: a thread's name.
+    fn metadata(&mut self, ev: RawEvent<'_>) {
+        let args = ev.args.unwrap_or_default();
+        if ev.name.as_deref() == Some("thread_name") {
+            if let (Some(pid), Some(tid), Some(n)) = (ev.pid, ev.tid, args.name) {
+                self.names
+                    .insert((pid, tid), trace_schema::intern::bounded(&n).into_owned());
+            }
+        }
+    }
+
+    /// An `s`/`t`/`f` (flow) event: counted per (category, id).
+    fn flow(&mut self, ev: &RawEvent<'_>) {
+        let key = (
+            ev.cat.as_deref().unwrap_or("").to_string(),
+            ev.id.clone().unwrap_or(Key::Text(String::new())),
+        );
+        let entry = self.c.flows.entry(key).or_default();
+        match ev.ph.as_deref() {
+            Some("s") => entry.0 += 1,
+            Some("f") => entry.1 += 1,
+            _ => {}
+        }
+    }
+
+    /// Names the threads and warns of the unreadable events.
+    fn finish(mut self, report: &mut ImportReport) -> Collected {
+        for t in &mut self.c.threads {
+            t.name = self.names.get(&(t.pid.clone(), t.tid.clone())).cloned();
+        }
+        if self.invalid.count > 0 {
+            report.warn(format!(
+                "{} events could not be read and were skipped (first: {})",
+                self.invalid.count,
+                self.invalid.first.unwrap_or_default()
+            ));
+        }
+        self.c
+    }
 }
 
 /// A time field in exact nanoseconds, or why not (naming the field and, elided, its text).

@@ -45,6 +45,8 @@ mod assemble;
 mod chrome;
 mod collect;
 pub mod detect;
+mod error;
+mod imported;
 mod memory;
 mod meta;
 pub mod report;
@@ -52,106 +54,14 @@ pub mod side;
 mod time;
 pub mod tree;
 
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
 
-use trace_schema::{TraceDocument, TraceEvent, TraceWriter};
-
 pub use detect::{content_kind, decode, ContentKind, Decoded, GzipInfo};
+pub use error::ImportError;
+pub use imported::Imported;
 pub use meta::{SOURCE_KINETO, SOURCE_TAG};
 pub use report::{DeviceMemoryImport, FlowCounts, ImportReport, MemoryImport, SpanCounts};
-
-/// Why a file could not be imported.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ImportError {
-    /// The trace's side file (`NAME.candle-graph.json`) could not be read or parsed.
-    #[error(transparent)]
-    SideFile(#[from] side::SideFileError),
-    /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Io {
-        /// The path.
-        path: String,
-        /// The I/O error.
-        #[source]
-        source: io::Error,
-    },
-    /// A gzip stream that yields nothing.
-    #[error(transparent)]
-    Gzip(#[from] detect::DecodeError),
-    /// The text is not valid JSON where it stops being so.
-    #[error("not valid JSON at line {line}, column {column}: {message}")]
-    Json {
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// The parser's message.
-        message: String,
-    },
-    /// A top-level key the import reads appears twice (JSON readers disagree on which counts).
-    #[error("line {line}, column {column}: the key `{key}` appears twice (JSON readers disagree on which one counts; keep one)")]
-    DuplicateKey {
-        /// 1-based line of the second occurrence.
-        line: usize,
-        /// 1-based column just after it.
-        column: usize,
-        /// The key.
-        key: String,
-    },
-    /// Valid JSON, but not a Chrome trace.
-    #[error("not a PyTorch profiler (Chrome) trace: {found}")]
-    NotATrace {
-        /// What the document is instead.
-        found: String,
-    },
-    /// A Chrome trace with nothing the import can use.
-    #[error(
-        "the trace holds no span, memory or GPU event to import ({read} events read: {detail})"
-    )]
-    NoEvents {
-        /// Events read.
-        read: u64,
-        /// What they were.
-        detail: String,
-    },
-}
-
-/// An imported trace: candle-graph events (meta first; a terminal last unless the input was
-/// cut short) and the account of the import.
-#[derive(Debug, Clone)]
-pub struct Imported {
-    /// The events, in the order a trace file holds them.
-    pub events: Vec<TraceEvent>,
-    /// What was read, made and left out.
-    pub report: ImportReport,
-}
-
-impl Imported {
-    /// The loaded document, as `trace_schema` would load the written events (a cut-short input
-    /// has no terminal: the document is truncated). O(n).
-    pub fn document(&self) -> TraceDocument {
-        let mut builder = trace_schema::TraceBuilder::new(trace_schema::WRITE_VERSION);
-        for (i, event) in self.events.iter().enumerate() {
-            builder.push(i as u64 + 1, event.clone());
-        }
-        builder.finish(None)
-    }
-
-    /// Writes the events as a candle-graph JSONL trace.
-    ///
-    /// # Errors
-    /// I/O errors of `out`.
-    pub fn write_jsonl<W: Write>(&self, out: W) -> io::Result<W> {
-        let mut writer = TraceWriter::new(out);
-        for event in &self.events {
-            writer.write_event(event)?;
-        }
-        writer.flush()?;
-        Ok(writer.into_inner())
-    }
-}
 
 /// Imports a Kineto trace from its (decompressed) bytes with what [`decode`] learnt about the
 /// gzip layer.

@@ -142,18 +142,43 @@ pub(crate) fn convert(
     }
     let mut sorted: Vec<usize> = (0..c.mems.len()).collect();
     sorted.sort_by_key(|&i| (c.mems[i].ts, c.mems[i].file));
-    let spans = attribute(c, tree, &sorted);
-    let ops = nearest_ops(c, tree);
-    let origin = c.nodes[0].start;
     let mut summary = MemoryImport::default();
-    let mut processes: Vec<&str> = c.mems.iter().filter_map(|m| m.process.as_deref()).collect();
-    processes.sort_unstable();
-    processes.dedup();
+    let processes = processes(c);
     let several = processes.len() > 1;
     if several {
         summary.processes = processes.iter().map(|p| p.to_string()).collect();
     }
+    let users = device_users(c);
     // Devices written by several processes: no device samples (the counter is per process).
+    let shared: Vec<&str> = users
+        .iter()
+        .filter(|(_, ps)| several && ps.len() > 1)
+        .map(|(d, _)| *d)
+        .collect();
+    let (mut pre, mut body) = replay(c, tree, &sorted, several, &mut summary);
+    summary.devices = cross_check(&pre, &body, &shared);
+    for e in &mut body {
+        if shared.contains(&e.device.as_str()) {
+            e.sample = None;
+        }
+    }
+    warn_shared(report, &users, &shared);
+    warn_summary(report, &summary);
+    report.memory = Some(summary);
+    pre.extend(body);
+    Some(pre)
+}
+
+/// The processes that wrote `[memory]` events, sorted, each once.
+fn processes(c: &Collected) -> Vec<&str> {
+    let mut processes: Vec<&str> = c.mems.iter().filter_map(|m| m.process.as_deref()).collect();
+    processes.sort_unstable();
+    processes.dedup();
+    processes
+}
+
+/// The processes (`?` when unnamed) writing each device's `[memory]` events, in first-seen order.
+fn device_users(c: &Collected) -> BTreeMap<&str, Vec<&str>> {
     let mut users: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for m in &c.mems {
         let list = users.entry(m.device.as_str()).or_default();
@@ -162,15 +187,26 @@ pub(crate) fn convert(
             list.push(p);
         }
     }
-    let shared: Vec<&str> = users
-        .iter()
-        .filter(|(_, ps)| several && ps.len() > 1)
-        .map(|(d, _)| *d)
-        .collect();
+    users
+}
+
+/// Replays the records (indices into `c.mems`, in time order) per address: the storages alive
+/// before the window (`pre`, at the window start) and the window's allocs and frees (`body`),
+/// counting them in `summary`.
+fn replay(
+    c: &Collected,
+    tree: &Tree,
+    sorted: &[usize],
+    several: bool,
+    summary: &mut MemoryImport,
+) -> (Vec<MemOut>, Vec<MemOut>) {
+    let spans = attribute(c, tree, sorted);
+    let ops = nearest_ops(c, tree);
+    let origin = c.nodes[0].start;
     let mut states: HashMap<(Option<&str>, &str, u64), AddrState> = HashMap::new();
     let mut pre: Vec<MemOut> = Vec::new();
     let mut body: Vec<MemOut> = Vec::with_capacity(c.mems.len());
-    for &i in &sorted {
+    for &i in sorted {
         let m = &c.mems[i];
         let size = m.bytes.unsigned_abs().min(u64::MAX as u128) as u64;
         let span = spans[i];
@@ -252,19 +288,22 @@ pub(crate) fn convert(
             last.sample = sample;
         }
     }
-    summary.devices = cross_check(&pre, &body, &shared);
-    for e in &mut body {
-        if shared.contains(&e.device.as_str()) {
-            e.sample = None;
-        }
-    }
-    for d in &shared {
+    (pre, body)
+}
+
+/// Warns of each device that several processes write to.
+fn warn_shared(report: &mut ImportReport, users: &BTreeMap<&str, Vec<&str>>, shared: &[&str]) {
+    for d in shared {
         report.warn(format!(
             "{d} is used by {} processes (pids {}): their storages are kept apart and the device's memory is their sum; PyTorch's Total Allocated counts one process, so it is compared per process and not written as the device's samples",
             users[d].len(),
             users[d].join(", ")
         ));
     }
+}
+
+/// Warns of missing frees, repeated frees and a varying gap to PyTorch's counter.
+fn warn_summary(report: &mut ImportReport, summary: &MemoryImport) {
     if summary.inferred_frees > 0 {
         report.warn(format!(
             "{} addresses were allocated again while live (their frees are missing from the trace); each earlier lifetime ends at the new allocation",
@@ -290,9 +329,6 @@ pub(crate) fn convert(
             }
         }
     }
-    report.memory = Some(summary);
-    pre.extend(body);
-    Some(pre)
 }
 
 /// Per (device, process): live bytes after every event (pre-existing storages live from the

@@ -1,10 +1,18 @@
 //! Bad input: clear errors for what is not a trace, and an import of what is there otherwise.
 
+#[path = "common/annotation.rs"]
+mod annotation;
 mod common;
+#[path = "common/cpu_memory.rs"]
+mod cpu_memory;
+#[path = "common/memory_event.rs"]
+mod memory_event;
 
 use std::io::Write;
 
+use annotation::*;
 use common::*;
+use cpu_memory::*;
 use trace_import::{import_bytes, ImportError};
 
 fn gz(data: &[u8]) -> Vec<u8> {

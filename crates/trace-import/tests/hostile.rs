@@ -2,9 +2,12 @@
 //! apart, duplicate keys named, a byte order mark skipped.
 
 mod common;
+#[path = "common/span_lookup.rs"]
+mod span_lookup;
 
 use common::*;
 use serde_json::json;
+use span_lookup::*;
 use trace_import::ImportError;
 
 /// A Kineto document whose events are written as raw JSON text (exponent forms survive).

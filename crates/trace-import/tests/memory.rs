@@ -1,9 +1,18 @@
 //! The memory plane: one hand-written Kineto fixture per rule, checked on the imported document
 //! and, where a figure is the analyser's, through `trace_memory`.
 
+#[path = "common/annotation.rs"]
+mod annotation;
 mod common;
+#[path = "common/cpu_memory.rs"]
+mod cpu_memory;
+#[path = "common/memory_event.rs"]
+mod memory_event;
 
+use annotation::*;
 use common::*;
+use cpu_memory::*;
+use memory_event::*;
 use trace_schema::{CoverageLevel, MemoryAction, MemoryCategory};
 
 fn storage_ids(doc: &trace_schema::TraceDocument) -> Vec<(MemoryAction, String, u64, bool)> {

@@ -1,8 +1,11 @@
 //! The run's metadata with any profiler schedule: a side file beside the trace, or the
 //! recorded `ProfilerStep#N` for the warm-up.
 
+#[path = "common/annotation.rs"]
+mod annotation;
 mod common;
 
+use annotation::*;
 use common::*;
 
 #[test]

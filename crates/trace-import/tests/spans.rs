@@ -1,8 +1,17 @@
 //! Spans and passes: one hand-written Kineto fixture per rule.
 
+#[path = "common/annotation.rs"]
+mod annotation;
 mod common;
+#[path = "common/memory_event.rs"]
+mod memory_event;
+#[path = "common/span_lookup.rs"]
+mod span_lookup;
 
+use annotation::*;
 use common::*;
+use memory_event::*;
+use span_lookup::*;
 use trace_schema::{ExecutionPhase, Pass, SpanKind};
 
 #[test]
@@ -306,4 +315,22 @@ fn gpu_kernels_are_device_intervals_on_the_launching_op() {
         .any(|w| w.contains("1 GPU events match no runtime call")));
     let contract = doc.meta.capture_contract.as_ref().unwrap();
     assert_eq!(contract.device_timing, trace_schema::CoverageLevel::Partial);
+}
+
+/// Autograd engine thread id.
+const AUTOGRAD: i64 = 200;
+
+/// `thread_name` metadata.
+fn thread_name(tid: i64, name: &str) -> serde_json::Value {
+    serde_json::json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": tid, "ts": 0,
+           "args": {"name": name}})
+}
+
+/// Names of the spans of `step`, in file order.
+fn with_step(doc: &trace_schema::TraceDocument, step: Pass) -> Vec<&str> {
+    doc.spans
+        .iter()
+        .filter(|s| s.pass == Some(step))
+        .map(|s| doc.str(s.name))
+        .collect()
 }

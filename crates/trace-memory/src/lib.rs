@@ -88,13 +88,14 @@ pub use passes::{ActivationsAtSpan, FindingsSupport, PassPeak, PassPeakPoint, PA
 pub use physical::{
     LogicalVsPhysical, Observed, PhysicalDeviceStats, PhysicalMemoryProfile, PhysicalSample,
 };
-pub use replay::{alloc_bytes_overflow, Detail, SUMMARY_TOP};
+pub use replay::run::alloc_bytes_overflow;
+pub use replay::{Detail, SUMMARY_TOP};
 pub use select::first_k_by;
 pub use spans::{natural_cmp, SpanIndex};
 pub use steps::{memory_growth, step_memory, MemoryGrowth, RetainedGroup, StepMemory};
 pub use storage_map::{StorageKey, StorageMap, StorageRef};
 pub use timeline::{CellChange, LogicalTimeline, TimelinePoint, TotalPoint};
-pub use what_if::{replay_with_releases, ReleasePlan, Replayed, ReplayedPassPeak};
+pub use what_if::{replay_plans, replay_with_releases, ReleasePlan, Replayed, ReplayedPassPeak};
 
 /// Allocation sizes that add up past `u64::MAX`: no logical figure of the trace can be real.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -224,11 +225,11 @@ fn logical_plane(
         return (None, None, Vec::new());
     }
     let watched = passes::watched_spans(doc, spans);
-    let watch = replay::Watch {
+    let watch = replay::record::Watch {
         passes: passes::pass_intervals(doc),
         spans: watched.map(|s| s.map(|i| (doc.spans[i].start_ns, doc.spans[i].end_ns()))),
     };
-    let mut r = replay::replay(doc, watch, detail, top, observe);
+    let mut r = replay::run::replay(doc, watch, detail, top, observe);
     let mut duplicates: Vec<DuplicateAllocation> = r
         .duplicates
         .drain(..)

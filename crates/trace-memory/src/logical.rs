@@ -10,7 +10,9 @@ use crate::context::{peak_context, PeakContext};
 use crate::error::MemoryQueryError;
 use crate::lifetime::{ranked, to_lifetime, StorageLifetime};
 use crate::passes::{findings_support, pass_peaks, FindingsSupport, PassPeak};
-use crate::replay::{Detail, Done, Life, Replay, CATEGORIES};
+use crate::replay::record::Replay;
+use crate::replay::tracker::counts_breakdown;
+use crate::replay::{Detail, Done, Life, CATEGORIES};
 use crate::spans::SpanIndex;
 use crate::timeline::{LogicalTimeline, TimelinePoint};
 
@@ -417,13 +419,14 @@ pub(crate) fn analyze_logical(
     let detail = r.detail;
     let lt = |d: &Done, res: &mut SharedStrings<'_>| to_lifetime(d, &devices, res);
 
-    let listed = |t: &crate::replay::Tracker, n: Option<usize>, res: &mut SharedStrings<'_>| {
-        let set = match n {
-            None => ranked(doc, &devices, t.listed(&r.end)),
-            Some(n) => crate::lifetime::top(doc, &devices, t.listed(&r.end), n),
+    let listed =
+        |t: &crate::replay::tracker::Tracker, n: Option<usize>, res: &mut SharedStrings<'_>| {
+            let set = match n {
+                None => ranked(doc, &devices, t.listed(&r.end)),
+                Some(n) => crate::lifetime::top(doc, &devices, t.listed(&r.end), n),
+            };
+            set.iter().map(|d| lt(d, res)).collect::<Vec<_>>()
         };
-        set.iter().map(|d| lt(d, res)).collect::<Vec<_>>()
-    };
     let top = match detail {
         Detail::Full => None,
         Detail::Summary => Some(summary_top),
@@ -447,51 +450,9 @@ pub(crate) fn analyze_logical(
 
     // Category totals and what was live at the end. Every sum below is a sum of distinct
     // lifetimes' bytes: it fits (the caller checked the total).
-    let mut cat_totals: [CategoryTotals; CATEGORIES] = Default::default();
-    for (k, c) in r.categories.iter().enumerate() {
-        let t = &mut cat_totals[k];
-        t.allocation_count = c.allocation_count;
-        t.total_allocated_bytes = c.total_allocated_bytes;
-        t.pre_existing_count = c.pre_existing_count;
-        t.pre_existing_bytes = c.pre_existing_bytes;
-    }
-    let stats = &r.end_stats;
-    for (k, &(count, bytes)) in stats.category.iter().enumerate() {
-        cat_totals[k].live_at_end_count = count;
-        cat_totals[k].live_at_end_bytes = bytes;
-    }
-    let dev_end = &stats.device;
-    let dev_end_cat: Vec<&[u64]> = (0..nd)
-        .map(|d| &stats.cells[d * CATEGORIES..(d + 1) * CATEGORIES])
-        .collect();
-    let mut totals = LogicalTotals::default();
-    for (k, c) in cat_totals.into_iter().enumerate() {
-        if r.categories[k].seen {
-            totals.by_category.insert(MemoryCategory::ALL[k], c);
-        }
-    }
-    let mut live_at_end = LiveAtEnd {
-        trace_truncated: doc.is_truncated(),
-        timestamp_ns: r.last_ns,
-        ..LiveAtEnd::default()
-    };
-    for d in 0..nd {
-        live_at_end.count += dev_end[d].0;
-        live_at_end.bytes += dev_end[d].1;
-        if dev_end[d].1 > 0 {
-            live_at_end
-                .by_device
-                .insert(device_names[d].clone(), dev_end[d].1);
-        }
-        for (k, &b) in dev_end_cat[d].iter().enumerate() {
-            if b > 0 {
-                *live_at_end
-                    .by_category
-                    .entry(MemoryCategory::ALL[k])
-                    .or_insert(0) += b;
-            }
-        }
-    }
+    let mut totals = category_totals(&r);
+    let dev_end = &r.end_stats.device;
+    let live_at_end = live_at_end(doc, &r, &device_names);
     let mut by_device: Vec<LogicalDeviceStats> = Vec::with_capacity(nd);
     let mut device_lists = Vec::new();
     for (d, acc) in r.device_acc.iter().enumerate() {
@@ -536,7 +497,101 @@ pub(crate) fn analyze_logical(
     totals.alloc_without_bytes_count = r.alloc_without_bytes_count;
     totals.unidentified_alloc_count = r.unidentified_alloc_count;
 
-    let unmatched_frees = r
+    let (unmatched_frees, size_mismatches) = unpaired(&r, &devices, &mut res);
+
+    let pass_peaks = pass_peaks(doc, spans, &r, &devices, &device_names, &mut res);
+    let findings = findings_support(doc, spans, &r, &mut res);
+    let time_origin_ns = spans
+        .measured_region(doc)
+        .map_or(r.first_ns, |(start, _)| start);
+
+    // What stays per event (full) or per reported storage (summary).
+    let (lifetimes, compact, timeline) =
+        kept_evidence(doc, &mut r, &devices, device_names, &mut res);
+    LogicalMemoryProfile {
+        aliases_detectable: r.aliases_detectable,
+        totals,
+        peak,
+        by_device,
+        time_origin_ns,
+        pass_peaks,
+        findings,
+        live_at_end,
+        unmatched_frees,
+        size_mismatches,
+        timeline,
+        lifetimes,
+        detail,
+        compact,
+        device_lists,
+    }
+}
+
+/// The totals by category (allocations, bytes, before the capture, live at the end) of the
+/// categories the replay saw; the device figures are added by the caller.
+fn category_totals(r: &Replay) -> LogicalTotals {
+    let mut cat_totals: [CategoryTotals; CATEGORIES] = Default::default();
+    for (k, c) in r.categories.iter().enumerate() {
+        let t = &mut cat_totals[k];
+        t.allocation_count = c.allocation_count;
+        t.total_allocated_bytes = c.total_allocated_bytes;
+        t.pre_existing_count = c.pre_existing_count;
+        t.pre_existing_bytes = c.pre_existing_bytes;
+    }
+    for (k, &(count, bytes)) in r.end_stats.category.iter().enumerate() {
+        cat_totals[k].live_at_end_count = count;
+        cat_totals[k].live_at_end_bytes = bytes;
+    }
+    let mut totals = LogicalTotals::default();
+    for (k, c) in cat_totals.into_iter().enumerate() {
+        if r.categories[k].seen {
+            totals.by_category.insert(MemoryCategory::ALL[k], c);
+        }
+    }
+    totals
+}
+
+/// What was live when the trace ended: counts and bytes, by device and by category.
+fn live_at_end(doc: &TraceDocument, r: &Replay, device_names: &[String]) -> LiveAtEnd {
+    let stats = &r.end_stats;
+    let nd = device_names.len();
+    let dev_end = &stats.device;
+    let dev_end_cat: Vec<&[u64]> = (0..nd)
+        .map(|d| &stats.cells[d * CATEGORIES..(d + 1) * CATEGORIES])
+        .collect();
+    let mut live_at_end = LiveAtEnd {
+        trace_truncated: doc.is_truncated(),
+        timestamp_ns: r.last_ns,
+        ..LiveAtEnd::default()
+    };
+    for d in 0..nd {
+        live_at_end.count += dev_end[d].0;
+        live_at_end.bytes += dev_end[d].1;
+        if dev_end[d].1 > 0 {
+            live_at_end
+                .by_device
+                .insert(device_names[d].clone(), dev_end[d].1);
+        }
+        for (k, &b) in dev_end_cat[d].iter().enumerate() {
+            if b > 0 {
+                *live_at_end
+                    .by_category
+                    .entry(MemoryCategory::ALL[k])
+                    .or_insert(0) += b;
+            }
+        }
+    }
+    live_at_end
+}
+
+/// The frees that matched no live storage, and the frees whose bytes differ from their
+/// alloc's.
+fn unpaired(
+    r: &Replay,
+    devices: &[trace_schema::Sym],
+    res: &mut SharedStrings<'_>,
+) -> (Vec<UnmatchedFree>, Vec<SizeMismatch>) {
+    let unmatched_frees: Vec<UnmatchedFree> = r
         .unmatched
         .iter()
         .map(|u| UnmatchedFree {
@@ -548,7 +603,7 @@ pub(crate) fn analyze_logical(
             event_index: u.event as usize,
         })
         .collect();
-    let size_mismatches = r
+    let size_mismatches: Vec<SizeMismatch> = r
         .mismatches
         .iter()
         .map(|m| SizeMismatch {
@@ -560,20 +615,31 @@ pub(crate) fn analyze_logical(
             lifetime_index: m.life as usize,
         })
         .collect();
+    (unmatched_frees, size_mismatches)
+}
 
-    let pass_peaks = pass_peaks(doc, spans, &r, &devices, &device_names, &mut res);
-    let findings = findings_support(doc, spans, &r, &mut res);
-    let time_origin_ns = spans
-        .measured_region(doc)
-        .map_or(r.first_ns, |(start, _)| start);
-
-    // What stays per event (full) or per reported storage (summary).
-    let (lifetimes, compact, timeline) = match detail {
+/// What stays per event ([`Detail::Full`]: every lifetime, the event order, the timeline in
+/// memory) or per reported storage ([`Detail::Summary`]: the storages live at the end, the
+/// timeline's log).
+fn kept_evidence(
+    doc: &TraceDocument,
+    r: &mut Replay,
+    devices: &[trace_schema::Sym],
+    device_names: Vec<String>,
+    res: &mut SharedStrings<'_>,
+) -> (Vec<StorageLifetime>, Compact, LogicalTimeline) {
+    match r.detail {
         Detail::Full => {
             let lifetimes: Vec<StorageLifetime> = r
                 .lifetimes
                 .iter()
-                .map(|d| lt(d.as_ref().expect("every lifetime is finished"), &mut res))
+                .map(|d| {
+                    to_lifetime(
+                        d.as_ref().expect("every lifetime is finished"),
+                        devices,
+                        res,
+                    )
+                })
                 .collect();
             let mut seq_of_event = vec![0u32; doc.memory_len()];
             for (seq, &e) in r.order.iter().enumerate() {
@@ -612,59 +678,5 @@ pub(crate) fn analyze_logical(
             };
             (lifetimes, compact, timeline)
         }
-    };
-    LogicalMemoryProfile {
-        aliases_detectable: r.aliases_detectable,
-        totals,
-        peak,
-        by_device,
-        time_origin_ns,
-        pass_peaks,
-        findings,
-        live_at_end,
-        unmatched_frees,
-        size_mismatches,
-        timeline,
-        lifetimes,
-        detail,
-        compact,
-        device_lists,
     }
-}
-
-/// Live bytes per device (devices with a storage live at the moment, even of 0 bytes) and per
-/// category (non-zero) at a tracked moment, of one device or all.
-pub(crate) fn counts_breakdown(
-    counts: &crate::replay::Counts,
-    device: Option<usize>,
-    names: &[String],
-) -> (BTreeMap<String, u64>, BTreeMap<MemoryCategory, u64>) {
-    let mut by_device = BTreeMap::new();
-    let mut cats = [0u64; CATEGORIES];
-    for (d, name) in names.iter().enumerate() {
-        if device.is_some_and(|x| x != d) {
-            continue;
-        }
-        let row: Vec<u64> = (0..CATEGORIES)
-            .map(|k| counts.cell(d * CATEGORIES + k))
-            .collect();
-        // sums of distinct storages' bytes: bounded by the checked total
-        if counts.count(Some(d as u32)) > 0 {
-            by_device.insert(name.clone(), row.iter().sum());
-        }
-        for (k, b) in row.into_iter().enumerate() {
-            cats[k] += b;
-        }
-    }
-    (by_device, category_map(&cats))
-}
-
-/// Non-zero categories of a per-category array.
-pub(crate) fn category_map(cells: &[u64; CATEGORIES]) -> BTreeMap<MemoryCategory, u64> {
-    cells
-        .iter()
-        .enumerate()
-        .filter(|(_, &b)| b > 0)
-        .map(|(k, &b)| (MemoryCategory::ALL[k], b))
-        .collect()
 }

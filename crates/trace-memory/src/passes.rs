@@ -9,8 +9,9 @@ use trace_schema::{MemoryCategory, Pass, SharedStrings, Sym, TraceDocument};
 
 use crate::context::{peak_context, PeakContext};
 use crate::lifetime::{to_lifetime, top, StorageLifetime};
-use crate::logical::counts_breakdown;
-use crate::replay::{PassIntervals, PassPos, Replay, OPEN};
+use crate::replay::record::{PassIntervals, PassPos, Replay};
+use crate::replay::tracker::counts_breakdown;
+use crate::replay::OPEN;
 use crate::spans::SpanIndex;
 
 /// How many allocations a pass peak lists (the full live set is one

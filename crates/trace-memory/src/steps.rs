@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use trace_schema::{MemoryAction, MemoryOrder, ShapeId, Sym, TraceDocument};
+use trace_schema::{MemoryAction, MemoryItem, MemoryOrder, ShapeId, Sym, TraceDocument};
 
 use crate::spans::SpanIndex;
 use crate::storage_map::{StorageKey, StorageMap, StorageRef};
@@ -128,12 +128,14 @@ impl MemoryGrowth {
 /// Group key: allocating span, op, shape, dtype.
 type GroupKey = (Option<Sym>, Option<Sym>, Option<ShapeId>, Option<Sym>);
 
+#[derive(Debug)]
 struct Live {
     bytes: u64,
     /// The alloc event's index (the lifetime), for telling a freed-and-reallocated id apart.
     alloc: u32,
 }
 
+#[derive(Debug)]
 struct Owned {
     /// `None`: an alloc without an identity (live to the end).
     key: Option<StorageKey>,
@@ -142,6 +144,7 @@ struct Owned {
     group: GroupKey,
 }
 
+#[derive(Debug)]
 struct Open {
     step: usize,
     owned: Vec<Owned>,
@@ -160,13 +163,168 @@ pub fn step_spans(doc: &TraceDocument) -> Vec<(usize, u64)> {
 }
 
 /// The memory of every step span of `doc`, in start order; empty without step spans or
-/// memory events.
+/// memory events. One pass of its own over the memory events; [`StepMemoryPass`] rides along
+/// another pass in replay order instead.
 pub fn step_memory(doc: &TraceDocument, spans: &SpanIndex) -> Vec<StepMemory> {
-    let steps = step_spans(doc);
-    if steps.is_empty() || doc.memory_len() == 0 {
+    let Some(mut pass) = StepMemoryPass::new(doc) else {
         return Vec::new();
+    };
+    doc.for_each_memory(MemoryOrder::Replay, |m| pass.observe(m));
+    pass.finish(doc, spans)
+}
+
+/// [`step_memory`] fed one memory event at a time, in replay order (`(timestamp, file
+/// order)`, as [`TraceDocument::for_each_memory`] gives them), so that it needs no pass of its
+/// own: the memory replay shows it every event it applies.
+#[derive(Debug)]
+pub struct StepMemoryPass {
+    out: Vec<StepMemory>,
+    groups: Vec<BTreeMap<GroupKey, (u64, u64)>>,
+    live: StorageMap<Live>,
+    live_bytes: u64,
+    next: usize,
+    open: Option<Open>,
+    /// Once a step never closed, later steps are not read (their start cannot be placed).
+    stopped: bool,
+}
+
+impl StepMemoryPass {
+    /// The pass over `doc`'s step spans; `None` without step spans or memory events.
+    pub fn new(doc: &TraceDocument) -> Option<Self> {
+        let steps = step_spans(doc);
+        if steps.is_empty() || doc.memory_len() == 0 {
+            return None;
+        }
+        let out = empty_steps(doc, &steps);
+        Some(Self {
+            groups: vec![BTreeMap::new(); out.len()],
+            out,
+            live: StorageMap::new(),
+            live_bytes: 0,
+            next: 0,
+            open: None,
+            stopped: false,
+        })
     }
-    let mut out: Vec<StepMemory> = steps
+
+    /// Places the step boundaries up to `ts`.
+    fn cross(&mut self, ts: u64) {
+        let Self {
+            out,
+            groups,
+            live,
+            live_bytes,
+            next,
+            open,
+            stopped,
+        } = self;
+        loop {
+            if let Some(o) = &*open {
+                if out[o.step].end_ns.is_some_and(|e| e < ts) {
+                    let o = open.take().expect("open step");
+                    finalize(o, live, *live_bytes, out, groups);
+                    continue;
+                }
+            }
+            if !*stopped && *next < out.len() && out[*next].start_ns <= ts {
+                if let Some(o) = open.take() {
+                    if out[o.step].end_ns.is_none() {
+                        // An unclosed step with another after it: stop reading steps.
+                        *stopped = true;
+                        *open = Some(o);
+                        break;
+                    }
+                    finalize(o, live, *live_bytes, out, groups);
+                }
+                out[*next].live_at_start_bytes = *live_bytes;
+                out[*next].peak_bytes = *live_bytes;
+                *open = Some(Open {
+                    step: *next,
+                    owned: Vec::new(),
+                });
+                *next += 1;
+                continue;
+            }
+            break;
+        }
+    }
+
+    /// Applies the next memory event (replay order).
+    pub fn observe(&mut self, m: &MemoryItem<'_>) {
+        let ts = m.timestamp_ns;
+        self.cross(ts);
+        let key = StorageRef::of(m);
+        match m.action {
+            MemoryAction::Alloc => {
+                if key.is_some_and(|k| self.live.contains(k)) {
+                    return; // an alias: one lifetime, bytes once
+                }
+                let bytes = m.bytes.unwrap_or(0);
+                self.live_bytes = self.live_bytes.saturating_add(bytes);
+                if let Some(k) = key {
+                    self.live.insert(
+                        k,
+                        Live {
+                            bytes,
+                            alloc: m.index,
+                        },
+                    );
+                }
+                if let Some(o) = &mut self.open {
+                    if !m.pre_existing {
+                        let step = &mut self.out[o.step];
+                        step.allocation_count += 1;
+                        step.allocated_bytes = step.allocated_bytes.saturating_add(bytes);
+                        o.owned.push(Owned {
+                            key: key.map(StorageRef::to_key),
+                            alloc: m.index,
+                            bytes,
+                            group: (m.span, m.op_name, m.shape, m.dtype),
+                        });
+                    }
+                }
+            }
+            MemoryAction::Free => {
+                if let Some(l) = key.and_then(|k| self.live.remove(k)) {
+                    self.live_bytes = self.live_bytes.saturating_sub(l.bytes);
+                }
+            }
+        }
+        if let Some(o) = &self.open {
+            let step = &mut self.out[o.step];
+            if self.live_bytes > step.peak_bytes {
+                step.peak_bytes = self.live_bytes;
+                step.peak_timestamp_ns = ts;
+            }
+        }
+    }
+
+    /// The steps' memory, once every event was observed.
+    pub fn finish(mut self, doc: &TraceDocument, spans: &SpanIndex) -> Vec<StepMemory> {
+        let (mut out, mut groups) = (self.out, self.groups);
+        let mut stopped = self.stopped;
+        if let Some(o) = self.open.take() {
+            if out[o.step].end_ns.is_some() {
+                finalize(o, &self.live, self.live_bytes, &mut out, &mut groups);
+            } else {
+                stopped = true;
+            }
+        }
+        // Steps after the last memory event saw none: their live bytes are the last known.
+        if !stopped {
+            stopped = !read_tail_steps(&mut out, &mut self.next, self.live_bytes);
+        }
+        if stopped {
+            out.truncate(self.next);
+        }
+        name_retained_groups(doc, spans, &mut out, groups);
+        out
+    }
+}
+
+/// One record per step span with nothing measured yet.
+fn empty_steps(doc: &TraceDocument, steps: &[(usize, u64)]) -> Vec<StepMemory> {
+    steps
         .iter()
         .map(|&(i, n)| {
             let s = &doc.spans[i];
@@ -186,126 +344,43 @@ pub fn step_memory(doc: &TraceDocument, spans: &SpanIndex) -> Vec<StepMemory> {
                 retained: Vec::new(),
             }
         })
-        .collect();
-    let mut groups: Vec<BTreeMap<GroupKey, (u64, u64)>> = vec![BTreeMap::new(); out.len()];
-    let mut live: StorageMap<Live> = StorageMap::new();
-    let mut live_bytes: u64 = 0;
-    let mut next = 0usize;
-    let mut open: Option<Open> = None;
-    // Once a step never closed, later steps are not read (their start cannot be placed).
-    let mut stopped = false;
+        .collect()
+}
 
-    let finalize = |o: Open,
-                    live: &StorageMap<Live>,
-                    live_bytes: u64,
-                    out: &mut [StepMemory],
-                    groups: &mut [BTreeMap<GroupKey, (u64, u64)>]| {
-        let step = &mut out[o.step];
-        let (mut count, mut bytes) = (0u64, 0u64);
-        for owned in o.owned {
-            let still = match &owned.key {
-                Some(k) => live.get(k.as_ref()).is_some_and(|l| l.alloc == owned.alloc),
-                None => true,
-            };
-            if still {
-                count += 1;
-                bytes = bytes.saturating_add(owned.bytes);
-                let g = groups[o.step].entry(owned.group).or_insert((0, 0));
-                g.0 += 1;
-                g.1 = g.1.saturating_add(owned.bytes);
-            }
-        }
-        step.live_at_end_bytes = Some(live_bytes);
-        step.retained_count = Some(count);
-        step.retained_bytes = Some(bytes);
-    };
-
-    doc.for_each_memory(MemoryOrder::Replay, |m| {
-        let ts = m.timestamp_ns;
-        loop {
-            if let Some(o) = &open {
-                if out[o.step].end_ns.is_some_and(|e| e < ts) {
-                    let o = open.take().expect("open step");
-                    finalize(o, &live, live_bytes, &mut out, &mut groups);
-                    continue;
-                }
-            }
-            if !stopped && next < out.len() && out[next].start_ns <= ts {
-                if let Some(o) = open.take() {
-                    if out[o.step].end_ns.is_none() {
-                        // An unclosed step with another after it: stop reading steps.
-                        stopped = true;
-                        open = Some(o);
-                        break;
-                    }
-                    finalize(o, &live, live_bytes, &mut out, &mut groups);
-                }
-                out[next].live_at_start_bytes = live_bytes;
-                out[next].peak_bytes = live_bytes;
-                open = Some(Open {
-                    step: next,
-                    owned: Vec::new(),
-                });
-                next += 1;
-                continue;
-            }
-            break;
-        }
-        let key = StorageRef::of(m);
-        match m.action {
-            MemoryAction::Alloc => {
-                if key.is_some_and(|k| live.contains(k)) {
-                    return; // an alias: one lifetime, bytes once
-                }
-                let bytes = m.bytes.unwrap_or(0);
-                live_bytes = live_bytes.saturating_add(bytes);
-                if let Some(k) = key {
-                    live.insert(
-                        k,
-                        Live {
-                            bytes,
-                            alloc: m.index,
-                        },
-                    );
-                }
-                if let Some(o) = &mut open {
-                    if !m.pre_existing {
-                        let step = &mut out[o.step];
-                        step.allocation_count += 1;
-                        step.allocated_bytes = step.allocated_bytes.saturating_add(bytes);
-                        o.owned.push(Owned {
-                            key: key.map(StorageRef::to_key),
-                            alloc: m.index,
-                            bytes,
-                            group: (m.span, m.op_name, m.shape, m.dtype),
-                        });
-                    }
-                }
-            }
-            MemoryAction::Free => {
-                if let Some(l) = key.and_then(|k| live.remove(k)) {
-                    live_bytes = live_bytes.saturating_sub(l.bytes);
-                }
-            }
-        }
-        if let Some(o) = &open {
-            let step = &mut out[o.step];
-            if live_bytes > step.peak_bytes {
-                step.peak_bytes = live_bytes;
-                step.peak_timestamp_ns = ts;
-            }
-        }
-    });
-    if let Some(o) = open.take() {
-        if out[o.step].end_ns.is_some() {
-            finalize(o, &live, live_bytes, &mut out, &mut groups);
-        } else {
-            stopped = true;
+/// Closes the step `o`: its live bytes at the end and what it allocated that is still live
+/// (counted, and added to the step's groups).
+fn finalize(
+    o: Open,
+    live: &StorageMap<Live>,
+    live_bytes: u64,
+    out: &mut [StepMemory],
+    groups: &mut [BTreeMap<GroupKey, (u64, u64)>],
+) {
+    let step = &mut out[o.step];
+    let (mut count, mut bytes) = (0u64, 0u64);
+    for owned in o.owned {
+        let still = match &owned.key {
+            Some(k) => live.get(k.as_ref()).is_some_and(|l| l.alloc == owned.alloc),
+            None => true,
+        };
+        if still {
+            count += 1;
+            bytes = bytes.saturating_add(owned.bytes);
+            let g = groups[o.step].entry(owned.group).or_insert((0, 0));
+            g.0 += 1;
+            g.1 = g.1.saturating_add(owned.bytes);
         }
     }
-    // Steps after the last memory event saw none: their live bytes are the last known.
-    while !stopped && next < out.len() {
-        let step = &mut out[next];
+    step.live_at_end_bytes = Some(live_bytes);
+    step.retained_count = Some(count);
+    step.retained_bytes = Some(bytes);
+}
+
+/// Steps after the last memory event saw none: their live bytes are the last known. Returns
+/// `false` at an unclosed step (`next` is past it; later steps are not read).
+fn read_tail_steps(out: &mut [StepMemory], next: &mut usize, live_bytes: u64) -> bool {
+    while *next < out.len() {
+        let step = &mut out[*next];
         step.live_at_start_bytes = live_bytes;
         step.peak_bytes = live_bytes;
         if step.end_ns.is_some() {
@@ -313,13 +388,21 @@ pub fn step_memory(doc: &TraceDocument, spans: &SpanIndex) -> Vec<StepMemory> {
             step.retained_count = Some(0);
             step.retained_bytes = Some(0);
         } else {
-            stopped = true;
+            *next += 1;
+            return false;
         }
-        next += 1;
+        *next += 1;
     }
-    if stopped {
-        out.truncate(next);
-    }
+    true
+}
+
+/// The largest groups of what each step allocated and left live, named.
+fn name_retained_groups(
+    doc: &TraceDocument,
+    spans: &SpanIndex,
+    out: &mut [StepMemory],
+    groups: Vec<BTreeMap<GroupKey, (u64, u64)>>,
+) {
     for (step, groups) in out.iter_mut().zip(groups) {
         let mut list: Vec<(GroupKey, (u64, u64))> = groups.into_iter().collect();
         list.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(&b.0)));
@@ -338,7 +421,6 @@ pub fn step_memory(doc: &TraceDocument, spans: &SpanIndex) -> Vec<StepMemory> {
             })
             .collect();
     }
-    out
 }
 
 /// Whether memory grows at every step (see the module docs); `None` with fewer than two

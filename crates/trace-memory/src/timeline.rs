@@ -2,20 +2,22 @@
 //! its display series: points spaced by time, each the highest value of its time bucket.
 //!
 //! A full-detail profile keeps the change list in memory ([`LogicalTimeline::totals`],
-//! [`LogicalTimeline::changes`]); a summary profile keeps it in a [`TimelineLog`] (a buffer,
-//! then an unnamed temporary file) and reads it back for each query. Every query streams the
-//! list ([`LogicalTimeline::for_each`]), so both answer alike.
+//! [`LogicalTimeline::changes`]); a summary profile keeps it in a [`TimelineLog`] (a
+//! [`SpillWriter`]: a buffer, then an unnamed temporary file) and reads it back for each
+//! query. Every query streams the list ([`LogicalTimeline::for_each`]), so both answer alike.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::sync::Arc;
 
 use serde::Serialize;
 use trace_schema::MemoryCategory;
 
-use crate::replay::{category_index, CATEGORIES};
+use trace_schema::spill_buffer::{SpillWriter, SpilledBytes};
 use trace_schema::varint::{get, put};
+
+/// Memory categories: the cells of a device's row.
+const CATEGORIES: usize = MemoryCategory::ALL.len();
 
 /// Total live bytes after one event that changed them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -105,7 +107,7 @@ impl Series {
 
     /// Applies a change; the series value after it.
     fn apply(&mut self, total: &TotalPoint, ch: &CellChange) -> u64 {
-        let cell = ch.device as usize * CATEGORIES + category_index(ch.category);
+        let cell = ch.device as usize * CATEGORIES + ch.category.index();
         let d = ch.device as usize;
         self.dev[d] = self.dev[d] - self.cells[cell] + ch.live_bytes;
         self.cells[cell] = ch.live_bytes;
@@ -273,7 +275,7 @@ impl LogicalTimeline {
                 out.push(snapshot(&cells, p));
                 next += 1;
             }
-            cells[ch.device as usize * CATEGORIES + category_index(ch.category)] = ch.live_bytes;
+            cells[ch.device as usize * CATEGORIES + ch.category.index()] = ch.live_bytes;
             if let Some(&p) = chosen.get(next) {
                 if p.1 == Source::Change(i) {
                     let mut point = snapshot(&cells, p);
@@ -332,14 +334,11 @@ impl LogicalTimeline {
 
 // ---- the log of a summary profile ------------------------------------------------------------
 
-/// Past this many buffered bytes the log moves to a temporary file.
-const TO_FILE_BYTES: usize = 8 << 20;
-
-/// Appends changes to a compact log (varints; times as deltas: changes come in time order).
+/// Appends changes to a compact log (varints; times as deltas: changes come in time order), in a
+/// [`SpillWriter`] (a buffer, then a temporary file).
 #[derive(Debug, Default)]
 pub(crate) struct TimelineLog {
-    buf: Vec<u8>,
-    file: Option<(io::BufWriter<File>, u64)>,
+    bytes: SpillWriter,
     len: u64,
     last_ns: u64,
     error: Option<io::Error>,
@@ -347,64 +346,34 @@ pub(crate) struct TimelineLog {
 
 impl TimelineLog {
     pub fn push(&mut self, t: &TotalPoint, c: &CellChange) {
-        put(&mut self.buf, t.timestamp_ns - self.last_ns);
-        put(&mut self.buf, t.event_index as u64);
-        put(&mut self.buf, t.live_bytes);
-        put(&mut self.buf, c.device as u64);
-        self.buf.push(category_index(c.category) as u8);
-        put(&mut self.buf, c.live_bytes);
+        if self.error.is_some() {
+            // The log is lost; nothing more is kept (finish reports the error).
+            return;
+        }
+        let buf = self.bytes.buffer();
+        put(buf, t.timestamp_ns - self.last_ns);
+        put(buf, t.event_index as u64);
+        put(buf, t.live_bytes);
+        put(buf, c.device as u64);
+        buf.push(c.category.index() as u8);
+        put(buf, c.live_bytes);
         self.last_ns = t.timestamp_ns;
         self.len += 1;
-        let limit = if self.file.is_some() {
-            1 << 20
-        } else {
-            TO_FILE_BYTES
-        };
-        if self.buf.len() >= limit {
-            if let Err(e) = self.flush() {
-                self.error.get_or_insert(e);
-            }
+        if let Err(e) = self.bytes.end_record() {
+            self.error = Some(e);
         }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        if self.error.is_some() {
-            self.buf.clear();
-            return Ok(());
-        }
-        if self.file.is_none() {
-            self.file = Some((io::BufWriter::new(tempfile::tempfile()?), 0));
-        }
-        let (w, n) = self.file.as_mut().expect("set");
-        w.write_all(&self.buf)?;
-        *n += self.buf.len() as u64;
-        self.buf.clear();
-        // The buffer grew to the in-memory limit; appends to the file need far less.
-        if self.buf.capacity() > 2 << 20 {
-            self.buf = Vec::with_capacity(1 << 20);
-        }
-        Ok(())
     }
 
     /// The finished log.
     ///
     /// # Errors
     /// The first I/O error writing the temporary file.
-    pub fn finish(mut self) -> io::Result<SharedLog> {
-        if let Some(e) = self.error.take() {
+    pub fn finish(self) -> io::Result<SharedLog> {
+        if let Some(e) = self.error {
             return Err(e);
         }
-        let storage = if self.file.is_some() {
-            self.flush()?;
-            let (w, len) = self.file.take().expect("set");
-            let file = w.into_inner().map_err(|e| e.into_error())?;
-            Storage::File(file, len)
-        } else {
-            self.buf.shrink_to_fit();
-            Storage::Buffer(std::mem::take(&mut self.buf))
-        };
         Ok(SharedLog(Arc::new(Frozen {
-            storage,
+            bytes: self.bytes.finish()?,
             len: self.len,
             last_ns: self.last_ns,
         })))
@@ -412,116 +381,44 @@ impl TimelineLog {
 }
 
 #[derive(Debug)]
-enum Storage {
-    Buffer(Vec<u8>),
-    File(File, u64),
-}
-
-#[derive(Debug)]
 pub(crate) struct Frozen {
-    storage: Storage,
+    bytes: SpilledBytes,
     len: u64,
     last_ns: u64,
 }
 
-fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
-    #[cfg(unix)]
-    {
-        std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
-    }
-    #[cfg(windows)]
-    {
-        let (mut buf, mut offset) = (buf, offset);
-        while !buf.is_empty() {
-            let n = std::os::windows::fs::FileExt::seek_read(file, buf, offset)?;
-            if n == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-            buf = &mut buf[n..];
-            offset += n as u64;
-        }
-        Ok(())
-    }
-}
-
 impl Frozen {
     fn for_each(&self, mut f: impl FnMut(&TotalPoint, &CellChange)) -> io::Result<()> {
-        let mut decode = |buf: &[u8], pos: &mut usize, last: &mut u64| -> Option<()> {
-            let ts = *last + get(buf, pos)?;
-            let event = get(buf, pos)? as u32;
-            let total = get(buf, pos)?;
-            let device = get(buf, pos)? as u32;
-            let k = *buf.get(*pos)? as usize;
-            *pos += 1;
-            let value = get(buf, pos)?;
-            *last = ts;
-            f(
-                &TotalPoint {
-                    timestamp_ns: ts,
-                    event_index: event,
-                    live_bytes: total,
-                },
-                &CellChange {
-                    timestamp_ns: ts,
-                    event_index: event,
-                    device,
-                    category: MemoryCategory::ALL[k.min(CATEGORIES - 1)],
-                    live_bytes: value,
-                },
-            );
-            Some(())
-        };
-        let bad = || {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                "timeline log ends inside a record",
-            )
-        };
         let mut last = 0u64;
-        match &self.storage {
-            Storage::Buffer(b) => {
-                let mut pos = 0;
-                for _ in 0..self.len {
-                    decode(b, &mut pos, &mut last).ok_or_else(bad)?;
-                }
-            }
-            Storage::File(file, len) => {
-                // Records are at most ~50 bytes: decode whole records, carry the tail over.
-                const CHUNK: usize = 1 << 16;
-                let mut buf = vec![0u8; CHUNK + 64];
-                let (mut offset, mut filled, mut left) = (0u64, 0usize, self.len);
-                while left > 0 {
-                    let room = ((len - offset) as usize).min(CHUNK);
-                    read_at(file, &mut buf[filled..filled + room], offset)?;
-                    offset += room as u64;
-                    filled += room;
-                    let mut pos = 0;
-                    loop {
-                        if left == 0 {
-                            break;
-                        }
-                        let mut probe = pos;
-                        let mut probe_last = last;
-                        // decode only when the record is whole (or the file is exhausted)
-                        if offset < *len && filled - pos < 64 {
-                            break;
-                        }
-                        if decode(&buf[..filled], &mut probe, &mut probe_last).is_none() {
-                            return Err(bad());
-                        }
-                        pos = probe;
-                        last = probe_last;
-                        left -= 1;
-                    }
-                    buf.copy_within(pos..filled, 0);
-                    filled -= pos;
-                    if offset >= *len && left > 0 && filled == 0 {
-                        return Err(bad());
-                    }
-                }
-            }
-        }
-        Ok(())
+        // One record at `pos`; `None` (nothing consumed) when the window ends inside it.
+        self.bytes
+            .for_each_record(self.len, "timeline log", |buf, pos| {
+                let mut p = *pos;
+                let ts = last + get(buf, &mut p)?;
+                let event = get(buf, &mut p)? as u32;
+                let total = get(buf, &mut p)?;
+                let device = get(buf, &mut p)? as u32;
+                let k = *buf.get(p)? as usize;
+                p += 1;
+                let value = get(buf, &mut p)?;
+                *pos = p;
+                last = ts;
+                f(
+                    &TotalPoint {
+                        timestamp_ns: ts,
+                        event_index: event,
+                        live_bytes: total,
+                    },
+                    &CellChange {
+                        timestamp_ns: ts,
+                        event_index: event,
+                        device,
+                        category: MemoryCategory::ALL[k.min(CATEGORIES - 1)],
+                        live_bytes: value,
+                    },
+                );
+                Some(())
+            })
     }
 }
 

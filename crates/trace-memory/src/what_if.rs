@@ -121,56 +121,184 @@ impl PassState {
 
 /// Replays `doc`'s memory events with `plan` applied (see the module documentation).
 pub fn replay_with_releases(doc: &TraceDocument, plan: &ReleasePlan) -> Replayed {
-    let mut releases = plan.at.clone();
-    releases.sort_unstable();
-    let planned: FxHashSet<u32> = releases.iter().map(|&(_, i)| i).collect();
-    let mut passes: Vec<PassState> = pass_intervals(doc)
-        .into_iter()
-        .zip([Pass::Forward, Pass::Backward, Pass::Optimizer])
-        .filter_map(|(iv, pass)| {
-            iv.map(|(intervals, _)| PassState {
-                pass,
-                intervals,
-                crossed: 0,
-                best: None,
-            })
-        })
-        .collect();
-    // live storages: key → (alloc index, bytes, counted)
-    let mut live: StorageMap<(u32, u64, bool)> = StorageMap::new();
-    // planned allocs still live: alloc index → key
-    let mut by_index: FxHashMap<u32, StorageKey> = FxHashMap::default();
-    let mut next_release = 0usize;
-    let mut total = 0u64;
-    let mut released_bytes = 0u64;
-    let mut peak: Option<(u64, u64)> = None;
+    replay_plans(doc, &[plan]).remove(0)
+}
 
-    doc.for_each_memory(MemoryOrder::Replay, |m| {
-        let ts = m.timestamp_ns;
-        // releases due at or before this event, then pass intervals starting by then
-        while let Some(&(at, index)) = releases.get(next_release) {
+/// One plan's side of a replay of several ([`replay_plans`]).
+struct PlanState<'p> {
+    plan: &'p ReleasePlan,
+    /// `(release time ns, alloc index)`, sorted.
+    releases: Vec<(u64, u32)>,
+    next_release: usize,
+    /// Allocs the plan releases.
+    planned: FxHashSet<u32>,
+    /// Planned allocs still live: alloc index → key.
+    by_index: FxHashMap<u32, StorageKey>,
+    /// Live allocs this plan does not count (released or never allocated).
+    uncounted: FxHashSet<u32>,
+    passes: Vec<PassState>,
+    total: u64,
+    released_bytes: u64,
+    peak: Option<(u64, u64)>,
+}
+
+impl<'p> PlanState<'p> {
+    fn new(
+        plan: &'p ReleasePlan,
+        intervals: &[Option<crate::replay::record::PassIntervals>],
+    ) -> Self {
+        let mut releases = plan.at.clone();
+        releases.sort_unstable();
+        let planned: FxHashSet<u32> = releases.iter().map(|&(_, i)| i).collect();
+        let passes = intervals
+            .iter()
+            .zip([Pass::Forward, Pass::Backward, Pass::Optimizer])
+            .filter_map(|(iv, pass)| {
+                iv.as_ref().map(|(intervals, _)| PassState {
+                    pass,
+                    intervals: intervals.clone(),
+                    crossed: 0,
+                    best: None,
+                })
+            })
+            .collect();
+        Self {
+            plan,
+            releases,
+            next_release: 0,
+            planned,
+            by_index: FxHashMap::default(),
+            uncounted: FxHashSet::default(),
+            passes,
+            total: 0,
+            released_bytes: 0,
+            peak: None,
+        }
+    }
+
+    /// Releases due at or before `ts`, then pass intervals starting by then.
+    fn before(&mut self, ts: u64, live: &StorageMap<(u32, u64)>) {
+        while let Some(&(at, index)) = self.releases.get(self.next_release) {
             if at > ts {
                 break;
             }
-            next_release += 1;
-            if let Some(k) = by_index.remove(&index) {
-                if let Some(entry) = live.get_mut(k.as_ref()) {
-                    if entry.0 == index && entry.2 {
-                        entry.2 = false;
-                        total = total.saturating_sub(entry.1);
-                        released_bytes = released_bytes.saturating_add(entry.1);
+            self.next_release += 1;
+            if let Some(k) = self.by_index.remove(&index) {
+                if let Some(&(i, bytes)) = live.get(k.as_ref()) {
+                    if i == index && self.uncounted.insert(index) {
+                        self.total = self.total.saturating_sub(bytes);
+                        self.released_bytes = self.released_bytes.saturating_add(bytes);
                     }
                 }
             }
         }
-        for p in &mut passes {
+        for p in &mut self.passes {
             while let Some(&(s, _)) = p.intervals.get(p.crossed) {
                 if s > ts {
                     break;
                 }
                 p.crossed += 1;
-                p.offer(s, total);
+                p.offer(s, self.total);
             }
+        }
+    }
+
+    /// An alloc of a storage not live (`key`: its identity, when it has one).
+    fn alloc(&mut self, index: u32, bytes: u64, key: Option<StorageRef<'_>>) {
+        let counted = !self.plan.never.contains(&index);
+        if counted {
+            self.total = self.total.saturating_add(bytes);
+        } else {
+            self.released_bytes = self.released_bytes.saturating_add(bytes);
+        }
+        if let Some(k) = key {
+            if self.planned.contains(&index) {
+                self.by_index.insert(index, k.to_key());
+            }
+            if !counted {
+                self.uncounted.insert(index);
+            }
+        }
+    }
+
+    /// The free of a live storage allocated by event `index`.
+    fn free(&mut self, index: u32, bytes: u64) {
+        if !self.by_index.is_empty() {
+            self.by_index.remove(&index);
+        }
+        if self.uncounted.is_empty() || !self.uncounted.remove(&index) {
+            self.total = self.total.saturating_sub(bytes);
+        }
+    }
+
+    /// After an event that changed the live set, at `ts`.
+    fn after(&mut self, ts: u64) {
+        let total = self.total;
+        if self.peak.is_none_or(|(_, b)| total > b) {
+            self.peak = Some((ts, total));
+        }
+        for p in &mut self.passes {
+            if p.inside(ts) {
+                p.offer(ts, total);
+            }
+        }
+    }
+
+    fn finish(mut self) -> Replayed {
+        // intervals starting after the last event carry the final value in
+        for p in &mut self.passes {
+            while let Some(&(s, _)) = p.intervals.get(p.crossed) {
+                p.crossed += 1;
+                p.offer(s, self.total);
+            }
+        }
+        let (run_peak_ns, run_peak_bytes) = self.peak.unwrap_or((0, 0));
+        let run_peak_pass = self
+            .passes
+            .iter()
+            .find(|p| {
+                p.intervals
+                    .iter()
+                    .any(|&(s, e)| run_peak_ns >= s && (run_peak_ns < e || s == e))
+            })
+            .map(|p| p.pass);
+        Replayed {
+            run_peak_bytes,
+            run_peak_ns,
+            run_peak_pass,
+            pass_peaks: self
+                .passes
+                .iter()
+                .filter_map(|p| {
+                    p.best.map(|(timestamp_ns, live_bytes)| ReplayedPassPeak {
+                        pass: p.pass,
+                        live_bytes,
+                        timestamp_ns,
+                    })
+                })
+                .collect(),
+            released_bytes: self.released_bytes,
+        }
+    }
+}
+
+/// [`replay_with_releases`] for several plans in one pass over the memory events (each
+/// plan's result as if replayed alone, in the order given): the events are read and the live
+/// set kept once; each plan keeps only its totals and the storages it releases. A what-if and
+/// its baseline (the empty plan) cost one replay, not two.
+pub fn replay_plans(doc: &TraceDocument, plans: &[&ReleasePlan]) -> Vec<Replayed> {
+    let intervals = pass_intervals(doc);
+    let mut states: Vec<PlanState<'_>> = plans
+        .iter()
+        .map(|p| PlanState::new(p, &intervals))
+        .collect();
+    // live storages: key → (alloc index, bytes); the same for every plan (a plan changes
+    // what counts, never what is live)
+    let mut live: StorageMap<(u32, u64)> = StorageMap::new();
+    doc.for_each_memory(MemoryOrder::Replay, |m| {
+        let ts = m.timestamp_ns;
+        for s in &mut states {
+            s.before(ts, &live);
         }
         let key = StorageRef::of(m);
         match m.action {
@@ -179,71 +307,28 @@ pub fn replay_with_releases(doc: &TraceDocument, plan: &ReleasePlan) -> Replayed
                     return; // an alias: bytes once
                 }
                 let bytes = m.bytes.unwrap_or(0);
-                let counted = !plan.never.contains(&m.index);
-                if counted {
-                    total = total.saturating_add(bytes);
-                } else {
-                    released_bytes = released_bytes.saturating_add(bytes);
+                for s in &mut states {
+                    s.alloc(m.index, bytes, key);
                 }
                 if let Some(k) = key {
-                    if planned.contains(&m.index) {
-                        by_index.insert(m.index, k.to_key());
-                    }
-                    live.insert(k, (m.index, bytes, counted));
+                    live.insert(k, (m.index, bytes));
                 }
             }
             MemoryAction::Free => {
                 let Some(k) = key else { return };
-                let Some((index, bytes, counted)) = live.remove(k) else {
+                let Some((index, bytes)) = live.remove(k) else {
                     return;
                 };
-                by_index.remove(&index);
-                if counted {
-                    total = total.saturating_sub(bytes);
+                for s in &mut states {
+                    s.free(index, bytes);
                 }
             }
         }
-        if peak.is_none_or(|(_, b)| total > b) {
-            peak = Some((ts, total));
-        }
-        for p in &mut passes {
-            if p.inside(ts) {
-                p.offer(ts, total);
-            }
+        for s in &mut states {
+            s.after(ts);
         }
     });
-    // intervals starting after the last event carry the final value in
-    for p in &mut passes {
-        while let Some(&(s, _)) = p.intervals.get(p.crossed) {
-            p.crossed += 1;
-            p.offer(s, total);
-        }
-    }
-    let (run_peak_ns, run_peak_bytes) = peak.unwrap_or((0, 0));
-    let run_peak_pass = passes
-        .iter()
-        .find(|p| {
-            p.intervals
-                .iter()
-                .any(|&(s, e)| run_peak_ns >= s && (run_peak_ns < e || s == e))
-        })
-        .map(|p| p.pass);
-    Replayed {
-        run_peak_bytes,
-        run_peak_ns,
-        run_peak_pass,
-        pass_peaks: passes
-            .iter()
-            .filter_map(|p| {
-                p.best.map(|(timestamp_ns, live_bytes)| ReplayedPassPeak {
-                    pass: p.pass,
-                    live_bytes,
-                    timestamp_ns,
-                })
-            })
-            .collect(),
-        released_bytes,
-    }
+    states.into_iter().map(PlanState::finish).collect()
 }
 
 #[cfg(test)]
@@ -310,5 +395,181 @@ mod tests {
         assert_eq!(r.run_peak_bytes, 110);
         assert_eq!(r.pass_peak(Pass::Optimizer).unwrap().live_bytes, 110);
         assert_eq!(r.released_bytes, 50);
+    }
+
+    #[test]
+    fn plans_replayed_together_give_what_each_gives_alone() {
+        use trace_synth::{synth_events, SynthConfig};
+        // aliases, reused storage ids, frees without bytes, allocs without identity, three
+        // passes, two devices, several steps
+        let config = SynthConfig {
+            steps: 3,
+            ..SynthConfig::mix(30_000)
+        };
+        let doc = TraceDocument::from_events(synth_events(&config));
+        let mut allocs: Vec<(u32, u64)> = Vec::new();
+        doc.for_each_memory(MemoryOrder::File, |m| {
+            if m.action == MemoryAction::Alloc {
+                allocs.push((m.index, m.timestamp_ns));
+            }
+        });
+        let last_ns = allocs.iter().map(|a| a.1).max().unwrap();
+        let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut plans = vec![ReleasePlan::new()];
+        for k in 0..4 {
+            let mut plan = ReleasePlan::new();
+            for _ in 0..(1 + 300 * k) {
+                let (index, ts) = allocs[next(allocs.len() as u64) as usize];
+                match next(3) {
+                    0 => plan.never_allocate(index),
+                    // before, at or after its own alloc and free
+                    1 => plan.release_at(index, next(last_ns + 2)),
+                    _ => plan.release_at(index, ts + next(1_000_000)),
+                }
+            }
+            plans.push(plan);
+        }
+        let together = replay_plans(&doc, &plans.iter().collect::<Vec<_>>());
+        for (plan, got) in plans.iter().zip(&together) {
+            assert_eq!(got, &reference(&doc, plan));
+        }
+        assert!(together[1..].iter().any(|r| r.released_bytes > 0));
+        assert!(together
+            .iter()
+            .any(|r| r.run_peak_bytes != together[0].run_peak_bytes));
+    }
+
+    /// The replay of one plan as it was written before [`replay_plans`] (a plan, its own live
+    /// set): the reference the shared replay is checked against.
+    fn reference(doc: &TraceDocument, plan: &ReleasePlan) -> Replayed {
+        let mut releases = plan.at.clone();
+        releases.sort_unstable();
+        let planned: FxHashSet<u32> = releases.iter().map(|&(_, i)| i).collect();
+        let mut passes: Vec<PassState> = pass_intervals(doc)
+            .into_iter()
+            .zip([Pass::Forward, Pass::Backward, Pass::Optimizer])
+            .filter_map(|(iv, pass)| {
+                iv.map(|(intervals, _)| PassState {
+                    pass,
+                    intervals,
+                    crossed: 0,
+                    best: None,
+                })
+            })
+            .collect();
+        // live storages: key → (alloc index, bytes, counted)
+        let mut live: StorageMap<(u32, u64, bool)> = StorageMap::new();
+        // planned allocs still live: alloc index → key
+        let mut by_index: FxHashMap<u32, StorageKey> = FxHashMap::default();
+        let mut next_release = 0usize;
+        let mut total = 0u64;
+        let mut released_bytes = 0u64;
+        let mut peak: Option<(u64, u64)> = None;
+
+        doc.for_each_memory(MemoryOrder::Replay, |m| {
+            let ts = m.timestamp_ns;
+            // releases due at or before this event, then pass intervals starting by then
+            while let Some(&(at, index)) = releases.get(next_release) {
+                if at > ts {
+                    break;
+                }
+                next_release += 1;
+                if let Some(k) = by_index.remove(&index) {
+                    if let Some(entry) = live.get_mut(k.as_ref()) {
+                        if entry.0 == index && entry.2 {
+                            entry.2 = false;
+                            total = total.saturating_sub(entry.1);
+                            released_bytes = released_bytes.saturating_add(entry.1);
+                        }
+                    }
+                }
+            }
+            for p in &mut passes {
+                while let Some(&(s, _)) = p.intervals.get(p.crossed) {
+                    if s > ts {
+                        break;
+                    }
+                    p.crossed += 1;
+                    p.offer(s, total);
+                }
+            }
+            let key = StorageRef::of(m);
+            match m.action {
+                MemoryAction::Alloc => {
+                    if key.is_some_and(|k| live.contains(k)) {
+                        return; // an alias: bytes once
+                    }
+                    let bytes = m.bytes.unwrap_or(0);
+                    let counted = !plan.never.contains(&m.index);
+                    if counted {
+                        total = total.saturating_add(bytes);
+                    } else {
+                        released_bytes = released_bytes.saturating_add(bytes);
+                    }
+                    if let Some(k) = key {
+                        if planned.contains(&m.index) {
+                            by_index.insert(m.index, k.to_key());
+                        }
+                        live.insert(k, (m.index, bytes, counted));
+                    }
+                }
+                MemoryAction::Free => {
+                    let Some(k) = key else { return };
+                    let Some((index, bytes, counted)) = live.remove(k) else {
+                        return;
+                    };
+                    by_index.remove(&index);
+                    if counted {
+                        total = total.saturating_sub(bytes);
+                    }
+                }
+            }
+            if peak.is_none_or(|(_, b)| total > b) {
+                peak = Some((ts, total));
+            }
+            for p in &mut passes {
+                if p.inside(ts) {
+                    p.offer(ts, total);
+                }
+            }
+        });
+        // intervals starting after the last event carry the final value in
+        for p in &mut passes {
+            while let Some(&(s, _)) = p.intervals.get(p.crossed) {
+                p.crossed += 1;
+                p.offer(s, total);
+            }
+        }
+        let (run_peak_ns, run_peak_bytes) = peak.unwrap_or((0, 0));
+        let run_peak_pass = passes
+            .iter()
+            .find(|p| {
+                p.intervals
+                    .iter()
+                    .any(|&(s, e)| run_peak_ns >= s && (run_peak_ns < e || s == e))
+            })
+            .map(|p| p.pass);
+        Replayed {
+            run_peak_bytes,
+            run_peak_ns,
+            run_peak_pass,
+            pass_peaks: passes
+                .iter()
+                .filter_map(|p| {
+                    p.best.map(|(timestamp_ns, live_bytes)| ReplayedPassPeak {
+                        pass: p.pass,
+                        live_bytes,
+                        timestamp_ns,
+                    })
+                })
+                .collect(),
+            released_bytes,
+        }
     }
 }

@@ -1,15 +1,13 @@
 //! The boundary cases of the logical plane, each with its expected numbers, and the seed's
 //! semantics in our own words.
 
-mod common;
-
-use common::*;
 use trace_memory::{analyze_memory, MemoryQueryError};
 use trace_schema::{MemoryAction, MemoryCategory, Pass};
+use trace_testkit::*;
 
 #[test]
 fn free_without_alloc_is_unmatched_and_changes_no_total() {
-    let d = doc([
+    let d = document([
         alloc(1, "a", 10).ev(),
         free(2, "ghost").ev(), // size unknown
         mem(3, MemoryAction::Free, "cpu", "ghost2", Some(64)).ev(), // size stated
@@ -30,7 +28,7 @@ fn free_without_alloc_is_unmatched_and_changes_no_total() {
 
 #[test]
 fn free_with_other_size_is_a_warning_and_alloc_size_is_used() {
-    let d = doc([
+    let d = document([
         alloc(1, "a", 100).ev(),
         alloc(2, "b", 50).ev(),
         mem(3, MemoryAction::Free, "cpu", "a", Some(80)).ev(),
@@ -51,7 +49,7 @@ fn free_with_other_size_is_a_warning_and_alloc_size_is_used() {
 
 #[test]
 fn six_allocs_and_no_frees_peak_at_their_sum_all_live_at_end() {
-    let d = doc((0..6).map(|i| alloc(i * 10, &format!("s{i}"), 10 + i).ev()));
+    let d = document((0..6).map(|i| alloc(i * 10, &format!("s{i}"), 10 + i).ev()));
     let l = analyze_memory(&d).logical.unwrap();
     let peak = l.peak.as_ref().unwrap();
     assert_eq!(peak.live_bytes, 10 + 11 + 12 + 13 + 14 + 15);
@@ -75,7 +73,7 @@ fn parameter_plus_step_activation_example() {
     events.extend(span("step", None, 5, 10, Some(Pass::Optimizer)));
     events.push(alloc(6, "T", 20).span("step").ev());
     events.push(free(7, "T").span("step").ev());
-    let d = doc(events);
+    let d = document(events);
     let l = analyze_memory(&d).logical.unwrap();
     let peak = l.peak.as_ref().unwrap();
     assert_eq!((peak.live_bytes, peak.timestamp_ns), (120, 6));
@@ -104,7 +102,7 @@ fn parameter_plus_step_activation_example() {
 
 #[test]
 fn two_devices_keep_their_own_peaks_and_unknown_device_says_so() {
-    let d = doc([
+    let d = document([
         alloc(1, "a", 100).dev("cuda:0").ev(),
         free(2, "a").dev("cuda:0").ev(),
         alloc(3, "a", 30).dev("cuda:1").ev(),
@@ -131,7 +129,7 @@ fn two_devices_keep_their_own_peaks_and_unknown_device_says_so() {
 
 #[test]
 fn peak_is_the_simultaneous_sum_not_the_largest_allocation() {
-    let d = doc([
+    let d = document([
         alloc(10, "a", 40).ev(),
         alloc(20, "b", 70).ev(),
         free(30, "a").ev(),
@@ -143,7 +141,7 @@ fn peak_is_the_simultaneous_sum_not_the_largest_allocation() {
 
 #[test]
 fn aliases_share_one_lifetime_and_count_bytes_once() {
-    let d = doc([
+    let d = document([
         alloc(10, "a", 64).tensor("base").ev(),
         alloc(20, "a", 64).tensor("view").ev(),
         free(40, "a").tensor("view").ev(),
@@ -178,7 +176,7 @@ fn many_aliases_of_one_storage_and_their_repeats() {
     events.push(anonymous(2002)); // the first alias without a tensor id
     events.push(anonymous(2003)); // again: duplicate
     events.push(free(3000, "a").tensor("base").ev());
-    let d = doc(events);
+    let d = document(events);
     let m = analyze_memory(&d);
     let l = m.logical.as_ref().unwrap();
     assert_eq!(l.totals.allocation_count, 1);
@@ -203,7 +201,7 @@ fn many_aliases_of_one_storage_and_their_repeats() {
 
 #[test]
 fn storage_identity_is_scoped_by_device() {
-    let d = doc([
+    let d = document([
         alloc(10, "shared", 10).dev("cpu").ev(),
         alloc(10, "shared", 20).dev("cuda:0").ev(),
     ]);
@@ -215,7 +213,7 @@ fn storage_identity_is_scoped_by_device() {
 
 #[test]
 fn address_reuse_is_a_new_lifetime_and_file_order_inside_a_tick_decides_identity() {
-    let d = doc([
+    let d = document([
         alloc(1, "x", 10).ev(),
         // One tick at t=5: free x, then alloc x again (reuse) — a new lifetime.
         free(5, "x").ev(),
@@ -242,7 +240,7 @@ fn address_reuse_is_a_new_lifetime_and_file_order_inside_a_tick_decides_identity
 /// Issue "Exact figures on any input" §1, first case: a coarse clock must not hide a peak.
 #[test]
 fn a_storage_allocated_and_freed_within_one_tick_counts_toward_the_peak() {
-    let d = doc([
+    let d = document([
         alloc(0, "param", 1000)
             .cat(MemoryCategory::Parameter)
             .pre()
@@ -278,7 +276,7 @@ fn a_storage_allocated_and_freed_within_one_tick_counts_toward_the_peak() {
 /// Issue "Exact figures on any input" §1, second case.
 #[test]
 fn one_storage_allocated_and_freed_at_time_zero_peaks_at_its_size() {
-    let d = doc([alloc(0, "s", 64).ev(), free(0, "s").ev()]);
+    let d = document([alloc(0, "s", 64).ev(), free(0, "s").ev()]);
     let l = analyze_memory(&d).logical.unwrap();
     let p = l.peak.as_ref().unwrap();
     assert_eq!((p.live_bytes, p.timestamp_ns), (64, 0));
@@ -293,10 +291,10 @@ fn one_storage_allocated_and_freed_at_time_zero_peaks_at_its_size() {
 
 #[test]
 fn byte_counts_past_u64_max_refuse_the_logical_plane() {
-    let d = doc([
+    let d = document([
         alloc(1, "a", u64::MAX - 10).ev(),
         alloc(2, "b", 100).ev(),
-        sample(3, "cpu", Some(10), None, None, None),
+        device_memory(3, "cpu", Some(10), None, None, None),
     ]);
     let m = analyze_memory(&d);
     assert!(m.logical.is_none());
@@ -331,7 +329,7 @@ fn every_peak_names_its_span_pass_and_dominant_category() {
     ev.push(free(75, "act").span("bwd").ev());
     // An allocation without a span at t=30: its context is the innermost span holding t=30.
     ev.push(alloc(30, "tmp", 1).ev());
-    let d = doc(ev);
+    let d = document(ev);
     let l = analyze_memory(&d).logical.unwrap();
     let p = l.peak.as_ref().unwrap();
     assert_eq!((p.live_bytes, p.timestamp_ns), (441, 60));
@@ -357,7 +355,7 @@ fn every_peak_names_its_span_pass_and_dominant_category() {
 #[test]
 fn alloc_then_free_order_inside_a_batch_matters() {
     // alloc x then free x at t=5 while x is already live: the alloc is an alias, the free ends it.
-    let d = doc([
+    let d = document([
         alloc(1, "x", 10).ev(),
         alloc(5, "x", 10).tensor("v").ev(),
         free(5, "x").ev(),
@@ -370,7 +368,7 @@ fn alloc_then_free_order_inside_a_batch_matters() {
 
 #[test]
 fn pre_existing_counts_in_live_and_peak_not_in_allocations() {
-    let d = doc([
+    let d = document([
         alloc(0, "w", 1000)
             .cat(MemoryCategory::Parameter)
             .pre()
@@ -393,7 +391,7 @@ fn pre_existing_counts_in_live_and_peak_not_in_allocations() {
 
 #[test]
 fn trace6_identity_is_device_and_tensor_and_aliases_undetectable() {
-    let d = doc([
+    let d = document([
         alloc(1, "ignored", 10).no_storage().tensor("t1").ev(),
         alloc(2, "ignored", 10).no_storage().tensor("t2").ev(),
         free(3, "ignored").no_storage().tensor("t1").ev(),
@@ -409,7 +407,7 @@ fn trace6_identity_is_device_and_tensor_and_aliases_undetectable() {
 
 #[test]
 fn ties_report_the_first_time_the_peak_was_reached() {
-    let d = doc([
+    let d = document([
         alloc(1, "a", 50).ev(),
         free(2, "a").ev(),
         alloc(3, "b", 50).ev(),
@@ -420,11 +418,11 @@ fn ties_report_the_first_time_the_peak_was_reached() {
 
 #[test]
 fn no_memory_events_means_no_logical_plane() {
-    let d = doc([sample(1, "cuda:0", Some(10), None, None, None)]);
+    let d = document([device_memory(1, "cuda:0", Some(10), None, None, None)]);
     let p = analyze_memory(&d);
     assert!(p.logical.is_none());
     assert!(p.physical.is_some());
-    assert!(analyze_memory(&doc([])).physical.is_none());
+    assert!(analyze_memory(&document([])).physical.is_none());
 }
 
 #[test]
@@ -467,7 +465,7 @@ fn findings_support_figures() {
             .ev(),
     );
     ev.push(free(35, "B").ev());
-    let d = doc(ev);
+    let d = document(ev);
     let l = analyze_memory(&d).logical.unwrap();
     let b = l.findings.first_backward.as_ref().unwrap();
     assert_eq!(
@@ -503,7 +501,7 @@ fn findings_support_figures() {
 
 #[test]
 fn memory_event_with_a_span_missing_from_the_document_does_not_crash() {
-    let d = doc([alloc(1, "a", 8).span("nowhere").ev()]);
+    let d = document([alloc(1, "a", 8).span("nowhere").ev()]);
     let l = analyze_memory(&d).logical.unwrap();
     assert_eq!(&**l.lifetimes[0].span_id.as_ref().unwrap(), "nowhere");
     let n = trace_memory::node_memory_metrics(&d, None);

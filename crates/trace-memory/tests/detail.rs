@@ -2,15 +2,13 @@
 //! to a log gives the same profile as one holding them, and a summary-detail profile (the live
 //! set, the span tree and the answer) gives every figure of the full-detail one.
 
-mod common;
-
-use common::*;
 use proptest::prelude::*;
 use trace_memory::{analyze_memory_detail, Detail, LogicalMemoryProfile, MemoryProfile, SpanIndex};
 use trace_schema::{
     load_reader_with, LoadOptions, MemoryAction, MemoryCategory, Pass, TraceDocument, TraceEvent,
     TraceWriter,
 };
+use trace_testkit::*;
 
 #[derive(Debug, Clone)]
 enum Gen {
@@ -72,7 +70,7 @@ fn gen() -> impl Strategy<Value = Gen> {
 const PASSES: [Pass; 3] = [Pass::Forward, Pass::Backward, Pass::Optimizer];
 
 fn events(gens: &[Gen]) -> Vec<TraceEvent> {
-    let mut m = meta(None);
+    let mut m = meta().logical_memory(None).ev();
     if let TraceEvent::Meta(meta) = &mut m {
         meta.run.phase = Some(trace_schema::ExecutionPhase::Train);
     }
@@ -104,7 +102,7 @@ fn events(gens: &[Gen]) -> Vec<TraceEvent> {
                 m.tensor_id = tensor.map(|s| format!("t{s}"));
                 m.span_id = span.map(|s| format!("s{s}"));
                 m.pre_existing = pre && alloc;
-                out.push(TraceEvent::Memory(m));
+                out.push(m.ev());
             }
             Gen::Span { start, len, pass } => {
                 let id = format!("s{spans}");
@@ -125,7 +123,7 @@ fn events(gens: &[Gen]) -> Vec<TraceEvent> {
                 dev,
                 used,
                 reserved,
-            } => out.push(sample(
+            } => out.push(device_memory(
                 t,
                 &format!("dev{dev}"),
                 Some(used),

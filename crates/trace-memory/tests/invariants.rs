@@ -1,14 +1,12 @@
 //! proptest invariants over arbitrary event streams, checked against a naive (quadratic)
 //! reference replay written independently of the crate's single-pass one.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::*;
 use proptest::prelude::*;
 use trace_memory::{analyze_memory, node_memory_metrics, LogicalMemoryProfile};
 use trace_schema::{MemoryAction, MemoryCategory, MemoryEvent, Pass, TraceEvent};
+use trace_testkit::*;
 
 #[derive(Debug, Clone)]
 struct Ev {
@@ -59,7 +57,8 @@ fn to_event(e: &Ev) -> TraceEvent {
         e.alloc.then_some(e.bytes),
     )
     .tensor(&format!("t{}", e.tensor))
-    .cat(MemoryCategory::ALL[e.cat as usize]);
+    .cat(MemoryCategory::ALL[e.cat as usize])
+    .body();
     m.pre_existing = e.pre && e.alloc;
     TraceEvent::Memory(m)
 }
@@ -140,7 +139,9 @@ fn logical_with(events: &[Ev], spans: &[PassSpan]) -> LogicalMemoryProfile {
         all.push(span_end(&id, s.len));
     }
     all.extend(events.iter().map(to_event));
-    analyze_memory(&doc(all)).logical.expect("non-empty stream")
+    analyze_memory(&document(all))
+        .logical
+        .expect("non-empty stream")
 }
 
 fn logical(events: &[Ev]) -> LogicalMemoryProfile {
@@ -462,7 +463,7 @@ proptest! {
             ends[i] = t;
             ev.push(span_end(&id, t - starts[i]));
         }
-        let d = doc(ev.clone());
+        let d = document(ev.clone());
         let l = analyze_memory(&d).logical;
         let n = node_memory_metrics(&d, l.as_ref());
         prop_assert_eq!(n.spans.len(), parents.len());

@@ -1,10 +1,8 @@
 //! Per-node metrics: clipping, coverage, op attribution.
 
-mod common;
-
-use common::*;
 use trace_memory::{analyze_memory, node_memory_metrics};
 use trace_schema::{CoverageLevel, Pass};
+use trace_testkit::*;
 
 #[test]
 fn subtree_peak_and_residual_are_clipped_to_the_interval() {
@@ -15,7 +13,7 @@ fn subtree_peak_and_residual_are_clipped_to_the_interval() {
     ev.push(alloc(20, "b", 60).span("child").ev());
     ev.push(free(25, "a").span("child").ev());
     ev.push(free(45, "b").ev());
-    let d = doc(ev);
+    let d = document(ev);
     let n = node_memory_metrics(&d, None);
     let (root, child) = (&n.spans[0], &n.spans[1]);
     assert_eq!(child.subtree_peak_live_bytes, Some(100));
@@ -35,7 +33,7 @@ fn allocations_before_the_span_are_not_its_own() {
     ev.push(alloc(5, "old", 500).ev());
     ev.push(alloc(12, "new", 7).span("late").ev());
     ev.push(free(15, "old").ev());
-    let d = doc(ev);
+    let d = document(ev);
     let n = node_memory_metrics(&d, None);
     assert_eq!(n.spans[0].subtree_peak_live_bytes, Some(7));
     assert_eq!(n.spans[0].subtree_residual_bytes, Some(7));
@@ -53,18 +51,21 @@ fn partial_coverage_leaves_unobserved_spans_unknown_complete_makes_them_zero() {
         ev
     };
     for coverage in [None, Some(CoverageLevel::Partial)] {
-        let n = node_memory_metrics(&doc_with(coverage, events()), None);
+        let n = node_memory_metrics(&document_with(coverage, events()), None);
         assert_eq!(n.spans[1].direct_allocated_bytes, Some(40));
         assert_eq!(n.spans[2].direct_allocated_bytes, None);
         assert_eq!(n.spans[2].subtree_peak_live_bytes, None);
         assert_eq!(n.spans[2].subtree_residual_bytes, None);
     }
-    let n = node_memory_metrics(&doc_with(Some(CoverageLevel::Complete), events()), None);
+    let n = node_memory_metrics(
+        &document_with(Some(CoverageLevel::Complete), events()),
+        None,
+    );
     assert_eq!(n.spans[2].direct_allocated_bytes, Some(0));
     assert_eq!(n.spans[2].subtree_peak_live_bytes, Some(0));
     assert_eq!(n.spans[2].subtree_residual_bytes, Some(0));
     // Complete coverage and no memory events at all: still known zeros.
-    let d = doc_with(Some(CoverageLevel::Complete), span("s", None, 0, 5, None));
+    let d = document_with(Some(CoverageLevel::Complete), span("s", None, 0, 5, None));
     let n = node_memory_metrics(&d, None);
     assert_eq!(n.spans[0].subtree_peak_live_bytes, Some(0));
 }
@@ -73,13 +74,13 @@ fn partial_coverage_leaves_unobserved_spans_unknown_complete_makes_them_zero() {
 fn ambiguous_op_names_stay_at_span_level() {
     let mut ev = Vec::new();
     ev.extend(span("root", None, 0, 100, None));
-    ev.push(op("root", "matmul", 10, 2));
-    ev.push(op("root", "add", 20, 2));
-    ev.push(op("root", "add", 30, 2));
+    ev.push(op("root", "matmul", 10, 2).ev());
+    ev.push(op("root", "add", 20, 2).ev());
+    ev.push(op("root", "add", 30, 2).ev());
     ev.push(alloc(11, "m", 64).span("root").op("matmul").ev());
     ev.push(alloc(21, "x", 32).span("root").op("add").ev());
     for coverage in [None, Some(CoverageLevel::Complete)] {
-        let d = doc_with(coverage, ev.clone());
+        let d = document_with(coverage, ev.clone());
         let n = node_memory_metrics(&d, None);
         assert_eq!(n.ops[0].direct_allocated_bytes, Some(64));
         assert_eq!(n.ops[1].direct_allocated_bytes, None);
@@ -93,7 +94,7 @@ fn ambiguous_op_names_stay_at_span_level() {
 
 #[test]
 fn open_span_runs_to_the_end_and_has_no_residual() {
-    let d = doc([
+    let d = document([
         span_start("open", None, 0, Some(Pass::Forward)),
         alloc(3, "a", 10).span("open").ev(),
         alloc(4, "b", 20).span("open").ev(),
@@ -112,7 +113,7 @@ fn pre_existing_storages_are_no_node_s_allocation() {
     ev.extend(span("root", None, 0, 10, None));
     ev.push(alloc(0, "w", 1000).span("root").pre().ev());
     ev.push(alloc(1, "a", 1).span("root").ev());
-    let d = doc(ev);
+    let d = document(ev);
     let n = node_memory_metrics(&d, None);
     assert_eq!(n.spans[0].direct_allocated_bytes, Some(1));
     assert_eq!(n.spans[0].subtree_peak_live_bytes, Some(1));

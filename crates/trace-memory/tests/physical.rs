@@ -1,15 +1,13 @@
 //! The physical plane: kept apart, unknowns stay unknown, logical-vs-physical comparison.
 
-mod common;
-
-use common::*;
 use trace_memory::{analyze_memory, physical::CPU_RATIO_NOTE};
+use trace_testkit::*;
 
 #[test]
 fn physical_only_samples_form_their_own_plane() {
-    let d = doc([
-        sample(10, "cuda:0", Some(100), Some(900), None, Some(1000)),
-        sample(20, "cuda:0", Some(300), Some(700), Some(400), Some(1000)),
+    let d = document([
+        device_memory(10, "cuda:0", Some(100), Some(900), None, Some(1000)),
+        device_memory(20, "cuda:0", Some(300), Some(700), Some(400), Some(1000)),
     ]);
     let p = analyze_memory(&d);
     assert!(p.logical.is_none());
@@ -38,7 +36,7 @@ fn physical_only_samples_form_their_own_plane() {
 
 #[test]
 fn physical_unknowns_are_never_derived() {
-    let d = doc([sample(10, "cuda:0", None, None, Some(400), None)]);
+    let d = document([device_memory(10, "cuda:0", None, None, Some(400), None)]);
     let s = &analyze_memory(&d).physical.unwrap().by_device[0];
     assert_eq!(
         (
@@ -57,14 +55,14 @@ fn physical_unknowns_are_never_derived() {
 
 #[test]
 fn logical_vs_physical_cache_and_coverage_ratio() {
-    let d = doc([
+    let d = document([
         alloc(1, "a", 100).dev("cuda:0").ev(),
-        sample(2, "cuda:0", Some(400), None, Some(512), None),
+        device_memory(2, "cuda:0", Some(400), None, Some(512), None),
         alloc(3, "b", 200).dev("cuda:0").ev(),
-        sample(3, "cuda:0", Some(500), None, Some(512), None),
+        device_memory(3, "cuda:0", Some(500), None, Some(512), None),
         free(4, "a").dev("cuda:0").ev(),
-        sample(5, "cuda:0", Some(450), None, Some(1024), None),
-        sample(6, "cuda:1", Some(1), None, Some(2), None),
+        device_memory(5, "cuda:0", Some(450), None, Some(1024), None),
+        device_memory(6, "cuda:1", Some(1), None, Some(2), None),
     ]);
     let ph = analyze_memory(&d).physical.unwrap();
     let c0 = &ph.by_device[0];
@@ -92,9 +90,9 @@ fn logical_vs_physical_cache_and_coverage_ratio() {
 
 #[test]
 fn cpu_ratio_carries_its_caveat() {
-    let d = doc([
+    let d = document([
         alloc(1, "a", 100).ev(),
-        sample(2, "cpu", Some(1000), None, None, None),
+        device_memory(2, "cpu", Some(1000), None, None, None),
     ]);
     let ph = analyze_memory(&d).physical.unwrap();
     let cmp = ph.by_device[0].logical_comparison.as_ref().unwrap();

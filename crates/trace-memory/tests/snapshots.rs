@@ -1,10 +1,8 @@
 //! insta snapshots of full profiles for small hand-written traces (reviewed by hand).
 
-mod common;
-
-use common::*;
 use trace_memory::{analyze_memory, node_memory_metrics};
 use trace_schema::{CoverageLevel, MemoryAction, MemoryCategory, Pass};
+use trace_testkit::*;
 
 /// One training step on cuda:0 with a parameter, activations, a gradient and optimizer state,
 /// an alias, a pre-existing buffer, and device samples.
@@ -14,8 +12,8 @@ fn training_step() -> trace_schema::TraceDocument {
     ev.extend(span("fwd", Some("step"), 10, 40, Some(Pass::Forward)));
     ev.extend(span("bwd", Some("step"), 40, 70, Some(Pass::Backward)));
     ev.extend(span("opt", Some("step"), 70, 95, Some(Pass::Optimizer)));
-    ev.push(op("fwd", "matmul", 12, 3));
-    ev.push(op("fwd", "relu", 20, 2));
+    ev.push(op("fwd", "matmul", 12, 3).ev());
+    ev.push(op("fwd", "relu", 20, 2).ev());
     let d = "cuda:0";
     ev.push(
         alloc(0, "w", 4096)
@@ -49,7 +47,7 @@ fn training_step() -> trace_schema::TraceDocument {
             .ev(),
     );
     ev.push(free(90, "g").dev(d).span("opt").ev());
-    ev.push(sample(
+    ev.push(device_memory(
         30,
         d,
         Some(10_000),
@@ -57,7 +55,7 @@ fn training_step() -> trace_schema::TraceDocument {
         Some(12_288),
         Some(100_000),
     ));
-    ev.push(sample(
+    ev.push(device_memory(
         80,
         d,
         Some(20_000),
@@ -65,7 +63,7 @@ fn training_step() -> trace_schema::TraceDocument {
         Some(20_480),
         Some(100_000),
     ));
-    doc_with(Some(CoverageLevel::Complete), ev)
+    document_with(Some(CoverageLevel::Complete), ev)
 }
 
 #[test]
@@ -130,7 +128,7 @@ fn training_step_profile() {
 /// devices.
 #[test]
 fn legacy_identity_and_warnings_profile() {
-    let d = doc([
+    let d = document([
         alloc(1, "_", 10).no_storage().tensor("a").dev("cpu").ev(),
         alloc(1, "_", 30)
             .no_storage()

@@ -1,14 +1,12 @@
 //! The change-list timeline (one entry per changing event) and its time-spaced display series.
 
-mod common;
-
-use common::*;
 use trace_memory::analyze_memory;
 use trace_schema::MemoryCategory;
+use trace_testkit::*;
 
 #[test]
 fn change_list_has_one_entry_per_changing_event() {
-    let d = doc([
+    let d = document([
         alloc(1, "a", 10).ev(),
         alloc(1, "b", 5).cat(MemoryCategory::Gradient).ev(),
         alloc(1, "c", 1).ev(),
@@ -68,7 +66,7 @@ fn display_series_keeps_a_one_event_spike_and_is_spaced_by_time() {
     }
     ev.push(alloc(505, "spike", 1_000_000).ev());
     ev.push(free(506, "spike").ev());
-    let l = analyze_memory(&doc(ev)).logical.unwrap();
+    let l = analyze_memory(&document(ev)).logical.unwrap();
     let peak = l.peak.as_ref().unwrap();
     assert_eq!((peak.timestamp_ns, peak.live_bytes), (505, 1_000_051));
     for points in [1, 2, 3, 7, 10, 50] {
@@ -112,7 +110,7 @@ fn display_series_starts_at_the_measured_region_with_the_value_carried_into_it()
     ev.push(alloc(1500, "a", 100).span("root").ev());
     ev.push(free(1600, "a").span("root").ev());
     ev.push(alloc(1999, "b", 10).span("root").ev());
-    let l = analyze_memory(&doc(ev)).logical.unwrap();
+    let l = analyze_memory(&document(ev)).logical.unwrap();
     assert_eq!(l.time_origin_ns, 1000);
     let s = l.display_timeline(4, None).unwrap();
     // [1000, 1999] in 4 buckets of 250 ns.
@@ -137,7 +135,7 @@ fn display_series_starts_at_the_measured_region_with_the_value_carried_into_it()
 
 #[test]
 fn live_allocations_at_rebuilds_the_ranked_live_set() {
-    let d = doc([
+    let d = document([
         alloc(1, "a", 10).ev(),
         alloc(2, "b", 30).ev(),
         alloc(2, "c", 30).ev(),

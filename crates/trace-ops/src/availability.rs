@@ -19,7 +19,12 @@ use serde::Serialize;
 use trace_format::duration;
 use trace_schema::{ContractField, CoverageLevel, TraceDocument};
 
-use crate::profile::Unavailable;
+/// Why a trace has no operation profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unavailable {
+    /// The reason (`not captured`, the producer's own reason).
+    pub reason: String,
+}
 
 /// The dropped share above which the estimate is flagged biased: 5% of all samples (kept and
 /// dropped). Dropped samples could all belong to one row, moving its share by up to their

@@ -173,6 +173,7 @@ pub fn classify_roles(frames: &[&FrameEvent], roles: &[FrameRole]) -> StackClass
                 }
             }
         };
+        let op = custom_op_arm(&op, &frames[..b]).unwrap_or(op);
         return StackClass {
             op,
             kind: OpKind::BackwardOp,
@@ -221,6 +222,28 @@ pub fn classify_roles(frames: &[&FrameEvent], roles: &[FrameRole]) -> StackClass
     }
 }
 
+/// A custom op's arm (`custom_op1.backward`) named by the candle-nn op whose `bwd` runs inside
+/// it ([`rules::NN_CUSTOM_OP_ARMS`]: `<candle_nn::ops::Sigmoid as …CustomOp1>::bwd` →
+/// `sigmoid.backward`): the arm alone cannot tell candle-nn's fused ops from a user's own
+/// custom op, which keeps `custom_opN.backward`. `inside` are the frames inside the backward
+/// frame.
+fn custom_op_arm(op: &str, inside: &[&FrameEvent]) -> Option<String> {
+    if !(op.starts_with("custom_op") && op.ends_with(".backward")) {
+        return None;
+    }
+    inside.iter().find_map(|f| {
+        let name = FnName::parse(f.function.as_deref()?);
+        if name.method() != "bwd" {
+            return None;
+        }
+        let (ty, _) = name.self_type()?;
+        rules::NN_CUSTOM_OP_ARMS
+            .iter()
+            .find(|(t, _)| *t == ty)
+            .map(|(_, arm)| arm.to_string())
+    })
+}
+
 /// A frame's function path without closures and generic arguments, a trait method named by
 /// its type (`<candle_nn::optim::AdamW as candle_nn::optim::Optimizer>::step` →
 /// `candle_nn::optim::AdamW::step`); its address when it has no name.
@@ -266,7 +289,7 @@ fn stack_module(frames: &[&FrameEvent], roles: &[FrameRole]) -> Option<String> {
         let ty = ty.split('<').next().unwrap_or(&ty);
         if !ty.contains("::")
             || ty.starts_with("candle_core::")
-            || ty.starts_with(rules::PROBE_CRATE)
+            || rules::PROBE_CRATES.iter().any(|c| ty.starts_with(c))
         {
             continue;
         }
@@ -507,5 +530,72 @@ mod tests {
             (opt.kind, opt.op.as_str()),
             (OpKind::NonOp, "candle_nn::optim::AdamW::step")
         );
+    }
+
+    #[test]
+    fn layers_without_an_op_module_are_one_op_and_sigmoid_names_its_arm() {
+        let bwd = f(
+            "candle_core::backprop::<impl candle_core::tensor::Tensor>::backward",
+            &format!("{CORE}/backprop.rs"),
+            665,
+        );
+        let main = f("conformance::train_step", "", 0);
+        let matmul = f(
+            "candle_core::tensor::Tensor::matmul",
+            &format!("{CORE}/tensor.rs"),
+            1250,
+        );
+        // the GRU's step encloses its matmuls: the op is the layer's, as aten::gru is one op
+        let step = f(
+            "<candle_nn::rnn::GRU as candle_nn::rnn::RNN>::step",
+            &format!("{NN}/rnn.rs"),
+            370,
+        );
+        let seq = f("candle_nn::rnn::RNN::seq_init", &format!("{NN}/rnn.rs"), 36);
+        let c = class(&[matmul.clone(), step, seq, main.clone()]);
+        assert_eq!((c.kind, c.op.as_str()), (OpKind::Op, "rnn_seq"));
+        assert_eq!(c.inner_op.as_deref(), Some("matmul"));
+        let bn = f(
+            "candle_nn::batch_norm::BatchNorm::forward_train",
+            &format!("{NN}/batch_norm.rs"),
+            227,
+        );
+        let sub = f(
+            "candle_core::tensor::Tensor::broadcast_sub",
+            &format!("{CORE}/tensor.rs"),
+            621,
+        );
+        let c = class(&[sub, bn, main.clone()]);
+        assert_eq!((c.kind, c.op.as_str()), (OpKind::Op, "batch_norm"));
+        // a short (inlined) name in the layer's file names it too
+        let short = f("forward_train", &format!("{NN}/batch_norm.rs"), 227);
+        assert_eq!(class(&[short, main.clone()]).op, "batch_norm");
+        // a hash suffix does not hide the layer
+        assert_eq!(
+            crate::rules::layer_op("candle_core::variable::Var::set::h0123456789abcdef"),
+            Some("var_set")
+        );
+        assert_eq!(
+            crate::rules::layer_op("candle_core::variable::Var::set_x"),
+            None
+        );
+        // the custom-op arm with candle-nn's Sigmoid::bwd inside is sigmoid's backward
+        let sig = f(
+            "<candle_nn::ops::Sigmoid as candle_core::custom_op::CustomOp1>::bwd",
+            &format!("{NN}/ops.rs"),
+            210,
+        );
+        let c = class(&[sig, bwd.clone(), main.clone()]);
+        assert_eq!(
+            (c.kind, c.op.as_str()),
+            (OpKind::BackwardOp, "sigmoid.backward")
+        );
+        // another custom op's bwd (a user's) keeps the arm's name
+        let mine = f(
+            "<my_crate::MyOp as candle_core::custom_op::CustomOp1>::bwd",
+            "",
+            0,
+        );
+        assert_eq!(class(&[mine, bwd, main]).op, "custom_op1.backward");
     }
 }

@@ -265,6 +265,8 @@ struct Raw {
     children: Vec<u32>,
 }
 
+/// One group's tree: the stacks grown into keyed nodes, then bounded by
+/// [`FlameOptions`] (small siblings merged into one [`OTHER`] child).
 fn build(
     doc: &TraceDocument,
     profile: &OpProfile,
@@ -274,8 +276,31 @@ fn build(
     stacks: &[(u32, u64)],
     options: &FlameOptions,
 ) -> FlameTree {
-    let table = &doc.samples;
+    let (raw, samples) = grow(doc, profile, roles, name_of, anchor, stacks);
+    let threshold = keep_threshold(&raw, samples, options);
     let root_name = pass.map_or("all", |p| p.as_str()).to_string();
+    let (nodes, merged) = keep(&raw, names, threshold, root_name);
+    FlameTree {
+        thread,
+        pass,
+        samples,
+        nodes,
+        merged_nodes: merged,
+        rooted_at: None,
+    }
+}
+
+/// The stacks (id, weight) of one group as a tree of keyed nodes (node 0 the root), each
+/// from the step frame `anchor`'s outermost occurrence when it has one; and their samples.
+fn grow(
+    doc: &TraceDocument,
+    profile: &OpProfile,
+    roles: &[FrameRole],
+    name_of: &[u32],
+    anchor: Option<u32>,
+    stacks: &[(u32, u64)],
+) -> (Vec<Raw>, u64) {
+    let table = &doc.samples;
     let mut raw = vec![Raw {
         name: u32::MAX,
         label: None,
@@ -332,7 +357,12 @@ fn build(
         }
         raw[node as usize].self_samples += w;
     }
-    // the bound: a threshold from the share, raised until at most max_nodes nodes pass it
+    (raw, samples)
+}
+
+/// The bound: a threshold on a node's total samples from the share, raised until at most
+/// `max_nodes` nodes pass it (`u64::MAX`, none, when `max_nodes` is 0).
+fn keep_threshold(raw: &[Raw], samples: u64, options: &FlameOptions) -> u64 {
     let mut threshold = ((options.min_share * samples as f64).ceil() as u64).max(1);
     let n_nodes = raw.len() - 1;
     if n_nodes > options.max_nodes && options.max_nodes > 0 {
@@ -351,6 +381,12 @@ fn build(
     if options.max_nodes == 0 {
         threshold = u64::MAX;
     }
+    threshold
+}
+
+/// The nodes at or over `threshold`, copied breadth first with small siblings merged into one
+/// [`OTHER`] child; and how many nodes were merged away.
+fn keep(raw: &[Raw], names: &[String], threshold: u64, root_name: String) -> (Vec<FlameNode>, u64) {
     // copy the kept nodes breadth first, small siblings merged into one OTHER child
     let mut nodes = vec![FlameNode {
         name: root_name,
@@ -380,7 +416,7 @@ fn build(
             let kr = &raw[k as usize];
             if kr.total < threshold {
                 other += kr.total;
-                merged += 1 + subtree_size(&raw, k);
+                merged += 1 + subtree_size(raw, k);
                 continue;
             }
             let i = nodes.len() as u32;
@@ -412,14 +448,7 @@ fn build(
             nodes[out as usize].children.push(i);
         }
     }
-    FlameTree {
-        thread,
-        pass,
-        samples,
-        nodes,
-        merged_nodes: merged,
-        rooted_at: None,
-    }
+    (nodes, merged)
 }
 
 /// Nodes below `r` (not counting it), by an explicit stack.

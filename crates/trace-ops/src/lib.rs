@@ -57,8 +57,10 @@ pub mod measured;
 mod modules;
 pub mod names;
 pub mod profile;
+mod profile_build;
 pub mod roles;
 pub mod rules;
+mod shared_steps;
 pub mod sites;
 
 pub use availability::{unavailable, Dropped, BIASED_SHARE};
@@ -71,4 +73,4 @@ pub use profile::{
     SampleTotals, SortBy, ThreadTotals, Unavailable, FEW_SAMPLES,
 };
 pub use roles::{Framework, Role, RoleMap, RoleMapError, SideOp, SideOps, TimeSource, PROBE_OP};
-pub use sites::{SiteOpRow, SiteProfile, SiteTotals, StorageLabel, StorageOp};
+pub use sites::{SiteOpRow, SitePass, SiteProfile, SiteTotals, StorageLabel, StorageOp};

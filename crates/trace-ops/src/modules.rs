@@ -5,8 +5,29 @@
 
 use std::collections::HashMap;
 
+use serde::Serialize;
 use trace_memory::SpanIndex;
 use trace_schema::{Pass, Sym, TraceDocument};
+
+/// Where a row's module comes from.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, strum::IntoStaticStr,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum ModuleSource {
+    /// A module span around the sample (the probe's or the model's).
+    Span,
+    /// The stack's `forward` frames of model types (no module span).
+    Stack,
+}
+
+impl ModuleSource {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
 
 /// Interned module names and the module of every span.
 #[derive(Debug, Default)]

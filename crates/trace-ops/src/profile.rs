@@ -15,41 +15,20 @@
 //!   else the stack's model `forward` frames (`module_source: stack`), else none;
 //! - pass: the pass of the sample's span (its own or an ancestor's).
 
-use std::collections::BTreeMap;
-
 use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 use trace_memory::SpanIndex;
-use trace_schema::{FrameEvent, Pass, SymbolQuality, TraceDocument};
+use trace_schema::{Pass, SymbolQuality, TraceDocument};
 
-use crate::availability::{cut_before_account, no_sample_in_region, unavailable, Dropped};
-use crate::classify::{classify_roles, function_path, OpKind, StackClass};
+use crate::availability::Dropped;
+pub use crate::availability::Unavailable;
+use crate::classify::{OpKind, StackClass};
 use crate::interval::Share;
-use crate::rules::FrameRole;
+pub use crate::modules::ModuleSource;
 
 /// A profile of fewer samples than this (on a thread) is flagged "few samples": too few to
 /// rank ops (issue 27: the demo's 12 ms step at 1 kHz gives ~12).
 pub const FEW_SAMPLES: u64 = 100;
-
-/// Where a row's module comes from.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, strum::IntoStaticStr,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum ModuleSource {
-    /// A module span around the sample (the probe's or the model's).
-    Span,
-    /// The stack's `forward` frames of model types (no module span).
-    Stack,
-}
-
-impl ModuleSource {
-    /// The snake_case name.
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-}
 
 /// How rows are grouped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, strum::IntoStaticStr)]
@@ -219,13 +198,6 @@ pub struct FileIoRow {
     pub op_samples: u64,
 }
 
-/// Why a trace has no operation profile.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Unavailable {
-    /// The reason (`not captured`, the producer's own reason).
-    pub reason: String,
-}
-
 /// The sampled operations of one trace.
 #[derive(Debug, Clone)]
 pub struct OpProfile {
@@ -239,13 +211,13 @@ pub struct OpProfile {
     pub stack_classes: Vec<StackClass>,
     /// Per sample (index into `doc.samples.samples`): its row in `rows`, `None` outside the
     /// measured region.
-    sample_rows: Vec<Option<u32>>,
+    pub(crate) sample_rows: Vec<Option<u32>>,
     /// Per sample: its pass (for flame trees), `None` outside a pass.
-    sample_passes: Vec<Option<Pass>>,
+    pub(crate) sample_passes: Vec<Option<Pass>>,
 }
 
 /// A file-I/O group: thread, op, path from the op, I/O function.
-type IoKey = (u64, String, Vec<String>, String);
+pub(crate) type IoKey = (u64, String, Vec<String>, String);
 
 /// Pass order for sorting: forward, backward, optimizer, none.
 pub(crate) fn pass_rank(p: Option<Pass>) -> u8 {
@@ -265,268 +237,6 @@ impl OpProfile {
     /// one.
     pub fn from_document(doc: &TraceDocument) -> Result<Self, Unavailable> {
         Self::from_document_with(doc, &SpanIndex::build(doc))
-    }
-
-    /// [`Self::from_document`] with the span hierarchy already resolved.
-    ///
-    /// # Errors
-    /// As [`Self::from_document`].
-    pub fn from_document_with(doc: &TraceDocument, spans: &SpanIndex) -> Result<Self, Unavailable> {
-        let table = &doc.samples;
-        if table.samples.is_empty() {
-            return Err(unavailable(doc));
-        }
-        if let Some(why) = cut_before_account(doc) {
-            return Err(Unavailable { reason: why });
-        }
-        // every frame's role once, then every stack's class
-        let roles: Vec<FrameRole> = table.frames.iter().map(FrameRole::of).collect();
-        let mut stack_classes = Vec::with_capacity(table.stacks.len());
-        let mut frames_buf: Vec<&FrameEvent> = Vec::new();
-        let mut roles_buf: Vec<FrameRole> = Vec::new();
-        for s in &table.stacks {
-            frames_buf.clear();
-            roles_buf.clear();
-            for &f in s.frames.iter() {
-                frames_buf.push(&table.frames[f as usize]);
-                roles_buf.push(roles[f as usize].clone());
-            }
-            stack_classes.push(classify_roles(&frames_buf, &roles_buf));
-        }
-        // per stack: the file-I/O path, interned
-        let io_paths: Vec<Option<(Vec<String>, String)>> = table
-            .stacks
-            .iter()
-            .zip(&stack_classes)
-            .map(|(s, c)| {
-                let &io = c.file_io_frames.last()?;
-                let op_frame = c.op_frame?;
-                let frame = |i: usize| &table.frames[s.frames[i] as usize];
-                let mut via: Vec<String> = ((io + 1)..op_frame)
-                    .rev()
-                    .filter(|&i| roles[s.frames[i] as usize] == FrameRole::Other)
-                    .map(|i| function_path(frame(i)))
-                    .collect();
-                via.dedup();
-                Some((via, function_path(frame(c.file_io_frames[0]))))
-            })
-            .collect();
-
-        let region = spans
-            .measured_region(doc)
-            .and_then(|(s, e)| e.map(|e| (s, e)));
-        let sampler = table.sampler.as_ref();
-        let mut modules = crate::modules::Modules::new(doc, spans);
-        let stack_module_ids: Vec<Option<u32>> = stack_classes
-            .iter()
-            .map(|c| c.stack_module.as_deref().map(|m| modules.intern(m)))
-            .collect();
-
-        // rows key on the op's name and kind, not the stack: distinct stacks of one op merge
-        let mut op_names: Vec<(String, OpKind)> = Vec::new();
-        let mut op_index: HashMap<(&str, OpKind), u32> = HashMap::default();
-        let op_ids: Vec<u32> = stack_classes
-            .iter()
-            .map(|c| {
-                *op_index.entry((c.op.as_str(), c.kind)).or_insert_with(|| {
-                    op_names.push((c.op.clone(), c.kind));
-                    (op_names.len() - 1) as u32
-                })
-            })
-            .collect();
-        type Key = (u64, u32, Option<Pass>, Option<u32>, Option<ModuleSource>);
-        let mut row_of: HashMap<Key, u32> = HashMap::default();
-        let mut keys: Vec<Key> = Vec::new();
-        let mut counts: Vec<u64> = Vec::new();
-        let mut inner_counts: HashMap<(u32, u32), u64> = HashMap::default();
-        let mut thread_counts: BTreeMap<u64, u64> = BTreeMap::new();
-        let mut io_counts: HashMap<(u64, u32), u64> = HashMap::default();
-        let mut sample_rows = Vec::with_capacity(table.samples.len());
-        let mut sample_passes = Vec::with_capacity(table.samples.len());
-        let mut outside = 0u64;
-        let mut backward_line_unknown = 0u64;
-        for sample in &table.samples {
-            let (pass, span_module) = match sample.span {
-                Some(sym) => modules.of(doc, spans, sym),
-                None => (None, None),
-            };
-            sample_passes.push(pass);
-            let inside = match region {
-                Some((s, e)) => s <= sample.timestamp_ns && sample.timestamp_ns < e,
-                None => true,
-            };
-            if !inside {
-                outside += 1;
-                sample_rows.push(None);
-                continue;
-            }
-            let stack = sample.stack as usize;
-            let class = &stack_classes[stack];
-            if class.backward_line_unknown {
-                backward_line_unknown += 1;
-            }
-            let (module, source) = match (span_module, stack_module_ids[stack]) {
-                (Some(m), _) => (Some(m), Some(ModuleSource::Span)),
-                (None, Some(m)) => (Some(m), Some(ModuleSource::Stack)),
-                (None, None) => (None, None),
-            };
-            let key: Key = (sample.thread, op_ids[stack], pass, module, source);
-            let next = keys.len() as u32;
-            let row = *row_of.entry(key).or_insert_with(|| {
-                keys.push(key);
-                counts.push(0);
-                next
-            });
-            counts[row as usize] += 1;
-            if class.inner_op.is_some() {
-                *inner_counts.entry((row, sample.stack)).or_insert(0) += 1;
-            }
-            *thread_counts.entry(sample.thread).or_insert(0) += 1;
-            if io_paths[stack].is_some() {
-                *io_counts.entry((sample.thread, sample.stack)).or_insert(0) += 1;
-            }
-            sample_rows.push(Some(row));
-        }
-
-        // thread totals
-        let threads: Vec<ThreadTotals> = thread_counts
-            .iter()
-            .map(|(&thread, &samples)| {
-                let st = sampler.and_then(|s| s.threads.iter().find(|t| t.thread == thread));
-                ThreadTotals {
-                    thread,
-                    name: st.and_then(|t| t.name.clone()),
-                    samples,
-                    region_ns: match region {
-                        Some((s, e)) => Some(e - s),
-                        None => st.map(|t| t.end_ns.saturating_sub(t.start_ns)),
-                    },
-                    lost: st.map(|t| t.lost_overrun.saturating_add(t.lost_buffer)),
-                }
-            })
-            .collect();
-        let thread_of = |t: u64| threads.iter().find(|x| x.thread == t);
-
-        // the most frequent inner op per row (linear in the (row, stack) pairs)
-        let mut inner_best: HashMap<u32, (u64, &str)> = HashMap::default();
-        let mut inner_by_name: HashMap<(u32, &str), u64> = HashMap::default();
-        for (&(row, stack), &n) in &inner_counts {
-            if let Some(inner) = stack_classes[stack as usize].inner_op.as_deref() {
-                *inner_by_name.entry((row, inner)).or_insert(0) += n;
-            }
-        }
-        for (&(row, name), &n) in &inner_by_name {
-            let e = inner_best.entry(row).or_insert((0, name));
-            if n > e.0 || (n == e.0 && name < e.1) {
-                *e = (n, name);
-            }
-        }
-
-        let mut rows: Vec<OpRow> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, &(thread, op, pass, module, source))| {
-                let (name, kind) = &op_names[op as usize];
-                let t = thread_of(thread);
-                let mut row = make_row(counts[i], t);
-                row.op = Some(name.clone());
-                row.kind = Some(*kind);
-                row.pass = pass;
-                row.module = module.map(|m| modules.names[m as usize].clone());
-                row.module_source = source;
-                row.inner_op = inner_best
-                    .get(&(i as u32))
-                    .map(|&(_, n)| n.to_string())
-                    .filter(|n| Some(n.as_str()) != row.op.as_deref());
-                row
-            })
-            .collect();
-        // sort, remembering where each row went for the per-sample index
-        let mut order: Vec<u32> = (0..rows.len() as u32).collect();
-        order.sort_by(|&a, &b| cmp_rows(&rows[a as usize], &rows[b as usize], SortBy::Samples));
-        let mut new_index = vec![0u32; rows.len()];
-        for (new, &old) in order.iter().enumerate() {
-            new_index[old as usize] = new as u32;
-        }
-        let mut slots: Vec<Option<OpRow>> = rows.drain(..).map(Some).collect();
-        let rows: Vec<OpRow> = order
-            .iter()
-            .map(|&o| slots[o as usize].take().expect("each row once"))
-            .collect();
-        for r in sample_rows.iter_mut().flatten() {
-            *r = new_index[*r as usize];
-        }
-
-        // file I/O per (thread, op, path)
-        let mut io_rows: HashMap<IoKey, (OpKind, u64)> = HashMap::default();
-        for (&(thread, stack), &n) in &io_counts {
-            let class = &stack_classes[stack as usize];
-            let (via, io) = io_paths[stack as usize]
-                .clone()
-                .expect("counted only with a path");
-            io_rows
-                .entry((thread, class.op.clone(), via, io))
-                .or_insert((class.kind, 0))
-                .1 += n;
-        }
-        let mut op_samples: HashMap<(u64, &str), u64> = HashMap::default();
-        for r in &rows {
-            if let Some(op) = r.op.as_deref() {
-                *op_samples.entry((r.thread, op)).or_insert(0) += r.samples;
-            }
-        }
-        let mut file_io: Vec<FileIoRow> = io_rows
-            .into_iter()
-            .map(|((thread, op, via, io_function), (kind, samples))| {
-                let n = thread_of(thread).map_or(0, |t| t.samples);
-                let op_samples = op_samples.get(&(thread, op.as_str())).copied().unwrap_or(0);
-                FileIoRow {
-                    share: Share::of(samples, n).expect("a counted sample makes n > 0"),
-                    op,
-                    kind,
-                    thread,
-                    via,
-                    io_function,
-                    samples,
-                    op_samples,
-                }
-            })
-            .collect();
-        file_io.sort_by(|a, b| {
-            b.samples
-                .cmp(&a.samples)
-                .then_with(|| a.op.cmp(&b.op))
-                .then_with(|| a.via.cmp(&b.via))
-        });
-
-        let counted = sample_rows.iter().filter(|r| r.is_some()).count() as u64;
-        if counted == 0 {
-            return Err(no_sample_in_region(doc, region, outside));
-        }
-        let dropped = Dropped::of(doc);
-        let totals = SampleTotals {
-            samples: table.samples.len() as u64,
-            counted,
-            outside_region: outside,
-            lost: sampler.map(|s| s.lost()),
-            hz: sampler.map(|s| s.hz),
-            period_ns: sampler.map(|s| s.period_ns),
-            unwinder: sampler.map(|s| s.unwinder.clone()),
-            symbols: sampler.map(|s| s.symbols),
-            region,
-            few_samples: threads.iter().any(|t| t.samples < FEW_SAMPLES) || threads.is_empty(),
-            threads,
-            backward_line_unknown,
-            dropped,
-        };
-        Ok(Self {
-            totals,
-            rows,
-            file_io,
-            stack_classes,
-            sample_rows,
-            sample_passes,
-        })
     }
 
     /// The row a sample (index into `doc.samples.samples`) is counted in; `None` outside the
@@ -711,7 +421,7 @@ impl OpProfile {
 }
 
 /// A row of `samples` of thread `t` with its share, interval and estimate.
-fn make_row(samples: u64, t: Option<&ThreadTotals>) -> OpRow {
+pub(crate) fn make_row(samples: u64, t: Option<&ThreadTotals>) -> OpRow {
     let n = t.map_or(0, |t| t.samples);
     let share = Share::of(samples, n);
     let est = match (share, t.and_then(|t| t.region_ns)) {

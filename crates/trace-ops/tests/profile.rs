@@ -37,7 +37,8 @@ fn rows_totals_and_per_sample_attribution() {
         ("softmax_last_dim", OpKind::Op, 20),
         ("custom_op1.backward", OpKind::BackwardOp, 15),
         ("cross_entropy", OpKind::Op, 5),
-        ("trace_probe::alloc::Tracking::alloc", OpKind::Probe, 5),
+        // the probe's functions: one `(probe)` row
+        (trace_ops::PROBE_OP, OpKind::Probe, 5),
         ("candle_nn::optim::AdamW::step", OpKind::NonOp, 5),
     ] {
         let r = find(op);

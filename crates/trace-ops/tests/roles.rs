@@ -3,7 +3,8 @@
 //! `BACKWARD_LINES`), in every pass, and the PyTorch names of the same work.
 
 use trace_ops::rules::{
-    candle_ops::CANDLE_OPS, generated, BACKWARD, GRAD_ACCUMULATE, NOT_OPS, SORT_NODES,
+    candle_ops::CANDLE_OPS, generated, BACKWARD, GRAD_ACCUMULATE, LAYER_OPS, NN_CUSTOM_OP_ARMS,
+    NOT_OPS, SORT_NODES,
 };
 use trace_ops::{Framework, RoleMap};
 use trace_schema::Pass;
@@ -55,8 +56,16 @@ fn every_candle_op_has_a_role_in_every_pass() {
             }
         }
     }
-    let backward = backward_names();
+    for l in LAYER_OPS {
+        for pass in PASSES {
+            if role(&map, Framework::Candle, pass, l.op).is_none() {
+                missing.push(format!("{} ({}) in {pass:?}", l.op, l.path));
+            }
+        }
+    }
+    let mut backward = backward_names();
     assert!(backward.len() > 50, "{} backward names", backward.len());
+    backward.extend(NN_CUSTOM_OP_ARMS.iter().map(|(_, arm)| arm.to_string()));
     for name in &backward {
         for pass in [Some(Pass::Backward), None] {
             if role(&map, Framework::Candle, pass, name).is_none() {
@@ -68,6 +77,45 @@ fn every_candle_op_has_a_role_in_every_pass() {
         missing.is_empty(),
         "ops without a role:\n{}",
         missing.join("\n")
+    );
+}
+
+#[test]
+fn layers_of_the_conformance_suite_pair_with_their_pytorch_ops() {
+    let map = RoleMap::builtin();
+    let fwd = Some(Pass::Forward);
+    let bwd = Some(Pass::Backward);
+    for (pass, candle, pytorch, expected) in [
+        (fwd, "gru", "aten::gru", "rnn"),
+        (fwd, "rnn_seq", "aten::lstm", "rnn"),
+        (fwd, "batch_norm", "aten::batch_norm", "norm"),
+        (
+            bwd,
+            "sigmoid.backward",
+            "autograd::engine::evaluate_function: SigmoidBackward0",
+            "activation.backward",
+        ),
+        (
+            bwd,
+            "narrow.backward",
+            "autograd::engine::evaluate_function: UnsafeSplitBackward0",
+            "layout.backward",
+        ),
+    ] {
+        assert_eq!(
+            role(&map, Framework::Candle, pass, candle),
+            Some(expected),
+            "{candle}"
+        );
+        assert_eq!(
+            role(&map, Framework::Pytorch, pass, pytorch),
+            Some(expected),
+            "{pytorch}"
+        );
+    }
+    assert_eq!(
+        role(&map, Framework::Candle, Some(Pass::Optimizer), "var_set"),
+        Some("variable write")
     );
 }
 

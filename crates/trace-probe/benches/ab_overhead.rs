@@ -365,7 +365,7 @@ fn main() -> Res<()> {
     };
     let (x, y) = batch(&d)?;
     let mut plain = Plain::new(&d)?;
-    trace_probe::storage::availability()
+    trace_probe::capture::availability()
         .calibration
         .map_err(|e| format!("allocator calibration: {e}"))?;
     let weights = VarMap::new();
@@ -469,7 +469,7 @@ fn main() -> Res<()> {
                     let (step, fin) = run.step(&x, &y)?;
                     total += step;
                     if variant == "captured" {
-                        let c = trace_probe::alloc::sites::counts();
+                        let c = trace_alloc::sites::counts();
                         site_walks.0 += c.captured;
                         site_walks.1 += c.capture_ns;
                         finish_sites.push(fin.thread * 1e3);
@@ -486,7 +486,7 @@ fn main() -> Res<()> {
         }
         Ok(total)
     };
-    let sampler_before = trace_probe::sampler::stats();
+    let sampler_before = trace_sampler::stats();
     // ratios[v][pair]: variant v over plain, same pair.
     let mut ratios: Vec<Vec<Cost>> = vec![Vec::new(); variants.len()];
     // over_captured[v][pair]: variant v over captured (sampling off), same pair.
@@ -524,7 +524,7 @@ fn main() -> Res<()> {
             tracked_over_untracked.push(cost[t].ratio(cost[u]));
         }
     }
-    let sampler_after = trace_probe::sampler::stats();
+    let sampler_after = trace_sampler::stats();
     println!(
         "MLP 784-{h}-{h}-10 batch 64 AdamW, tracking allocator installed, {pairs} rounds x {steps} steps per variant, \
          RAYON_NUM_THREADS={}, plain step median {:.2} ms thread CPU",
@@ -586,7 +586,7 @@ fn main() -> Res<()> {
             "captured / no_sites (the allocation sites alone)",
             &captured_over_no_sites,
         );
-        let walker = trace_probe::storage::last_summary()
+        let walker = trace_probe::capture::last_summary()
             .sites
             .map(|s| s.unwinder.wire_name())
             .unwrap_or("-");
@@ -667,7 +667,7 @@ fn parts(d: &Dims, weights: &VarMap, x: &Tensor, y: &Tensor, reps: usize) -> Res
         }
         span.push(t.since().thread * 1e6 / SPANS as f64);
         let t = Clocks::now();
-        let _ = trace_probe::device_mem::sample(
+        let _ = trace_probe::capture::device_memory_sample(
             &Device::Cpu,
             trace_probe::DeviceLabel::Cpu,
             session.now_ns(),

@@ -1,8 +1,12 @@
 //! Same-process paired A/B overhead of armed storage capture on real CPU training steps:
 //! blocks of steps alternate between disarmed and armed (order swapped every pair); the figure
 //! is the median of the per-pair wall-time ratios armed/disarmed, with their range. Armed means
-//! what a captured step does: the hook logs every allocation, the watch table and the drop
-//! signature run, the graph and gradients are registered and the ring is drained every step.
+//! the block's steps are the captured steps of a session (no sampling, no allocation sites, no
+//! tracking before the capture, writing to `std::io::sink()`; the session is built and finished
+//! outside the timed block): the hook logs every allocation, the watch table and the drop
+//! signature run, the ring is drained, the loss is a tensor fact. The plain `AdamW` is the
+//! same in both (no `ProbedOptimizer`: the graph and gradients are not registered, their
+//! storages are written from their drop signature).
 //!
 //! `cargo bench -p trace-probe --bench alloc_ab` (env: `AB_PAIRS`, default 10; `AB_STEPS`,
 //! default 20 steps per block; `AB_MODEL`: `mlp`, `tfm` or `both`).
@@ -11,23 +15,10 @@ use std::time::Instant;
 
 use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use trace_probe::alloc::Tracking;
-use trace_probe::storage::{self as capture, events::Attribution};
-use trace_schema::ExecutionStep as Pass;
+use trace_probe::{capture, MemoryCategory, ProfileRun, TraceSession, Tracking};
 
 #[global_allocator]
 static ALLOC: Tracking = Tracking::system();
-
-struct NoSpans;
-
-impl Attribution for NoSpans {
-    fn session_ns(&self, hook_ns: u64) -> u64 {
-        hook_ns
-    }
-    fn span_at(&self, _: u64, _: u64) -> (Option<String>, Option<Pass>) {
-        (None, None)
-    }
-}
 
 trait Model {
     fn loss(&self, step: u64) -> candle_core::Result<Tensor>;
@@ -95,34 +86,32 @@ impl Model for Tfm {
 }
 
 fn run_block(model: &dyn Model, opt: &mut AdamW, steps: u64, armed: bool) -> (f64, u64) {
+    let session = armed.then(|| {
+        let run = ProfileRun::training("alloc_ab", 1)
+            .capture_steps(1..=steps)
+            .track_pre_existing(false)
+            .sample_hz(0)
+            .alloc_site_threshold_bytes(0);
+        TraceSession::new(run, std::io::sink()).expect("session")
+    });
     let start = Instant::now();
-    if armed {
-        assert!(
-            capture::lock().begin(trace_probe::DeviceLabel::Cpu, 0),
-            "allocator available"
-        );
-    }
     for step in 0..steps {
+        let _step = session.as_ref().map(|s| s.step(step + 1));
         let loss = model.loss(step).expect("forward");
-        if armed {
-            capture::lock().register_graph(&loss);
+        if let Some(s) = &session {
+            s.tensor_as("loss", &loss, MemoryCategory::Activation);
         }
         let grads = loss.backward().expect("backward");
-        if armed {
-            capture::lock().register_grads(&grads, &[]);
-        }
         opt.step(&grads).expect("step");
         drop((grads, loss));
-        if armed {
-            let _ = capture::lock().drain(&NoSpans);
-        }
     }
+    let elapsed = start.elapsed().as_secs_f64();
     let mut calls = 0;
-    if armed {
-        let (_, summary) = capture::lock().end(&NoSpans);
-        calls = summary.armed_alloc_calls;
+    if let Some(s) = session {
+        s.finish().expect("finish");
+        calls = capture::last_summary().armed_alloc_calls;
     }
-    (start.elapsed().as_secs_f64(), calls)
+    (elapsed, calls)
 }
 
 fn measure(name: &str, model: &dyn Model, varmap: &VarMap, pairs: usize, steps: u64) {

@@ -1,6 +1,6 @@
 //! The one rule that infers a memory category when nobody declared one.
 
-use trace_schema::{ExecutionStep as Pass, MemoryCategory};
+use trace_wire::{ExecutionStep as Pass, MemoryCategory};
 
 /// The category of a tensor or storage nobody declared, from what it is and the pass (forward,
 /// backward, optimizer) it was created or recorded in: a `Var` is a parameter; anything created

@@ -2,7 +2,7 @@
 //!
 //! | device | field | source |
 //! |---|---|---|
-//! | CPU | `used_bytes` | live heap bytes through the tracking allocator, **absolute since process start** — only when it is installed in counting mode ([`crate::alloc::Tracking::counting`]); absent otherwise (a net-since-arming figure would not be "used bytes") |
+//! | CPU | `used_bytes` | live heap bytes through the tracking allocator, **absolute since process start**, less the symboliser's cache (the debug information the probe parses to name frames, kept for the process's life and measured around each resolution: [`trace_sampler::symbol_cache_bytes`]) and less what the probe's bundler threads hold ([`trace_alloc::probe_threads_heap_bytes`]: a bundle in the making, the run log) — only when it is installed in counting mode ([`crate::Tracking::counting`]); absent otherwise (a net-since-arming figure would not be "used bytes") |
 //! | CPU | `resident_bytes` | process RSS: `/proc/self/statm` field 2 × page size (Linux only) |
 //! | CUDA | `free_bytes`, `capacity_bytes` | `cuMemGetInfo_v2` via `cuda_stream().context().mem_get_info()` (`device_mem_cuda`, `cuda` feature); `used_bytes` absent, never `total − free` |
 //! | Metal | `reserved_bytes` | `metal_device().current_allocated_size()` (`device_mem_metal`, `metal` feature); includes Candle's buffer pool |
@@ -12,17 +12,15 @@
 //! has **not run on a GPU** yet (`scripts/gpu-check.sh` is the check to run); the Metal module
 //! is not compiled on Linux (`objc2` does not build there).
 
-use candle_core::{Device, Storage};
-use trace_schema::DeviceMemoryEvent;
+use candle_core::Device;
+use trace_wire::DeviceMemoryEvent;
 
 use crate::device::DeviceLabel;
 
 #[cfg(feature = "cuda")]
-#[path = "device_mem_cuda.rs"]
-mod cuda;
+use crate::device_mem_cuda as cuda;
 #[cfg(feature = "metal")]
-#[path = "device_mem_metal.rs"]
-mod metal;
+use crate::device_mem_metal as metal;
 
 /// One sample of `device` at session time `timestamp_ns` (`device_label` as in the trace).
 /// Fields that could not be observed stay `None`; the event may be empty (then don't write it).
@@ -38,7 +36,11 @@ pub fn sample(device: &Device, device_label: DeviceLabel, timestamp_ns: u64) -> 
     };
     match device {
         Device::Cpu => {
-            ev.used_bytes = crate::alloc::heap_live_bytes();
+            // the probe's own symbol cache and bundler are not the program's heap
+            ev.used_bytes = trace_alloc::heap_live_bytes().map(|h| {
+                h.saturating_sub(trace_sampler::symbol_cache_bytes().unwrap_or(0))
+                    .saturating_sub(trace_alloc::probe_threads_heap_bytes().unwrap_or(0))
+            });
             ev.resident_bytes = resident_bytes();
         }
         #[allow(unused_variables)]
@@ -117,34 +119,8 @@ fn page_size() -> Option<u64> {
     }))
 }
 
-/// Bytes of a non-CPU storage, when the backend is compiled in; `None` otherwise.
-#[allow(unused_variables)]
-pub(crate) fn backend_storage_bytes(storage: &Storage) -> Option<u64> {
-    match storage {
-        Storage::Cpu(cpu) => Some(crate::storage::bytes::cpu_data(cpu).1),
-        #[cfg(feature = "cuda")]
-        Storage::Cuda(s) => Some(cuda::storage_bytes(s)),
-        #[cfg(feature = "metal")]
-        Storage::Metal(s) => Some(metal::storage_bytes(s)),
-        #[allow(unreachable_patterns)]
-        _ => None,
-    }
-}
-
-/// The device pointer of a CUDA storage (`None` for other backends or without `cuda-ledger`).
-#[allow(unused_variables)]
-pub(crate) fn backend_device_ptr(storage: &Storage) -> Option<u64> {
-    match storage {
-        #[cfg(feature = "cuda-ledger")]
-        Storage::Cuda(s) => cuda::device_ptr(s),
-        _ => None,
-    }
-}
-
 #[cfg(feature = "cuda-ledger")]
 pub(crate) use cuda::device_ptr as cuda_device_ptr;
-#[cfg(feature = "cuda-ledger")]
-pub use cuda::{pool_figures, reset_pool_high, PoolFigures};
 
 #[cfg(test)]
 mod tests {

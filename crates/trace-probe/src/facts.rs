@@ -3,10 +3,10 @@
 use std::time::Instant;
 
 use candle_core::Tensor;
-use trace_schema::{dense_bytes, EdgeEvent, MemoryCategory, OpEvent, TensorEvent, TraceEvent};
+use trace_wire::{dense_bytes, EdgeEvent, MemoryCategory, OpEvent, TensorEvent, TraceEvent};
 
 use crate::category::inferred_category;
-use crate::plugin::span_wire_id;
+use crate::session::plugin::span_wire_id;
 use crate::session::TraceSession;
 use crate::storage::bytes::storage_bytes;
 
@@ -29,7 +29,7 @@ impl TraceSession {
         if !self.is_capturing() {
             return;
         }
-        let category = inferred_category(tensor.is_variable(), self.inner.current_pass());
+        let category = inferred_category(tensor.is_variable(), self.cur().current_pass());
         self.record_tensor(label, tensor, category, true);
     }
 
@@ -48,7 +48,7 @@ impl TraceSession {
         category: MemoryCategory,
         inferred: bool,
     ) {
-        let inner = &self.inner;
+        let inner = self.cur();
         let tensor_id = inner.ids.tensor_wire_id(tensor.id());
         inner.ids.remember_label(&tensor_id, label);
         let storage_id = self
@@ -94,7 +94,7 @@ impl TraceSession {
         if !self.is_capturing() {
             return f();
         }
-        let inner = &self.inner;
+        let inner = self.cur();
         let logical = inner.clock.is_logical();
         let started = Instant::now();
         let start_ns = if logical {

@@ -17,7 +17,7 @@ use std::collections::HashSet;
 
 use candle_core::backprop::GradStore;
 use candle_core::{CpuStorage, DType, Storage, Tensor, TensorId, Var};
-use trace_schema::{GradientEvent, GradientState, TraceEvent};
+use trace_wire::{GradientEvent, GradientState, TraceEvent};
 
 use crate::error::ProbeError;
 use crate::session::TraceSession;
@@ -188,7 +188,16 @@ fn host_facts(grad: &Tensor) -> Option<GradFacts> {
 /// Facts of every gradient: in place on CPU, otherwise reduced on the device and read back with
 /// one device read for all of them.
 pub(crate) fn batched_facts(grads: &[&Tensor]) -> Result<Vec<GradFacts>, ProbeError> {
-    let mut facts: Vec<Option<GradFacts>> = grads.iter().map(|g| host_facts(g)).collect();
+    let facts: Vec<Option<GradFacts>> = grads.iter().map(|g| host_facts(g)).collect();
+    complete_facts(grads, facts)
+}
+
+/// Fills the facts `host_facts` could not give (other devices, layouts, dtypes) by reductions
+/// on the device, read back with one device read for all of them.
+fn complete_facts(
+    grads: &[&Tensor],
+    mut facts: Vec<Option<GradFacts>>,
+) -> Result<Vec<GradFacts>, ProbeError> {
     let pending: Vec<usize> = (0..grads.len()).filter(|&i| facts[i].is_none()).collect();
     if !pending.is_empty() {
         let mut scalars = Vec::with_capacity(pending.len() * 3);
@@ -216,6 +225,37 @@ pub(crate) fn batched_facts(grads: &[&Tensor]) -> Result<Vec<GradFacts>, ProbeEr
         .collect())
 }
 
+/// The gradients whose facts are written, in event order: the named parameters' present ones,
+/// then the store's others (no parameter's) in Candle's creation order.
+struct FactInputs<'a> {
+    present: Vec<&'a Tensor>,
+    others: Vec<(TensorId, &'a Tensor)>,
+}
+
+fn fact_inputs<'a>(params: &[(String, Var)], grads: &'a GradStore) -> FactInputs<'a> {
+    let param_ids: HashSet<TensorId> = params.iter().map(|(_, v)| v.id()).collect();
+    let mut others: Vec<(TensorId, &Tensor)> = grads
+        .get_ids()
+        .filter(|id| !param_ids.contains(id))
+        .filter_map(|id| grads.get_id(*id).map(|g| (*id, g)))
+        .collect();
+    // `GradStore` iterates a HashMap: sort by Candle's id (creation order) for determinism.
+    others.sort_by_key(|(id, _)| tensor_number(*id));
+    let present: Vec<&Tensor> = params
+        .iter()
+        .filter_map(|(_, v)| grads.get(v.as_tensor()))
+        .chain(others.iter().map(|(_, g)| *g))
+        .collect();
+    FactInputs { present, others }
+}
+
+/// Gradient facts computed on the helper thread ([`crate::beside`]) while the optimizer steps;
+/// [`TraceSession::gradient_facts_joined`] joins them and writes the events.
+#[must_use = "join the facts before the gradients may be freed"]
+pub(crate) struct FactsBeside {
+    pending: crate::beside::Pending<Vec<Option<GradFacts>>>,
+}
+
 impl TraceSession {
     /// Records gradient facts for the named parameters `params` (sorted by the caller; keys
     /// under `root`) from `grads`, then one fact per gradient in the store that belongs to no
@@ -235,24 +275,81 @@ impl TraceSession {
         if !self.is_capturing() {
             return Ok(());
         }
-        let inner = &self.inner;
-        let param_ids: HashSet<TensorId> = params.iter().map(|(_, v)| v.id()).collect();
-        let mut others: Vec<(TensorId, &Tensor)> = grads
-            .get_ids()
-            .filter(|id| !param_ids.contains(id))
-            .filter_map(|id| grads.get_id(*id).map(|g| (*id, g)))
-            .collect();
-        // `GradStore` iterates a HashMap: sort by Candle's id (creation order) for determinism.
-        others.sort_by_key(|(id, _)| tensor_number(*id));
+        let inputs = fact_inputs(params, grads);
+        let facts = batched_facts(&inputs.present)?;
+        self.emit_gradient_facts(root, params, grads, inputs.others, facts);
+        Ok(())
+    }
 
-        let present: Vec<&Tensor> = params
-            .iter()
-            .filter_map(|(_, v)| grads.get(v.as_tensor()))
-            .chain(others.iter().map(|(_, g)| *g))
-            .collect();
-        let facts = batched_facts(&present)?;
+    /// Starts the facts of [`TraceSession::gradient_facts`] on the helper thread, reading
+    /// clones of the gradients (an `Arc` each) while the caller runs the optimizer step. `None`
+    /// where they are computed on the training thread instead: not capturing, deterministic mode
+    /// (its events keep their place before the optimizer pass), a gradient not on the CPU (its
+    /// reductions run on its device), or no helper thread.
+    pub(crate) fn gradient_facts_beside(
+        &self,
+        params: &[(String, Var)],
+        grads: &GradStore,
+    ) -> Option<FactsBeside> {
+        if !self.is_capturing() || self.run().deterministic {
+            return None;
+        }
+        let inputs = fact_inputs(params, grads);
+        if !inputs.present.iter().all(|g| g.device().is_cpu()) {
+            return None;
+        }
+        let owned: Vec<Tensor> = {
+            let _quiet = trace_alloc::IgnoreAllocs::new();
+            inputs.present.iter().map(|g| (*g).clone()).collect()
+        };
+        let pending = crate::beside::run(move || {
+            let facts: Vec<Option<GradFacts>> = owned.iter().map(host_facts).collect();
+            // The clones are dropped here, before the result is sent: the caller still holds
+            // the gradients, so no storage is freed on the helper thread.
+            drop(owned);
+            facts
+        })?;
+        Some(FactsBeside { pending })
+    }
+
+    /// Joins facts started by [`TraceSession::gradient_facts_beside`] and writes the events
+    /// (the same as [`TraceSession::gradient_facts`] would have written). `grads` must be the
+    /// store they were started on, still held by the caller. A fact the helper could not give
+    /// (a layout read by reductions) is computed here.
+    ///
+    /// # Errors
+    /// As [`TraceSession::gradient_facts`].
+    pub(crate) fn gradient_facts_joined(
+        &self,
+        root: &str,
+        params: &[(String, Var)],
+        grads: &GradStore,
+        beside: FactsBeside,
+    ) -> Result<(), ProbeError> {
+        let inputs = fact_inputs(params, grads);
+        let facts = match beside.pending.join() {
+            Some(facts) if facts.len() == inputs.present.len() => {
+                complete_facts(&inputs.present, facts)?
+            }
+            // The job panicked or the store changed: compute them here.
+            _ => batched_facts(&inputs.present)?,
+        };
+        self.emit_gradient_facts(root, params, grads, inputs.others, facts);
+        Ok(())
+    }
+
+    /// Writes one `gradient` event per named parameter, then one per other gradient, from
+    /// `facts` (in [`fact_inputs`]' order).
+    fn emit_gradient_facts(
+        &self,
+        root: &str,
+        params: &[(String, Var)],
+        grads: &GradStore,
+        others: Vec<(TensorId, &Tensor)>,
+        facts: Vec<GradFacts>,
+    ) {
+        let inner = self.cur();
         let mut facts = facts.into_iter();
-
         for (key, var) in params {
             let event = match grads.get(var.as_tensor()) {
                 None => GradientEvent {
@@ -310,7 +407,6 @@ impl TraceSession {
                 non_finite_elements: Some(f.non_finite),
             }));
         }
-        Ok(())
     }
 }
 

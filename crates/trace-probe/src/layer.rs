@@ -29,8 +29,14 @@
 //!   the newest of them: `encoder.layer.1.attention.self.query` for its `.weight` and `.bias`
 //!   (parameters of a layer without a span, made before it, are not its own);
 //! - any other span after the `VarBuilder` prefix they all share, when they share one;
-//! - a span with no new parameters (a block around layers built before it) keeps its tracing
-//!   name, told apart by call order (`layer#2`).
+//! - a span with no new parameters (a block around layers built before it, or one built
+//!   before its layers, as llama's decoder block) is named after its first call made before
+//!   the capture: after the dotted prefix shared by the names of the named module spans that
+//!   ran directly inside it, when there are two or more of them and they share one
+//!   (`encoder.layer.1` around `encoder.layer.1.attention` and `encoder.layer.1.output`;
+//!   `model.layers.1` around llama's norms, attention and MLP). A block with one named layer
+//!   inside (its prefix could be the layer's own or its parent's), or none, or first called
+//!   inside the capture keeps its tracing name, told apart by call order (`layer#2`).
 //!
 //! One look at the map's length per new span; its keys are read only when it grew; a span
 //! created while the map is locked is left unnamed.
@@ -39,10 +45,11 @@
 //! whose parent is the innermost open span on that thread — a probe span or an enclosing
 //! tracing span — so the trace keeps exactly one root. It records the module path (names of the
 //! enclosing module spans joined by `/`) and the tracing span id as instance key. Outside the
-//! captured step an enter costs one atomic load, an exit two.
+//! captured step an enter costs one atomic load, an exit three; before the capture, while some
+//! block still waits for its first call, an exit also looks the span and its enclosing one up.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tracing::span::Id;
@@ -51,8 +58,9 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-use crate::plugin::thread_key;
-use crate::session::{OpenSpan, TraceSession};
+use crate::session::open_span::OpenSpan;
+use crate::session::plugin::thread_key;
+use crate::session::TraceSession;
 
 /// The `tracing` layer of a session (see the module docs).
 #[derive(Debug, Clone)]
@@ -62,6 +70,34 @@ pub struct ProbeLayer {
     open: Arc<AtomicUsize>,
     /// The run's `VarMap` keys seen when the last span was created.
     seen: Arc<Mutex<HashSet<String>>>,
+    /// Block spans waiting for their first call to be named ([`Learning`]); 0 for good once
+    /// the capture started ([`ProbeLayer::frozen`]).
+    learning: Arc<AtomicUsize>,
+    /// The capture started: names no longer change.
+    frozen: Arc<AtomicBool>,
+}
+
+/// A block span waiting for its first call: the names of the named module spans that exited
+/// directly inside it so far.
+#[derive(Debug, Default)]
+struct Learning(Vec<String>);
+
+/// The name of a block from the names of the layers that ran directly inside it: their shared
+/// dotted prefix, when there are two or more and they share one.
+fn block_name(children: &[String]) -> Option<String> {
+    if children.len() < 2 {
+        return None;
+    }
+    let mut common: Vec<&str> = children[0].split('.').collect();
+    for c in &children[1..] {
+        let n = common
+            .iter()
+            .zip(c.split('.'))
+            .take_while(|(a, b)| *a == b)
+            .count();
+        common.truncate(n);
+    }
+    (!common.is_empty()).then(|| common.join("."))
 }
 
 /// The `VarBuilder` prefix of parameter keys: the dotted path they share, their own last
@@ -135,6 +171,47 @@ impl ProbeLayer {
         seen.extend(new.into_iter().map(|(_, k)| k.to_string()));
         name
     }
+
+    /// One fewer block waiting (never below 0: the capture may have set it to 0).
+    fn learned_one(&self) {
+        let _ = self
+            .learning
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+
+    /// Before the capture: span `id` exited. A block waiting for its first call is named from
+    /// what ran inside it; a named span tells the block it ran in.
+    fn learn<S>(&self, id: &Id, ctx: &Context<'_, S>)
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        let Some(span) = ctx.span(id) else {
+            return;
+        };
+        let name = {
+            let mut extensions = span.extensions_mut();
+            match extensions.remove::<Learning>() {
+                Some(Learning(children)) => {
+                    self.learned_one();
+                    let name = block_name(&children);
+                    if let Some(n) = &name {
+                        extensions.insert(ModuleName(n.clone()));
+                    }
+                    name
+                }
+                None => extensions.get_mut::<ModuleName>().map(|n| n.0.clone()),
+            }
+        };
+        let (Some(name), Some(outer)) = (name, ctx.lookup_current()) else {
+            return;
+        };
+        let mut extensions = outer.extensions_mut();
+        if let Some(Learning(children)) = extensions.get_mut::<Learning>() {
+            if !children.contains(&name) {
+                children.push(name);
+            }
+        }
+    }
 }
 
 /// The instance name a span carries in its `module` field (the probed constructors record
@@ -173,6 +250,8 @@ impl TraceSession {
             session: self.clone(),
             open: Arc::new(AtomicUsize::new(0)),
             seen: Arc::default(),
+            learning: Arc::new(AtomicUsize::new(0)),
+            frozen: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -191,14 +270,39 @@ where
         } else {
             self.new_parameters_prefix(attrs.metadata().name())
         };
-        if let (Some(name), Some(span)) = (named, ctx.span(id)) {
-            span.extensions_mut().insert(ModuleName(name));
+        let kind = attrs.metadata().name();
+        let Some(span) = ctx.span(id) else {
+            return;
+        };
+        match named {
+            Some(name) => span.extensions_mut().insert(ModuleName(name)),
+            None if !LEAF_KINDS.contains(&kind) && !self.frozen.load(Ordering::Relaxed) => {
+                span.extensions_mut().insert(Learning::default());
+                self.learning.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {}
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        if self.learning.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        if let Some(span) = ctx.span(&id) {
+            if span.extensions_mut().remove::<Learning>().is_some() {
+                self.learned_one();
+            }
         }
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
         if !self.session.is_capturing() {
             return;
+        }
+        if !self.frozen.load(Ordering::Relaxed) {
+            // names are fixed from here on: a block not yet called keeps its tracing name
+            self.frozen.store(true, Ordering::Relaxed);
+            self.learning.store(0, Ordering::Relaxed);
         }
         let Some(span) = ctx.span(id) else {
             return;
@@ -209,22 +313,15 @@ where
             Some(name) => (name.as_str(), Some(kind)),
             None => (kind, None),
         };
-        let name = self.session.inner.module_instance_name(name, id.into_u64());
+        let inner = self.session.cur();
+        let name = inner.module_instance_name(name, id.into_u64());
         let name = name.as_str();
-        let Some(open) =
-            self.session
-                .inner
-                .open_module_span_raw(name, module_kind, Some(id.into_u64()))
-        else {
+        let Some(open) = inner.open_module_span_raw(name, module_kind, Some(id.into_u64())) else {
             return;
         };
-        self.session.inner.backward.forward_call_entered(
-            &self.session.inner,
-            id.into_u64(),
-            open.id,
-            name,
-            module_kind,
-        );
+        for plugin in &inner.plugins {
+            plugin.on_module_enter(id.into_u64(), open.id, name, module_kind);
+        }
         self.open.fetch_add(1, Ordering::Relaxed);
         let mut extensions = span.extensions_mut();
         let entry = (thread_key(), open);
@@ -236,6 +333,9 @@ where
 
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
         if !self.session.is_capturing() && self.open.load(Ordering::Relaxed) == 0 {
+            if self.learning.load(Ordering::Relaxed) != 0 {
+                self.learn(id, &ctx);
+            }
             return;
         }
         let Some(span) = ctx.span(id) else {
@@ -251,15 +351,39 @@ where
         };
         if let Some(open) = open {
             self.open.fetch_sub(1, Ordering::Relaxed);
-            crate::backward::forward_call_exited(self.session.inner.uid, open.id);
-            self.session.inner.end_span(open.id, open.start_ns);
+            let inner = self.session.cur();
+            crate::backward::forward_call_exited(inner.uid, open.id);
+            inner.end_span(open.id, open.start_ns);
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::shared_prefix;
+    use super::{block_name, shared_prefix};
+
+    #[test]
+    fn a_block_is_named_after_the_prefix_its_layers_share() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            block_name(&names(&[
+                "model.layers.1.input_layernorm",
+                "model.layers.1.self_attn",
+                "model.layers.1.mlp",
+            ]))
+            .as_deref(),
+            Some("model.layers.1")
+        );
+        // segments, not characters: layers.1 and layers.10 share `layers`
+        assert_eq!(
+            block_name(&names(&["enc.layers.1", "enc.layers.10"])).as_deref(),
+            Some("enc.layers")
+        );
+        // one layer: its prefix could be the layer's own or its parent's; nothing shared
+        assert_eq!(block_name(&names(&["enc.intermediate.dense"])), None);
+        assert_eq!(block_name(&names(&["embeddings", "encoder.layer"])), None);
+        assert_eq!(block_name(&[]), None);
+    }
 
     #[test]
     fn the_prefix_is_the_path_the_keys_share() {

@@ -1,61 +1,55 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
-#[doc(hidden)]
-pub mod alloc;
 mod backward;
+mod beside;
+pub mod capture;
 mod category;
-#[doc(hidden)]
-pub mod clock;
-#[doc(hidden)]
-pub mod cuda_ledger;
+mod cuda_ledger;
 mod device;
-#[doc(hidden)]
-pub mod device_mem;
+mod device_mem;
+#[cfg(feature = "cuda")]
+mod device_mem_cuda;
+#[cfg(feature = "metal")]
+mod device_mem_metal;
 mod error;
 mod facts;
-mod frame_chain;
 mod gradients;
 mod layer;
-#[doc(hidden)]
-pub mod meta;
+mod meta;
 pub mod nn;
 mod optim;
-#[doc(hidden)]
-pub mod panic_hook;
-pub(crate) mod plugin;
+mod optim_state;
+mod panic_hook;
 mod profiler;
 mod run;
-#[doc(hidden)]
-pub mod sampler;
+mod sampler;
+mod schedule;
 mod session;
-mod stacks;
 mod stats;
-#[doc(hidden)]
-pub mod storage;
+mod storage;
 mod tensor_id;
 pub mod testing;
 mod writer;
 
-pub use alloc::Tracking;
-#[doc(hidden)]
 pub use device::DeviceLabel;
 pub use error::ProbeError;
 pub use gradients::NON_PARAMETER_ROOT;
 pub use layer::ProbeLayer;
 pub use optim::{varmap_manifest, ProbedOptimizer};
-pub use profiler::{Profiler, TracingMode};
+pub use profiler::Profiler;
 pub use run::{
-    rank_trace_path, ProfileRun, RankInfo, DEFAULT_PARAMETER_ROOT, LOCAL_RANK_ENV, RANK_ENV,
-    WORLD_SIZE_ENV,
+    rank_trace_path, BundleOutputs, ProfileRun, RankInfo, Schedule, TracingMode, DEFAULT_KEEP_LAST,
+    DEFAULT_PARAMETER_ROOT, LOCAL_RANK_ENV, RANK_ENV, WORLD_SIZE_ENV,
 };
-pub use sampler::{SamplingGuard, DEFAULT_SAMPLE_HZ};
-pub use session::{SpanGuard, StepGuard, TraceSession, TraceSummary};
+pub use session::{SamplingGuard, SpanGuard, StepGuard, TraceSession, TraceSummary};
 pub use stats::TensorStats;
-/// Forward, backward or optimizer: the passes of a training step (`trace_schema`'s enum; the
+pub use trace_alloc::{heap_live_bytes, Tracking};
+pub use trace_sampler::DEFAULT_SAMPLE_HZ;
+/// Forward, backward or optimizer: the passes of a training step (`trace_wire`'s enum; the
 /// trace's `step` field keeps its wire name).
-pub use trace_schema::ExecutionStep as Pass;
-pub use trace_schema::{
+pub use trace_wire::ExecutionStep as Pass;
+pub use trace_wire::{
     CaptureContract, ComparisonIdentity, CoverageLevel, GradientContract, MemoryCategory, SpanKind,
     TerminalOutcome,
 };

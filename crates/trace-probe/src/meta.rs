@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use trace_schema::{CaptureContract, HostInfo, RunMeta, TimingMode};
+use trace_wire::{CaptureContract, HostInfo, RunMeta, TimingMode};
 
 use crate::device::DeviceLabel;
 use crate::run::ProfileRun;
@@ -55,9 +55,38 @@ fn total_memory_bytes() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// `at` as RFC 3339 / ISO-8601 UTC with milliseconds, e.g. `2026-11-29T08:00:00.000Z`.
+/// `at` as RFC 3339 / ISO-8601 UTC with milliseconds, e.g. `2026-11-29T08:00:00.000Z`
+/// (instants before 1970 are written as the epoch). Own code for one format call: the
+/// `humantime` crate it replaced was one more crate in every user's build of the probe.
 pub fn utc_timestamp(at: SystemTime) -> String {
-    humantime::format_rfc3339_millis(at).to_string()
+    let since = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, day_secs) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        day_secs / 3600,
+        day_secs / 60 % 60,
+        day_secs % 60,
+        since.subsec_millis()
+    )
+}
+
+/// The proleptic Gregorian (year, month, day) of `days` since 1970-01-01 (H. Hinnant's
+/// `civil_from_days`, for non-negative day counts).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468; // days since 0000-03-01
+    let era = z / 146_097;
+    let doe = z - era * 146_097; // [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
+    let mp = (5 * doy + 2) / 153; // [0, 11], March = 0
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
 }
 
 /// The run meta of `run` on `device` declaring `contract` (plug-ins adjust it before it is
@@ -142,6 +171,20 @@ mod tests {
             utc_timestamp(at(1_795_939_200, 999)),
             "2026-11-29T08:00:00.999Z"
         );
+    }
+
+    #[test]
+    fn agrees_with_humantime_across_four_centuries() {
+        // Every 97th day from 1970 to 2400 (leap years, centuries, 2000's leap day), at an odd
+        // time of day with milliseconds.
+        for day in (0..157_000u64).step_by(97) {
+            let at = SystemTime::UNIX_EPOCH + Duration::from_millis(day * 86_400_000 + 45_296_789);
+            assert_eq!(
+                utc_timestamp(at),
+                humantime::format_rfc3339_millis(at).to_string(),
+                "day {day}"
+            );
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use candle_core::backprop::GradStore;
 use candle_core::{Tensor, TensorId, Var};
 use candle_nn::{Optimizer, VarMap};
-use trace_schema::{ExecutionStep as Pass, GradientContract};
+use trace_wire::{ExecutionStep as Pass, GradientContract};
 
 use crate::error::ProbeError;
 use crate::session::TraceSession;
@@ -69,11 +69,11 @@ impl<O: Optimizer> ProbedOptimizer<O> {
         config: O::Config,
     ) -> Result<Self, ProbeError> {
         let (root, params) = named(session, vars);
-        for plugin in session.plugins() {
-            plugin.on_parameters(&params);
-        }
-        let vars: Vec<Var> = params.iter().map(|(_, v)| v.clone()).collect();
-        let inner = construct::<O>(session, vars, config)?;
+        // The helper thread that computes the gradient facts beside the optimizer step,
+        // started here, outside any captured step.
+        crate::beside::start();
+        session.announce_parameters(&params);
+        let inner = construct::<O>(session, &params, config)?;
         if !params.is_empty() {
             session.declare_gradient_contract(GradientContract::all_active(
                 params.iter().map(|(k, _)| (root.clone(), k.clone())),
@@ -109,18 +109,40 @@ impl<O: Optimizer> ProbedOptimizer<O> {
         self.probe.as_ref().map_or(&[], |p| p.params.as_slice())
     }
 
-    fn facts_and_step(probe: &Probe, inner: &mut O, grads: &GradStore) -> candle_core::Result<()> {
-        // One fact per parameter: a capture of several steps records the last step's.
-        if probe.session.inner.in_last_captured_step() {
-            if let Err(err) = probe
-                .session
-                .gradient_facts(&probe.root, &probe.params, grads)
-            {
-                probe.session.inner.record_error(err);
+    /// `session`: the probe's session as resolved for this step (a scheduled profiler's open
+    /// capture session).
+    fn facts_and_step(
+        probe: &Probe,
+        session: &TraceSession,
+        inner: &mut O,
+        grads: &GradStore,
+    ) -> candle_core::Result<()> {
+        // One fact per parameter: a capture of several steps records the last step's. On the
+        // CPU they are computed on the helper thread while the optimizer steps (it only reads
+        // the gradients) and joined after the step, while `grads` is still held.
+        let last = session.inner.in_last_captured_step();
+        let beside = if last {
+            session.gradient_facts_beside(&probe.params, grads)
+        } else {
+            None
+        };
+        if last && beside.is_none() {
+            if let Err(err) = session.gradient_facts(&probe.root, &probe.params, grads) {
+                session.inner.record_error(err);
             }
         }
-        let _optimizer = probe.session.pass(Pass::Optimizer);
-        inner.step(grads)
+        let stepped = {
+            let _optimizer = session.pass(Pass::Optimizer);
+            inner.step(grads)
+        };
+        if let Some(beside) = beside {
+            if let Err(err) =
+                session.gradient_facts_joined(&probe.root, &probe.params, grads, beside)
+            {
+                session.inner.record_error(err);
+            }
+        }
+        stepped
     }
 }
 
@@ -140,10 +162,11 @@ impl<O: Optimizer> Optimizer for ProbedOptimizer<O> {
     fn step(&mut self, grads: &GradStore) -> candle_core::Result<()> {
         match &self.probe {
             Some(probe) if probe.session.is_capturing() => {
-                for plugin in probe.session.plugins() {
-                    plugin.on_gradients(&probe.session.inner.plugin_context(), grads);
+                let session = probe.session.current_session();
+                for plugin in &session.inner.plugins {
+                    plugin.on_gradients(&session.inner.plugin_context(), grads);
                 }
-                Self::facts_and_step(probe, &mut self.inner, grads)
+                Self::facts_and_step(probe, &session, &mut self.inner, grads)
             }
             _ => self.inner.step(grads),
         }
@@ -154,21 +177,23 @@ impl<O: Optimizer> Optimizer for ProbedOptimizer<O> {
             Some(probe) if probe.session.is_capturing() => probe,
             _ => return self.inner.backward_step(loss),
         };
-        let session = &probe.session;
-        for plugin in session.plugins() {
+        let session = &probe.session.current_session();
+        for plugin in &session.inner.plugins {
             plugin.on_loss(&session.inner.plugin_context(), loss);
         }
         let grads = {
             let _backward = session.pass(Pass::Backward);
             let grads = loss.backward();
             // The backward call returned: backward module spans still open end here, exactly.
-            session.inner.backward.end(&session.inner, true);
+            for plugin in &session.inner.plugins {
+                plugin.on_backward_end(true);
+            }
             grads?
         };
-        for plugin in session.plugins() {
+        for plugin in &session.inner.plugins {
             plugin.on_gradients(&session.inner.plugin_context(), &grads);
         }
-        Self::facts_and_step(probe, &mut self.inner, &grads)
+        Self::facts_and_step(probe, session, &mut self.inner, &grads)
     }
 
     fn learning_rate(&self) -> f64 {
@@ -211,13 +236,16 @@ fn named(session: &TraceSession, vars: Vec<Var>) -> (String, Vec<(String, Var)>)
     (root, named)
 }
 
-/// Builds the inner optimizer, letting every capture plug-in wrap the construction (the
-/// storage plug-in arms the allocator around it to see the optimizer state allocated in `new`).
+/// Builds the inner optimizer over `params`' variables (in that order), letting every capture
+/// plug-in wrap the construction (the storage plug-in arms the allocator around it to see the
+/// optimizer state allocated in `new`, tied to `params` by `O`'s known state layout).
 fn construct<O: Optimizer>(
     session: &TraceSession,
-    vars: Vec<Var>,
+    params: &[(String, Var)],
     config: O::Config,
 ) -> Result<O, ProbeError> {
+    let vars: Vec<Var> = params.iter().map(|(_, v)| v.clone()).collect();
+    let layout = crate::optim_state::state_layout::<O>(params);
     let mut args = Some((vars, config));
     let mut built: Option<candle_core::Result<O>> = None;
     let mut build = || {
@@ -225,10 +253,10 @@ fn construct<O: Optimizer>(
             built = Some(O::new(vars, config));
         }
     };
-    match session.plugins() {
+    match &*session.plugins() {
         [] => build(),
         // Nest the plug-ins: the first wraps the second, and so on.
-        [first, rest @ ..] => nest(first, rest, &mut build),
+        [first, rest @ ..] => nest(first, rest, layout.as_deref(), &mut build),
     }
     match built {
         Some(result) => result.map_err(ProbeError::candle("constructing the inner optimizer")),
@@ -237,12 +265,15 @@ fn construct<O: Optimizer>(
 }
 
 fn nest(
-    first: &std::sync::Arc<dyn crate::plugin::CapturePlugin>,
-    rest: &[std::sync::Arc<dyn crate::plugin::CapturePlugin>],
+    first: &std::sync::Arc<dyn crate::session::plugin::CapturePlugin>,
+    rest: &[std::sync::Arc<dyn crate::session::plugin::CapturePlugin>],
+    layout: Option<&[crate::optim_state::StateSlot]>,
     build: &mut dyn FnMut(),
 ) {
     match rest {
-        [] => first.around_optimizer_construction(build),
-        [next, tail @ ..] => first.around_optimizer_construction(&mut || nest(next, tail, build)),
+        [] => first.around_optimizer_construction(layout, build),
+        [next, tail @ ..] => {
+            first.around_optimizer_construction(layout, &mut || nest(next, tail, layout, build))
+        }
     }
 }

@@ -16,26 +16,8 @@ use tracing_subscriber::{Layer, Registry};
 
 use crate::error::ProbeError;
 use crate::layer::ProbeLayer;
+use crate::run::TracingMode;
 use crate::session::{Inner, TraceSession, TraceSummary};
-
-/// How the [`Profiler`] installs its `tracing` layer, which turns the `tracing` spans of model
-/// modules (the probed constructors of [`crate::nn`], candle-transformers' `with_tracing`
-/// layers) into module spans. The layer must be installed **before the model is built**:
-/// a span created while nobody listened stays disabled.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TracingMode {
-    /// A subscriber holding only the probe's layer becomes this thread's default while the
-    /// profiler lives (`tracing::subscriber::set_default`). The default: the model is usually
-    /// built and run on the thread that holds the profiler. It replaces a global subscriber on
-    /// this thread; to keep yours, use [`TracingMode::Manual`].
-    #[default]
-    ThreadDefault,
-    /// The same subscriber becomes the process's global default (fails when one is set).
-    Global,
-    /// Nothing is installed: add [`Profiler::layer`] to your own subscriber.
-    Manual,
-}
 
 /// The profiling guard (see the crate docs' quick start). Derefs to its [`TraceSession`] for
 /// facts, spans and passes. Dropping it finishes the trace (a `complete` terminal, or `failed`

@@ -2,11 +2,11 @@
 //! finite elements.
 
 use candle_core::{DType, Tensor};
-use trace_schema::{TensorStatsEvent, TraceEvent};
+use trace_wire::{TensorStatsEvent, TraceEvent};
 
 use crate::error::ProbeError;
 use crate::facts::shape_u64;
-use crate::plugin::span_wire_id;
+use crate::session::plugin::span_wire_id;
 use crate::session::TraceSession;
 
 /// A numerical summary of a tensor. The finite-element statistics are `None` when the tensor
@@ -146,7 +146,7 @@ impl TraceSession {
             return Ok(None);
         }
         let stats = TensorStats::compute(tensor)?;
-        let inner = &self.inner;
+        let inner = self.cur();
         inner.emit(TraceEvent::TensorStats(TensorStatsEvent {
             span_id: span_wire_id(inner.current_span()),
             label: if label.trim().is_empty() {

@@ -146,10 +146,13 @@ pub struct CapturedTrace {
 }
 
 impl CapturedTrace {
-    /// The trace loaded as a document (what every analysis reads).
+    /// The trace loaded as a document (what every analysis reads). Needs the crate's
+    /// `document` feature (`trace-probe = { …, features = ["document"] }` in
+    /// `[dev-dependencies]`), so that a build of the probe alone does not compile the loader.
     ///
     /// # Errors
     /// The loader's error, naming the line (a trace the probe wrote loads).
+    #[cfg(feature = "document")]
     pub fn document(&self) -> Result<trace_schema::TraceDocument, trace_schema::LoadError> {
         trace_schema::load_reader(self.jsonl.as_slice())
     }

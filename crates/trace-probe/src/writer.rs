@@ -27,7 +27,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use trace_schema::{TraceEvent, TraceWriter};
+use trace_wire::{TraceEvent, TraceWriter};
 
 use crate::error::ProbeError;
 
@@ -143,7 +143,7 @@ impl WriterHandle {
             .name("trace-probe-writer".into())
             .spawn(move || {
                 // The writer's own allocations stay out of the allocator capture's log.
-                let _quiet = crate::alloc::IgnoreAllocs::new();
+                let _quiet = trace_alloc::IgnoreAllocs::new();
                 run(BufWriter::with_capacity(64 * 1024, out), &thread_shared)
             })
             .map_err(ProbeError::WriterSpawn)?;
@@ -330,7 +330,7 @@ fn run<W: Write>(out: W, shared: &WriterShared) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use trace_schema::{TerminalEvent, TerminalOutcome};
+    use trace_wire::{TerminalEvent, TerminalOutcome};
 
     struct FailAfter(usize);
     impl Write for FailAfter {
@@ -413,7 +413,7 @@ mod tests {
     }
 
     fn span_end(id: &str) -> TraceEvent {
-        TraceEvent::SpanEnd(trace_schema::SpanEndEvent {
+        TraceEvent::SpanEnd(trace_wire::SpanEndEvent {
             id: id.into(),
             duration_ns: 1,
             inferred: false,

@@ -3,7 +3,12 @@
 //! capture and freed inside it is written with its exact size; every storage is sized by the
 //! heap bytes the allocator saw.
 //!
-//! Arming is process-wide: every test takes `LOCK` (one test binary = one process).
+//! Arming is process-wide: every test takes `serial()` (one test binary = one process).
+
+#[path = "support/serial.rs"]
+mod serial;
+#[path = "support/window.rs"]
+mod window;
 
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -11,19 +16,15 @@ use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{loss, AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use trace_probe::alloc::Tracking;
-use trace_probe::storage::{self as capture, events::Attribution};
+use trace_probe::capture;
+use trace_probe::Tracking;
 use trace_probe::{CoverageLevel, Pass, ProbedOptimizer, ProfileRun, TraceSession};
-use trace_schema::{ExecutionStep, MemoryAction, MemoryEvent, TraceDocument};
+use trace_schema::{MemoryAction, MemoryCategory, TraceDocument};
+
+use serial::serial;
 
 #[global_allocator]
 static ALLOC: Tracking = Tracking::system_counting();
-
-static LOCK: Mutex<()> = Mutex::new(());
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 const MIB: usize = 1 << 20;
 
@@ -107,7 +108,7 @@ fn peak_bytes(doc: &TraceDocument) -> u64 {
 
 #[test]
 fn look_alike_user_objects_never_become_storages() -> Result<(), Box<dyn std::error::Error>> {
-    let _g = lock();
+    let _g = serial();
     let (plain, _) = mlp_step(Loader::None)?;
     let plain_peak = peak_bytes(&plain);
     for loader in [Loader::RwLockF32, Loader::RwLockU8, Loader::Thread] {
@@ -152,25 +153,13 @@ fn look_alike_user_objects_never_become_storages() -> Result<(), Box<dyn std::er
     Ok(())
 }
 
-/// Session time = hook time; no spans.
-struct NoSpans;
-
-impl Attribution for NoSpans {
-    fn session_ns(&self, hook_ns: u64) -> u64 {
-        hook_ns
-    }
-    fn span_at(&self, _thread: u64, _ts: u64) -> (Option<String>, Option<ExecutionStep>) {
-        (None, Some(ExecutionStep::Forward))
-    }
-}
-
-/// Runs `f` in a capture window with no registration; returns its memory events and summary.
-fn window(f: impl FnOnce()) -> (Vec<MemoryEvent>, capture::CaptureSummary) {
-    let av = capture::availability();
-    av.calibration.expect("calibration succeeds on this Candle");
-    assert!(capture::lock().begin(trace_probe::DeviceLabel::Cpu, 0));
-    f();
-    capture::lock().end(&NoSpans)
+/// Runs `f` as a bare captured step (`support/window.rs`); returns its memory events and
+/// summary. `f` registers tensors with the `register(tensor, label, category)` it is given.
+fn window(
+    f: impl FnOnce(&mut dyn FnMut(&Tensor, &str, MemoryCategory)),
+) -> (Vec<trace_schema::MemoryEvent>, capture::CaptureSummary) {
+    let ((), events, summary) = window::window(f);
+    (events, summary)
 }
 
 /// A `repr(C)` payload that, inside an `Arc`, fills a 56-byte block with a `Vec` at offset 32
@@ -233,7 +222,7 @@ fn look_alike(kind: u8, dtype: u8, len: usize, tag: u64) -> Box<dyn std::any::An
 /// up to 40 objects (seeded: a failure names its case and reproduces).
 #[test]
 fn look_alike_layouts_never_become_storages() {
-    let _g = lock();
+    let _g = serial();
     let mut rng = StdRng::seed_from_u64(21);
     for case in 0..200 {
         let n = rng.gen_range(1..40);
@@ -248,7 +237,7 @@ fn look_alike_layouts_never_become_storages() {
             })
             .collect();
         let reverse = rng.gen_bool(0.5);
-        let (events, summary) = window(|| {
+        let (events, summary) = window(|_| {
             let mut objs: Vec<_> = specs
                 .iter()
                 .map(|&(kind, dtype, len, tag)| look_alike(kind, dtype, len, tag))
@@ -266,8 +255,8 @@ fn look_alike_layouts_never_become_storages() {
 
 #[test]
 fn the_calibrated_look_alike_is_exactly_candles_block() {
-    let _g = lock();
-    let c = trace_probe::alloc::calibrate().expect("calibration");
+    let _g = serial();
+    let c = trace_probe::capture::calibrate().expect("calibration");
     // The layout: `Arc<RwLock<Vec<f32>>>` is a block of Candle's size with its data
     // pointer at Candle's offset, so the data-pointer signature alone cannot tell them apart.
     let a = Arc::new(RwLock::new(vec![1f32; 7]));
@@ -287,7 +276,7 @@ fn the_calibrated_look_alike_is_exactly_candles_block() {
 #[test]
 fn a_storage_made_before_the_capture_and_freed_inside_it_has_its_exact_size(
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let _g = lock();
+    let _g = serial();
     // Tracked since the session was created: adopted at capture start, its free watched.
     let summary = storage_made_before_the_capture(true)?;
     assert_eq!(summary.unregistered_pre_window_frees, 0, "{summary:?}");
@@ -361,18 +350,15 @@ fn storage_made_before_the_capture(
 
 #[test]
 fn every_storage_is_sized_by_its_heap_bytes() {
-    let _g = lock();
+    let _g = serial();
     let mk = || {
         let mut v: Vec<f32> = Vec::with_capacity(300_000);
         v.extend((0..262_144).map(|i| i as f32));
         Tensor::from_vec(v, 262_144, &Device::Cpu).unwrap()
     };
-    let (events, _) = window(|| {
+    let (events, _) = window(|register| {
         let registered = mk();
-        capture::lock().register(
-            &registered,
-            capture::RegisterAs::category(trace_schema::MemoryCategory::Activation),
-        );
+        register(&registered, "registered", MemoryCategory::Activation);
         let unregistered = mk();
         drop((registered, unregistered));
     });
@@ -401,11 +387,11 @@ fn every_storage_is_sized_by_its_heap_bytes() {
 
 #[test]
 fn a_span_of_a_million_allocations_drops_nothing() -> Result<(), Box<dyn std::error::Error>> {
-    let _g = lock();
+    let _g = serial();
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("million.jsonl");
     let session = TraceSession::create(ProfileRun::inference("million", 1), &path)?;
-    let dropped_before = trace_probe::alloc::dropped_events();
+    let dropped_before = trace_alloc::dropped_events();
     let n = 20_000;
     {
         let _step = session.step(1);
@@ -427,8 +413,8 @@ fn a_span_of_a_million_allocations_drops_nothing() -> Result<(), Box<dyn std::er
         "{} allocation calls",
         summary.armed_alloc_calls
     );
-    assert!(summary.raw_events > trace_probe::alloc::RING_CAPACITY as u64 * 4);
-    assert_eq!(trace_probe::alloc::dropped_events(), dropped_before);
+    assert!(summary.raw_events > trace_alloc::RING_CAPACITY as u64 * 4);
+    assert_eq!(trace_alloc::dropped_events(), dropped_before);
     assert_eq!(doc.dropped_events.unwrap_or(0), 0);
     let frees = doc
         .memory
@@ -441,16 +427,13 @@ fn a_span_of_a_million_allocations_drops_nothing() -> Result<(), Box<dyn std::er
 
 #[test]
 fn a_full_watch_table_loses_no_free_and_attributes_none_to_a_stale_entry() {
-    let _g = lock();
-    let (events, summary) = window(|| {
-        let filled = trace_probe::alloc::fill_watch_table_for_test();
-        assert!(filled > 0 || trace_probe::alloc::occupied_slots() > 0);
+    let _g = serial();
+    let (events, summary) = window(|register| {
+        let filled = fill_watch_table();
+        assert!(filled > 0 || trace_alloc::occupied_slots() > 0);
         // Registered while the table is full: not watched.
         let t1 = Tensor::zeros(1 << 18, DType::F32, &Device::Cpu).unwrap();
-        capture::lock().register(
-            &t1,
-            capture::RegisterAs::category(trace_schema::MemoryCategory::Activation).label("t1"),
-        );
+        register(&t1, "t1", MemoryCategory::Activation);
         drop(t1);
         // A 4 MiB storage reusing whatever address t1 had, never registered.
         let t2 = Tensor::zeros(1 << 20, DType::F32, &Device::Cpu).unwrap();
@@ -477,7 +460,20 @@ fn a_full_watch_table_loses_no_free_and_attributes_none_to_a_stale_entry() {
         .unwrap();
     assert_eq!(t1_free.label.as_deref(), Some("t1"));
     // The next window starts from a compacted table.
-    let (_, summary) = window(|| {});
+    let (_, summary) = window(|_| {});
     assert_eq!(summary.unwatched_registrations, 0);
-    assert!(trace_probe::alloc::occupied_slots() < 1000);
+    assert!(trace_alloc::occupied_slots() < 1000);
+}
+
+/// Fills the watch table with distinct never-freed addresses (odd: no allocator hands them out)
+/// until it refuses one, through `trace_alloc::watch`'s own door; returns how many went in. A
+/// compaction at the next window start empties it again.
+fn fill_watch_table() -> usize {
+    let mut n = 0;
+    let mut addr = 0x7e00_0000_0001usize;
+    while trace_alloc::watch::insert(addr, u32::MAX) {
+        n += 1;
+        addr += 2;
+    }
+    n
 }

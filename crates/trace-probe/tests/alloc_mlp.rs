@@ -14,9 +14,9 @@ use rand::{Rng, SeedableRng};
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{loss, AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use trace_probe::alloc::Tracking;
-use trace_probe::storage as capture;
-use trace_probe::storage::bytes::storage_facts;
+use trace_probe::capture;
+use trace_probe::capture::storage_facts;
+use trace_probe::Tracking;
 use trace_probe::{CoverageLevel, Pass, ProbedOptimizer, ProfileRun, TraceSession};
 use trace_schema::{MemoryAction, MemoryCategory};
 
@@ -69,7 +69,7 @@ fn mlp_step_logical_memory_is_exact() -> Result<(), Box<dyn std::error::Error>> 
     let param_keys: HashSet<usize> = varmap
         .all_vars()
         .iter()
-        .map(|v| trace_probe::storage::bytes::storage_key(v.as_tensor()))
+        .map(|v| trace_probe::capture::storage_key(v.as_tensor()))
         .collect();
     let param_bytes: u64 = varmap
         .all_vars()
@@ -99,7 +99,7 @@ fn mlp_step_logical_memory_is_exact() -> Result<(), Box<dyn std::error::Error>> 
             // (w.t(), broadcast biases share the parameter's key) excluded.
             let mut seen = HashSet::new();
             for node in l.sorted_nodes() {
-                let key = trace_probe::storage::bytes::storage_key(node);
+                let key = trace_probe::capture::storage_key(node);
                 if !param_keys.contains(&key) && seen.insert(key) {
                     expected_forward += storage_bytes(node);
                 }

@@ -10,8 +10,8 @@
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{loss, AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use trace_probe::alloc::Tracking;
-use trace_probe::storage::window as capture;
+use trace_probe::capture;
+use trace_probe::Tracking;
 use trace_probe::{nn, ProbedOptimizer, ProfileRun, TraceSession};
 use trace_schema::{CoverageLevel, MemoryAction, MemoryCategory, TraceDocument};
 

@@ -6,7 +6,7 @@
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{loss, AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use trace_probe::alloc::Tracking;
+use trace_probe::Tracking;
 use trace_probe::{nn, ProbedOptimizer, ProfileRun, TraceSession};
 use trace_schema::{CoverageLevel, MemoryAction, MemoryCategory};
 

@@ -2,7 +2,8 @@
 //! and the terminal's count), so analyzers treat its memory figures as lower bounds.
 
 use candle_core::{DType, Device, Tensor};
-use trace_probe::alloc::{self, Tracking};
+use trace_alloc as alloc;
+use trace_probe::Tracking;
 use trace_probe::{Pass, ProfileRun, TraceSession};
 
 #[global_allocator]

@@ -5,7 +5,7 @@
 mod alloc_common;
 
 use candle_core::{DType, Device, Tensor};
-use trace_probe::alloc::Tracking;
+use trace_probe::Tracking;
 use trace_probe::{CoverageLevel, Pass, ProfileRun, TraceSession};
 
 #[global_allocator]

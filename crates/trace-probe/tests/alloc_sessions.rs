@@ -5,7 +5,7 @@
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use trace_probe::alloc::Tracking;
+use trace_probe::Tracking;
 use trace_probe::{ProbeError, ProbedOptimizer, ProfileRun, TraceSession};
 use trace_schema::{MemoryAction, MemoryCategory, TraceDocument};
 

@@ -9,8 +9,8 @@ use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use trace_probe::alloc::Tracking;
-use trace_probe::storage as capture;
+use trace_probe::capture;
+use trace_probe::Tracking;
 use trace_probe::{CoverageLevel, MemoryCategory, Pass, ProbedOptimizer, ProfileRun, TraceSession};
 
 #[global_allocator]

@@ -4,19 +4,19 @@
 //! trace's logical memory; the step's figures other than the backward's own are unchanged.
 
 mod common;
+#[path = "support/serial.rs"]
+mod serial;
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{loss, AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use trace_probe::alloc::Tracking;
+use serial::serial;
 use trace_probe::nn::{self, Traced};
+use trace_probe::Tracking;
 use trace_probe::{Pass, ProbedOptimizer, ProfileRun, SpanKind, TerminalOutcome, TraceSummary};
 use trace_schema::{MemoryAction, SpanRecord, TraceDocument};
 
 #[global_allocator]
 static ALLOC: Tracking = Tracking::system();
-
-/// The storage capture arms a process-wide allocator hook: one captured step at a time.
-static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// fc1 → relu → fc2 → relu → fc3, probed (module spans named `fc1`, `fc2`, `fc3`).
 struct Mlp {
@@ -102,7 +102,7 @@ fn profile_model(
     backward_spans: bool,
     build: impl FnOnce(&VarMap) -> candle_core::Result<Box<dyn Module>>,
 ) -> (TraceDocument, TraceSummary) {
-    let _one_at_a_time = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _one_at_a_time = serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("trace.jsonl");
     let varmap = VarMap::new();

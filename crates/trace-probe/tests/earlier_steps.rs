@@ -10,7 +10,7 @@ mod common;
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{loss, AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use trace_graph::FindingCode;
-use trace_probe::alloc::Tracking;
+use trace_probe::Tracking;
 use trace_probe::{nn, ProbedOptimizer, ProfileRun, TraceSession};
 
 #[global_allocator]

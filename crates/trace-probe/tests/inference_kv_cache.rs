@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{VarBuilder, VarMap};
 use candle_transformers::models::llama2_c::{Cache, Config, Llama};
-use trace_probe::alloc::Tracking;
-use trace_probe::storage::window as capture;
+use trace_probe::capture;
+use trace_probe::Tracking;
 use trace_probe::{ProfileRun, TraceSession};
 use trace_schema::{MemoryAction, MemoryCategory, TraceDocument};
 

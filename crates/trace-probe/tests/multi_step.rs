@@ -18,7 +18,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{loss, AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use candle_transformers::models::llama2_c::{Cache, Llama};
 use trace_graph::{Analysis, FindingCode, Severity};
-use trace_probe::alloc::Tracking;
+use trace_probe::Tracking;
 use trace_probe::{nn, ProbedOptimizer, ProfileRun, TraceSession};
 use trace_schema::Pass;
 

@@ -168,7 +168,7 @@ fn sampled_shares_match_the_clock() -> Result<(), Box<dyn std::error::Error>> {
         "{}",
         sampler.unwinder
     );
-    let stats = trace_probe::sampler::stats();
+    let stats = trace_sampler::stats();
     eprintln!(
         "{} samples, {} by frame pointers, {:.2} µs per sample in the handler",
         stats.samples,

@@ -10,13 +10,17 @@
 #![cfg(stack_sampler)]
 
 mod common;
+#[path = "support/serial.rs"]
+mod serial;
+#[path = "support/three_steps.rs"]
+mod three_steps;
 
 use candle_core::{DType, Device, Module, Tensor};
-use candle_nn::{loss, AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
+use candle_nn::{loss, Linear, VarBuilder, VarMap};
 use common::sampling::{self, pass_of};
-use trace_probe::{
-    CoverageLevel, Pass, ProbedOptimizer, ProfileRun, Profiler, TerminalOutcome, Tracking,
-};
+use serial::serial;
+use three_steps::{three_steps, Loss};
+use trace_probe::{CoverageLevel, Pass, ProfileRun, Profiler, TerminalOutcome, Tracking};
 use trace_schema::{ContractField, SymbolQuality, TraceDocument};
 
 #[global_allocator]
@@ -38,13 +42,6 @@ const HIDDEN: usize = 768;
 const CLASSES: usize = 10;
 const BATCH: usize = 512;
 
-/// The tracking allocator's capture window is process-wide: these tests run one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Mlp {
     fn new(varmap: &VarMap) -> candle_core::Result<Self> {
         let vb = VarBuilder::from_varmap(varmap, DType::F32, &Device::Cpu);
@@ -54,7 +51,9 @@ impl Mlp {
             l3: candle_nn::linear(HIDDEN, CLASSES, vb.pp("l3"))?,
         })
     }
+}
 
+impl Loss for Mlp {
     fn loss(&self, x: &Tensor, y: &Tensor) -> candle_core::Result<Tensor> {
         let h = self.l2.forward(&self.l1.forward(x)?.relu()?)?.relu()?;
         loss::cross_entropy(&self.l3.forward(&h)?, y)
@@ -69,18 +68,8 @@ fn data() -> candle_core::Result<(Tensor, Tensor)> {
 
 /// Trains 3 steps capturing step 2 under `run`.
 fn train(run: ProfileRun) -> Res<TraceDocument> {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("trace.jsonl");
-    let varmap = VarMap::new();
-    let profiler = run.varmap(&varmap).start(&path)?;
-    let mlp = Mlp::new(&varmap)?;
-    let mut opt = ProbedOptimizer::<AdamW>::new(varmap.all_vars(), ParamsAdamW::default())?;
-    let (x, y) = data()?;
-    for step in 1..=3u64 {
-        let _step = profiler.step(step);
-        opt.backward_step(&mlp.loss(&x, &y)?)?;
-    }
-    finish(profiler, &path)
+    let stepped = three_steps(run, Mlp::new, data)?;
+    finish(stepped.profiler, &stepped.path)
 }
 
 fn finish(profiler: Profiler, path: &std::path::Path) -> Res<TraceDocument> {

@@ -9,12 +9,18 @@
 #![cfg(stack_sampler)]
 
 mod common;
+#[path = "support/serial.rs"]
+mod serial;
+#[path = "support/three_steps.rs"]
+mod three_steps;
 
 use std::collections::{BTreeMap, HashMap};
 
 use candle_core::{DType, Device, Module, Tensor, Var};
-use candle_nn::{loss, AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
+use candle_nn::{loss, Linear, Optimizer, VarBuilder, VarMap};
 use common::sites::Sites;
+use serial::serial;
+use three_steps::{three_steps, Loss};
 use trace_ops::OpKind;
 use trace_probe::{Pass, ProbedOptimizer, ProfileRun, Profiler, TerminalOutcome, Tracking};
 use trace_schema::TraceEvent;
@@ -23,13 +29,6 @@ use trace_schema::TraceEvent;
 static ALLOC: Tracking = Tracking::system();
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
-
-/// The capture window is process-wide: these tests run one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 const IN: usize = 64;
 const HIDDEN: usize = 128;
@@ -49,6 +48,9 @@ impl Mlp {
             fc2: candle_nn::linear(HIDDEN, CLASSES, vb.pp("fc2"))?,
         })
     }
+}
+
+impl Loss for Mlp {
     fn loss(&self, x: &Tensor, y: &Tensor) -> candle_core::Result<Tensor> {
         let h = self.fc1.forward(x)?.relu()?;
         loss::cross_entropy(&self.fc2.forward(&h)?, y)
@@ -135,19 +137,13 @@ fn finish(profiler: Profiler, path: &std::path::Path) -> Res<Traced> {
 }
 
 fn mlp_step(run: ProfileRun) -> Res<Traced> {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("trace.jsonl");
-    let varmap = VarMap::new();
-    let profiler = run.varmap(&varmap).start(&path)?;
-    let mlp = Mlp::new(&varmap)?;
-    let mut opt = ProbedOptimizer::<AdamW>::new(varmap.all_vars(), ParamsAdamW::default())?;
-    let x = Tensor::randn(0f32, 1.0, (BATCH, IN), &Device::Cpu)?;
-    let y = Tensor::zeros(BATCH, DType::U32, &Device::Cpu)?;
-    for step in 1..=3u64 {
-        let _step = profiler.step(step);
-        opt.backward_step(&mlp.loss(&x, &y)?)?;
-    }
-    finish(profiler, &path)
+    let stepped = three_steps(run, Mlp::new, || {
+        Ok((
+            Tensor::randn(0f32, 1.0, (BATCH, IN), &Device::Cpu)?,
+            Tensor::zeros(BATCH, DType::U32, &Device::Cpu)?,
+        ))
+    })?;
+    finish(stepped.profiler, &stepped.path)
 }
 
 fn count(ops: &[(String, u64)]) -> BTreeMap<(String, u64), usize> {
@@ -179,8 +175,8 @@ fn assert_every_large_storage_has_a_site(t: &Traced, threshold: u64) {
         for f in t.sites.frames_of(site) {
             let name = f.function.as_deref().unwrap_or("");
             assert!(
-                !name.starts_with("trace_probe::alloc")
-                    && !name.starts_with("trace_probe::sampler::unwind")
+                !name.starts_with("trace_alloc::")
+                    && !name.starts_with("<trace_alloc::")
                     && !name.starts_with("backtrace::")
                     && !name.contains("__rust_alloc"),
                 "hook frame kept in site {site}: {name}"
@@ -341,9 +337,9 @@ fn the_default_threshold_follows_the_walker() -> Res<()> {
 #[test]
 fn a_full_stack_pool_counts_its_losses_and_the_step_completes() -> Res<()> {
     let _s = serial();
-    trace_probe::alloc::sites::set_pool_capacity(5);
+    trace_alloc::sites::set_pool_capacity(5);
     let t = mlp_step(ProfileRun::training("mlp::train_step", 2).sample_hz(0));
-    trace_probe::alloc::sites::set_pool_capacity(usize::MAX);
+    trace_alloc::sites::set_pool_capacity(usize::MAX);
     let t = t?;
     let account = t.sites.account.as_ref().expect("account");
     assert_eq!(account.captured, 5);

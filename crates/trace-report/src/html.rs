@@ -140,6 +140,7 @@ fn block(b: &Block) -> Markup {
             }
         },
         Block::Overlay(o) => overlay(o),
+        Block::StepChart(c) => crate::step_chart::step_chart(c),
         Block::MemoryChart { device } => html! {
             div.chart data-device=(device) {
                 div.chart-controls {

@@ -3,6 +3,7 @@
 //! The outputs people look at, built on the analysis API (trace-memory, trace-graph, trace-ops) and the
 //! one formatter (trace-format), never on a second reading of the trace:
 //! - [`chrome`]: the Chrome Trace Event Format export for Perfetto UI and chrome://tracing;
+//! - [`window`]: the export's `--window START..END` (a time window parsed from its text);
 //! - [`page`] and [`html`]: the offline HTML report — a page model of sections and blocks that
 //!   callers compose from their own reports, rendered into one self-contained file (embedded
 //!   script, style and data, a strict Content-Security-Policy, every string escaped);
@@ -23,6 +24,8 @@ pub mod html;
 pub mod layout;
 pub mod page;
 pub mod speedscope;
+pub mod step_chart;
+pub mod window;
 
 use serde::Serialize;
 

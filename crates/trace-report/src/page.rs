@@ -96,6 +96,9 @@ pub enum Block {
     /// Series of bytes over time overlaid on one chart, drawn server-side as an inline SVG (no
     /// script): the diff page's baseline and candidate memory timelines.
     Overlay(Overlay),
+    /// Figures by captured step (a run's series), one line per series with a marker per
+    /// capture, drawn server-side as an inline SVG; zoomable (wheel, drag, +/−, Escape).
+    StepChart(StepChart),
     /// The memory chart of one device (index into the chart data's `devices`).
     MemoryChart {
         /// Index into `devices`.
@@ -153,6 +156,40 @@ pub struct Overlay {
     pub caption: Text,
     /// The series, drawn in order (the first solid, the others dashed).
     pub series: Vec<OverlaySeries>,
+}
+
+/// The unit of a [`StepChart`]'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepUnit {
+    /// Bytes.
+    Bytes,
+    /// Nanoseconds.
+    Nanoseconds,
+    /// Parts per million of a whole (a share: 1,000,000 is 100%).
+    PartsPerMillion,
+}
+
+/// Figures by captured step (see [`Block::StepChart`]).
+#[derive(Debug, Clone)]
+pub struct StepChart {
+    /// Element id.
+    pub id: String,
+    /// Caption (what is drawn).
+    pub caption: Text,
+    /// The unit of every series.
+    pub unit: StepUnit,
+    /// The series, drawn in order.
+    pub series: Vec<StepSeries>,
+}
+
+/// One series of a [`StepChart`].
+#[derive(Debug, Clone)]
+pub struct StepSeries {
+    /// Legend name.
+    pub name: Text,
+    /// `(step, value)` by step.
+    pub points: Vec<(u64, u64)>,
 }
 
 /// One series of an [`Overlay`].

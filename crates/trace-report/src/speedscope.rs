@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use serde::Serialize;
-use trace_schema::TraceDocument;
+use trace_schema::{SampleTable, TraceDocument};
 
 /// The `$schema` speedscope checks.
 pub const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
@@ -113,65 +113,8 @@ pub fn write_speedscope<W: Write>(
     if table.samples.is_empty() {
         return Err(SpeedscopeError::no_samples(doc));
     }
-    // Shared frames, deduplicated by content; `index[f]` for each frame of the table.
-    let mut frames: Vec<Frame> = Vec::new();
-    let mut seen: HashMap<Frame, u32> = HashMap::new();
-    let index: Vec<u32> = table
-        .frames
-        .iter()
-        .map(|f| {
-            let name = f
-                .function
-                .as_deref()
-                .or(f.address.as_deref())
-                .unwrap_or("?");
-            let frame = Frame {
-                name: trace_format::elide_middle(name, NAME_CHARS).into_owned(),
-                file: f
-                    .file
-                    .as_deref()
-                    .map(|x| trace_format::elide_middle(x, NAME_CHARS).into_owned()),
-                line: f.line,
-            };
-            *seen.entry(frame.clone()).or_insert_with(|| {
-                frames.push(frame);
-                (frames.len() - 1) as u32
-            })
-        })
-        .collect();
-    let elided = table
-        .stacks
-        .iter()
-        .any(|s| s.frames.len() > MAX_STACK_FRAMES)
-        .then(|| {
-            frames.push(Frame {
-                name: ELIDED_FRAMES.to_string(),
-                file: None,
-                line: None,
-            });
-            (frames.len() - 1) as u32
-        });
-    // Threads: the sampler's, in its order, then any other key seen in the samples.
-    let mut threads: Vec<ThreadInfo<'_>> = table
-        .sampler
-        .as_ref()
-        .map(|s| {
-            s.threads
-                .iter()
-                .map(|t| (t.thread, t.name.as_deref(), Some((t.start_ns, t.end_ns))))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut pos: HashMap<u64, usize> = threads.iter().enumerate().map(|(k, t)| (t.0, k)).collect();
-    let mut by_thread: Vec<Vec<usize>> = vec![Vec::new(); threads.len()];
-    for (i, s) in table.samples.iter().enumerate() {
-        let k = *pos.entry(s.thread).or_insert_with(|| {
-            threads.push((s.thread, None, None));
-            by_thread.push(Vec::new());
-            threads.len() - 1
-        });
-        by_thread[k].push(i);
-    }
+    let (frames, index, elided) = shared_frames(table);
+    let (threads, mut by_thread) = threads_of(table);
     let period = table.sampler.as_ref().map_or(0, |s| s.period_ns);
     // Without a sampler event the period is unknown: each sample weighs 1, unit `none`.
     let (weight, unit) = if period > 0 {
@@ -235,29 +178,7 @@ pub fn write_speedscope<W: Write>(
             if j > 0 {
                 w.write_all(b",")?;
             }
-            w.write_all(b"[")?;
-            let frames = table
-                .stacks
-                .get(table.samples[i].stack as usize)
-                .map_or(&[][..], |s| &s.frames[..]);
-            // outermost first; the middle of a deep stack is one elision frame
-            let (outer, inner) = match elided {
-                Some(_) if frames.len() > MAX_STACK_FRAMES => {
-                    let keep = (MAX_STACK_FRAMES - 1) / 2;
-                    (keep, MAX_STACK_FRAMES - 1 - keep)
-                }
-                _ => (frames.len(), 0),
-            };
-            let outermost = frames.iter().rev().take(outer).map(|&f| index[f as usize]);
-            let middle = elided.filter(|_| inner > 0);
-            let innermost = frames[..inner].iter().rev().map(|&f| index[f as usize]);
-            for (n, i) in outermost.chain(middle).chain(innermost).enumerate() {
-                if n > 0 {
-                    w.write_all(b",")?;
-                }
-                write!(w, "{i}")?;
-            }
-            w.write_all(b"]")?;
+            write_stack(&mut w, table, table.samples[i].stack, &index, elided)?;
         }
         w.write_all(b"],\"weights\":[")?;
         for j in 0..list.len() {
@@ -272,4 +193,108 @@ pub fn write_speedscope<W: Write>(
     }
     w.write_all(b"]}\n")?;
     Ok(stats)
+}
+
+/// The shared frames, deduplicated by content, `index[f]` for each frame of the table, and
+/// the elision frame (added when some stack is deeper than [`MAX_STACK_FRAMES`]).
+fn shared_frames(table: &SampleTable) -> (Vec<Frame>, Vec<u32>, Option<u32>) {
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut seen: HashMap<Frame, u32> = HashMap::new();
+    let index: Vec<u32> = table
+        .frames
+        .iter()
+        .map(|f| {
+            let name = f
+                .function
+                .as_deref()
+                .or(f.address.as_deref())
+                .unwrap_or("?");
+            let frame = Frame {
+                name: trace_format::elide_middle(name, NAME_CHARS).into_owned(),
+                file: f
+                    .file
+                    .as_deref()
+                    .map(|x| trace_format::elide_middle(x, NAME_CHARS).into_owned()),
+                line: f.line,
+            };
+            *seen.entry(frame.clone()).or_insert_with(|| {
+                frames.push(frame);
+                (frames.len() - 1) as u32
+            })
+        })
+        .collect();
+    let elided = table
+        .stacks
+        .iter()
+        .any(|s| s.frames.len() > MAX_STACK_FRAMES)
+        .then(|| {
+            frames.push(Frame {
+                name: ELIDED_FRAMES.to_string(),
+                file: None,
+                line: None,
+            });
+            (frames.len() - 1) as u32
+        });
+    (frames, index, elided)
+}
+
+/// The threads (the sampler's, in its order, then any other key seen in the samples) and the
+/// samples of each.
+fn threads_of(table: &SampleTable) -> (Vec<ThreadInfo<'_>>, Vec<Vec<usize>>) {
+    let mut threads: Vec<ThreadInfo<'_>> = table
+        .sampler
+        .as_ref()
+        .map(|s| {
+            s.threads
+                .iter()
+                .map(|t| (t.thread, t.name.as_deref(), Some((t.start_ns, t.end_ns))))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut pos: HashMap<u64, usize> = threads.iter().enumerate().map(|(k, t)| (t.0, k)).collect();
+    let mut by_thread: Vec<Vec<usize>> = vec![Vec::new(); threads.len()];
+    for (i, s) in table.samples.iter().enumerate() {
+        let k = *pos.entry(s.thread).or_insert_with(|| {
+            threads.push((s.thread, None, None));
+            by_thread.push(Vec::new());
+            threads.len() - 1
+        });
+        by_thread[k].push(i);
+    }
+    (threads, by_thread)
+}
+
+/// One sample's stack as frame indices, outermost first; the middle of a deep stack is one
+/// elision frame.
+fn write_stack<W: Write>(
+    w: &mut W,
+    table: &SampleTable,
+    stack: u32,
+    index: &[u32],
+    elided: Option<u32>,
+) -> Result<(), SpeedscopeError> {
+    w.write_all(b"[")?;
+    let frames = table
+        .stacks
+        .get(stack as usize)
+        .map_or(&[][..], |s| &s.frames[..]);
+    // outermost first; the middle of a deep stack is one elision frame
+    let (outer, inner) = match elided {
+        Some(_) if frames.len() > MAX_STACK_FRAMES => {
+            let keep = (MAX_STACK_FRAMES - 1) / 2;
+            (keep, MAX_STACK_FRAMES - 1 - keep)
+        }
+        _ => (frames.len(), 0),
+    };
+    let outermost = frames.iter().rev().take(outer).map(|&f| index[f as usize]);
+    let middle = elided.filter(|_| inner > 0);
+    let innermost = frames[..inner].iter().rev().map(|&f| index[f as usize]);
+    for (n, i) in outermost.chain(middle).chain(innermost).enumerate() {
+        if n > 0 {
+            w.write_all(b",")?;
+        }
+        write!(w, "{i}")?;
+    }
+    w.write_all(b"]")?;
+    Ok(())
 }

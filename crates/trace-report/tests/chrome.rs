@@ -386,9 +386,10 @@ fn a_truncated_trace_exports_open_spans_as_begin_events() {
 
 #[test]
 fn the_span_filter_takes_the_indexed_path_the_views_show() {
-    // llama's two layers, `model/block` and `model/block#2` as the probe names them (and as
-    // the views name an older trace's two `block`s by call order: trace-memory's
-    // `indexed_paths_number_repeated_siblings_in_call_order`): each path keeps its own layer
+    // llama's two layers, `model/model.layers.0` and `model/model.layers.1` as the probe names
+    // them (an older trace's two `block`s read `block` and `block#2` by call order:
+    // trace-memory's `indexed_paths_number_repeated_siblings_in_call_order`): each path keeps
+    // its own layer
     let doc = fixture("llama");
     let kept = |path: &str| {
         let mut o = opts();
@@ -396,12 +397,23 @@ fn the_span_filter_takes_the_indexed_path_the_views_show() {
         let (v, _) = export(&doc, &o);
         events(&v)
             .iter()
-            .filter(|e| e["cat"] == "span" && e["name"] == "attn")
+            .filter(|e| {
+                e["cat"] == "span"
+                    && e["name"]
+                        .as_str()
+                        .is_some_and(|n| n.ends_with(".self_attn"))
+            })
             .count()
     };
-    // the probe names the second layer `block#2`: each path keeps one layer
-    assert_eq!(kept("llama::train_step/forward/model/block/attn"), 1);
-    assert_eq!(kept("llama::train_step/forward/model/block#2/attn"), 1);
+    // each path keeps one layer's attention
+    assert_eq!(
+        kept("llama::train_step/forward/model/model.layers.0/model.layers.0.self_attn"),
+        1
+    );
+    assert_eq!(
+        kept("llama::train_step/forward/model/model.layers.1/model.layers.1.self_attn"),
+        1
+    );
 }
 
 #[test]

@@ -1,8 +1,10 @@
 //! # trace-schema
 //!
-//! The event types of the candle-graph JSONL trace format (`candle-graph/trace/11`), versioned
-//! serde for the versions that came before it (trace/6 to trace/10), a streaming
-//! [`TraceReader`], a compact in-memory [`TraceDocument`] and a [`TraceWriter`].
+//! The reading side of the candle-graph JSONL trace format (written at `candle-graph/trace/13`):
+//! the wire types of the `trace-wire` crate, re-exported at their old paths ([`event`], [`meta`],
+//! [`version`], [`writer`], …), the rules of every version read (trace/6 to trace/13), a
+//! streaming [`TraceReader`], the parallel loader, a compact in-memory [`TraceDocument`] and the
+//! spill buffer ([`spill_buffer`]) its large parts go to.
 //!
 //! ```
 //! use trace_schema::{load_str, MemoryCategory};
@@ -30,23 +32,21 @@
 mod chunk;
 pub mod device;
 pub mod document;
-pub mod dtype;
 pub mod error;
-pub mod event;
 mod fast;
+mod gate;
 pub mod intern;
 pub mod load;
-pub mod meta;
 mod parse;
 pub mod reader;
-pub mod sampling;
 pub mod shared;
-pub mod sites;
+pub mod spill_buffer;
 mod surrogate;
-#[doc(hidden)]
 pub mod varint;
-pub mod version;
-pub mod writer;
+
+/// The wire format (event types, versions, writer) lives in `trace-wire`; these are its modules
+/// at their old paths.
+pub use trace_wire::{dtype, event, labels, meta, sampling, sites, version, writer};
 
 /// Implements `as_str()` (the snake_case wire name, from the `strum::IntoStaticStr` derive)
 /// for unit enums, so no caller round-trips an enum through serde_json to get its name.

@@ -16,6 +16,7 @@ use crate::chunk::{parse_chunk, Item, ParsedChunk};
 use crate::document::{TraceBuilder, TraceDocument};
 use crate::error::LoadError;
 use crate::event::TraceEvent;
+use crate::gate::StreamGate;
 use crate::version::SchemaVersion;
 
 /// Bytes per chunk (a chunk grows to hold a longer line).
@@ -135,9 +136,7 @@ enum Pending {
 struct Consumer {
     builder: Option<TraceBuilder>,
     spill: bool,
-    version: Option<SchemaVersion>,
-    meta_line: u64,
-    terminal_line: u64,
+    gate: StreamGate,
     line_base: u64,
     byte_base: u64,
     partial: Option<(u64, u64)>,
@@ -184,7 +183,7 @@ impl Consumer {
         }
         if let Some((rel, bytes)) = chunk.partial {
             let line = self.line_base + rel as u64 + 1;
-            if self.version.is_none() {
+            if self.gate.version().is_none() {
                 return Err(LoadError::MissingMeta {
                     line,
                     found: "only a partial first line".to_string(),
@@ -198,45 +197,14 @@ impl Consumer {
     }
 
     fn check_shape(&mut self, item: &Item, line: u64) -> Result<(), LoadError> {
-        if self.terminal_line != 0 {
-            return Err(LoadError::EventAfterTerminal {
-                line,
-                kind: item.kind_name().to_string(),
-                terminal_line: self.terminal_line,
-            });
-        }
-        let event = match item {
-            Item::Event(e) => Some(&**e),
+        let meta = match item {
+            Item::Event(e) => match &**e {
+                TraceEvent::Meta(m) => Some(m),
+                _ => None,
+            },
             _ => None,
         };
-        match event {
-            Some(TraceEvent::Meta(meta)) => {
-                if self.version.is_some() {
-                    return Err(LoadError::DuplicateMeta {
-                        line,
-                        first_line: self.meta_line,
-                    });
-                }
-                let Some(version) = SchemaVersion::parse(&meta.schema) else {
-                    return Err(LoadError::UnsupportedSchema {
-                        line,
-                        schema: meta.schema.clone(),
-                        detail: String::new(),
-                    });
-                };
-                self.version = Some(version);
-                self.meta_line = line;
-            }
-            _ if self.version.is_none() => {
-                return Err(LoadError::MissingMeta {
-                    line,
-                    found: format!("a `{}` event", item.kind_name()),
-                });
-            }
-            Some(TraceEvent::Terminal(_)) => self.terminal_line = line,
-            _ => {}
-        }
-        Ok(())
+        self.gate.check(item.kind_name(), meta, line)
     }
 }
 
@@ -319,9 +287,7 @@ pub fn load_reader_with<R: Read>(
     let mut consumer = Consumer {
         builder: None,
         spill: options.spill_memory,
-        version: None,
-        meta_line: 0,
-        terminal_line: 0,
+        gate: StreamGate::default(),
         line_base: 0,
         byte_base: 0,
         partial: None,
@@ -419,7 +385,7 @@ pub fn load_reader_with<R: Read>(
         }
         return Err(err);
     }
-    if consumer.version.is_none() {
+    if consumer.gate.version().is_none() {
         return Err(LoadError::MissingMeta {
             line: 1,
             found: empty_input(consumer.line_base),

@@ -205,6 +205,27 @@ fn field_error(line: u64, kind: &str, path: &str, message: &str) -> LoadError {
     }
 }
 
+/// The diagnosis of one body type: the field path of the first missing or mistyped field.
+struct Typed<'a> {
+    bytes: &'a [u8],
+    line: u64,
+    kind: &'a str,
+}
+
+impl BodyVisitor for Typed<'_> {
+    type Output = LoadError;
+
+    fn visit<T: DeserializeOwned>(self, _kind: &'static str) -> LoadError {
+        match typed::<T>(self.bytes, self.line, self.kind) {
+            Err(err) => err,
+            Ok(_) => LoadError::Malformed {
+                line: self.line,
+                message: "event does not parse".to_string(),
+            },
+        }
+    }
+}
+
 /// The slow path: say precisely why `bytes` is not a valid event.
 fn diagnose(bytes: &[u8], line: u64) -> LoadError {
     let value: serde_json::Value = match serde_json::from_slice(bytes) {
@@ -230,15 +251,14 @@ fn diagnose(bytes: &[u8], line: u64) -> LoadError {
         Some(_) => return field_error(line, "?", "kind", "must be a string"),
         None => return field_error(line, "?", "", "missing field `kind`"),
     };
+    let typed_check = || Typed {
+        bytes,
+        line,
+        kind: &kind,
+    };
     macro_rules! check {
         ($ty:ty) => {
-            match typed::<$ty>(bytes, line, &kind) {
-                Err(err) => err,
-                Ok(_) => LoadError::Malformed {
-                    line,
-                    message: "event does not parse".to_string(),
-                },
-            }
+            typed_check().visit::<$ty>("")
         };
     }
     match kind.as_str() {
@@ -247,15 +267,6 @@ fn diagnose(bytes: &[u8], line: u64) -> LoadError {
             Some(_) => field_error(line, "meta", "schema", "must be a string"),
             None => field_error(line, "meta", "", "missing field `schema`"),
         },
-        "span_start" => check!(SpanStartEvent),
-        "span_end" => check!(SpanEndEvent),
-        "op" => check!(OpEvent),
-        "tensor" => check!(TensorEvent),
-        "tensor_stats" => check!(TensorStatsEvent),
-        "memory" => check!(MemoryEvent),
-        "device_memory" => check!(DeviceMemoryEvent),
-        "device_interval" => check!(DeviceIntervalEvent),
-        "gradient" => check!(GradientEvent),
         "edge" => match object.get("edge_kind").and_then(|k| k.as_str()) {
             Some("call") => check!(CallEdge),
             Some("data") => check!(DataEdge),
@@ -270,15 +281,20 @@ fn diagnose(bytes: &[u8], line: u64) -> LoadError {
             }
             None => field_error(line, "edge", "", "missing field `edge_kind`"),
         },
-        "dropped_events" => check!(DroppedEventsEvent),
-        "frame" => check!(FrameEvent),
-        "stack" => check!(StackEvent),
-        "sample" => check!(SampleEvent),
-        "sampler" => check!(SamplerEvent),
-        "terminal" => check!(TerminalEvent),
-        "site" => check!(crate::sites::SiteEvent),
-        "alloc_sites" => check!(crate::sites::AllocSitesEvent),
-        _ => LoadError::UnknownKind { line, kind },
+        // Every other kind: its body type, from the one table of kinds (trace-wire's
+        // `trace_events!`).
+        _ => TraceEvent::visit_body(
+            &kind,
+            Typed {
+                bytes,
+                line,
+                kind: &kind,
+            },
+        )
+        .unwrap_or_else(|| LoadError::UnknownKind {
+            line,
+            kind: kind.clone(),
+        }),
     }
 }
 

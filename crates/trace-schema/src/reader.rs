@@ -12,6 +12,7 @@ use std::path::Path;
 use crate::document::{TraceBuilder, TraceDocument};
 use crate::error::LoadError;
 use crate::event::TraceEvent;
+use crate::gate::StreamGate;
 use crate::parse::parse_line;
 use crate::version::SchemaVersion;
 
@@ -30,9 +31,7 @@ pub struct TraceReader<R> {
     inner: R,
     buf: Vec<u8>,
     line: u64,
-    version: Option<SchemaVersion>,
-    meta_line: u64,
-    terminal_line: u64,
+    gate: StreamGate,
     partial_line: Option<(u64, u64)>,
     done: bool,
 }
@@ -44,9 +43,7 @@ impl<R: BufRead> TraceReader<R> {
             inner,
             buf: Vec::with_capacity(512),
             line: 0,
-            version: None,
-            meta_line: 0,
-            terminal_line: 0,
+            gate: StreamGate::default(),
             partial_line: None,
             done: false,
         }
@@ -54,7 +51,7 @@ impl<R: BufRead> TraceReader<R> {
 
     /// The schema version, once the meta line was read.
     pub fn version(&self) -> Option<SchemaVersion> {
-        self.version
+        self.gate.version()
     }
 
     /// `(line, bytes)` of the dropped partial last line, once the reader is exhausted.
@@ -74,7 +71,7 @@ impl<R: BufRead> TraceReader<R> {
                     source,
                 })?;
             if n == 0 {
-                if self.version.is_none() {
+                if self.gate.version().is_none() {
                     return Err(LoadError::MissingMeta {
                         line: 1,
                         found: crate::load::empty_input(self.line),
@@ -99,12 +96,12 @@ impl<R: BufRead> TraceReader<R> {
         line: u64,
         terminated: bool,
     ) -> Result<Option<LineEvent>, LoadError> {
-        let parsed = parse_line(trim_ascii(&self.buf), line, self.version);
+        let parsed = parse_line(trim_ascii(&self.buf), line, self.gate.version());
         let event = match parsed {
             Ok(event) => event,
             Err(_) if !terminated => {
                 self.partial_line = Some((line, self.buf.len() as u64));
-                if self.version.is_none() {
+                if self.gate.version().is_none() {
                     return Err(LoadError::MissingMeta {
                         line,
                         found: "only a partial first line".to_string(),
@@ -114,7 +111,7 @@ impl<R: BufRead> TraceReader<R> {
             }
             Err(err) => return Err(err),
         };
-        self.check_shape(&event, line)?;
+        self.gate.check_event(&event, line)?;
         Ok(Some(LineEvent { line, event }))
     }
 
@@ -123,44 +120,6 @@ impl<R: BufRead> TraceReader<R> {
             Some((line, terminated)) => self.parse_current(line, terminated),
             None => Ok(None),
         }
-    }
-
-    fn check_shape(&mut self, event: &TraceEvent, line: u64) -> Result<(), LoadError> {
-        if self.terminal_line != 0 {
-            return Err(LoadError::EventAfterTerminal {
-                line,
-                kind: event.kind_name().to_string(),
-                terminal_line: self.terminal_line,
-            });
-        }
-        match event {
-            TraceEvent::Meta(meta) => {
-                if self.version.is_some() {
-                    return Err(LoadError::DuplicateMeta {
-                        line,
-                        first_line: self.meta_line,
-                    });
-                }
-                let Some(version) = SchemaVersion::parse(&meta.schema) else {
-                    return Err(LoadError::UnsupportedSchema {
-                        line,
-                        schema: meta.schema.clone(),
-                        detail: String::new(),
-                    });
-                };
-                self.version = Some(version);
-                self.meta_line = line;
-            }
-            _ if self.version.is_none() => {
-                return Err(LoadError::MissingMeta {
-                    line,
-                    found: format!("a `{}` event", event.kind_name()),
-                });
-            }
-            TraceEvent::Terminal(_) => self.terminal_line = line,
-            _ => {}
-        }
-        Ok(())
     }
 }
 

@@ -8,10 +8,19 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::error::Result;
-use trace_bundle::{DerivedFile, Series, SeriesError, Verification};
+use trace_bundle::{DerivedFile, Series, Verification};
 use trace_format::{bytes, opt_duration};
 use trace_graph::Analysis;
 use trace_schema::{Pass, TraceDocument};
+
+/// Run directories of scheduled captures (trace-bundle's `run`), re-exported.
+pub use trace_bundle::run::{is_run_dir, list_bundles, read_run_log, RunLog, RUN_FILE};
+/// Publishing and verifying bundles, and the series across them (trace-bundle), re-exported
+/// for programs that depend on trace-views alone.
+pub use trace_bundle::{
+    build_series, publish, semantic_problems, verify, RunIdentity, SeriesError, MANIFEST_FILE,
+    TRACE_FILE,
+};
 
 use crate::envelope::to_json;
 use crate::table::{Align, Table};

@@ -227,6 +227,14 @@ pub fn render(out: &mut String, diff: &TraceDiff, top: usize) {
             d.candidate_run.describe()
         );
     }
+    if d.baseline_steps > 1 || d.candidate_steps > 1 {
+        let _ = writeln!(
+            out,
+            "  every time is a sum over the captured steps: baseline {}, candidate {}",
+            trace_format::count(d.baseline_steps, "step", "steps"),
+            trace_format::count(d.candidate_steps, "step", "steps")
+        );
+    }
     out.push_str("  ALLOCATED: bytes each side's ops allocated in the role (compared whatever the timing; a Candle side counts storages with an allocation site, at least its threshold)\n");
     if d.timing_comparable {
         out.push_str("  op times compared\n");

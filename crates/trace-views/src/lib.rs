@@ -21,6 +21,9 @@
 //! rendered from. Unobserved figures are `None`, never 0; trace text is escaped where it is
 //! inserted (terminal text) or by the page renderer (HTML).
 //!
+//! For a program that depends on trace-views alone (the CLI), [`load`], [`export`], [`mod@format`]
+//! and the `diff`, `ranks`, `bundle` and `ops` modules re-export what the views are built on.
+//!
 //! No Candle dependency: the views read a [`TraceDocument`] and its [`Analysis`] only.
 
 #![deny(missing_docs)]
@@ -35,9 +38,12 @@ pub mod diff_html;
 pub mod diff_ops;
 pub mod envelope;
 pub mod error;
+pub mod export;
+pub mod format;
 pub mod import;
 pub mod inference;
 pub mod live;
+pub mod load;
 pub mod memory;
 pub mod ops;
 pub mod ops_measured;
@@ -46,6 +52,7 @@ pub mod query;
 pub mod ranks;
 pub mod ranks_html;
 pub mod report;
+pub mod run_story;
 pub mod safe_json;
 pub mod slice;
 pub mod sparkline;

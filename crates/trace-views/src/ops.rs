@@ -18,6 +18,10 @@ use trace_schema::Pass;
 
 use crate::table::{Align, Table};
 
+/// The ops a producer timed one by one, and the account of the samples the loader dropped
+/// (trace-ops), re-exported for programs that depend on trace-views alone.
+pub use trace_ops::{Dropped, MeasuredOps};
+
 /// `--by`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
@@ -410,11 +414,8 @@ pub fn render(r: &OpsReport) -> String {
             cells.push(row.thread.to_string());
         }
         if show_op {
-            let mut op = Table::path(row.op.as_deref().unwrap_or("-"));
-            if row.kind == Some(trace_ops::OpKind::Probe) {
-                op = format!("{op} (probe)");
-            }
-            cells.push(op);
+            // The probe's row is named `(probe)` already (its own frames, one row per pass).
+            cells.push(Table::path(row.op.as_deref().unwrap_or("-")));
         }
         if show_pass {
             cells.push(row.pass.map_or("-", |p| p.as_str()).to_string());

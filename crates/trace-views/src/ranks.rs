@@ -5,10 +5,15 @@
 use std::fmt::Write as _;
 
 use trace_format::{bytes, duration, opt_duration};
-use trace_ranks::{Excess, RankReport};
+use trace_ranks::Excess;
 use trace_schema::Pass;
 
 use crate::table::{Align, Table};
+
+pub use trace_ranks::RankReport;
+/// The rank traces of a directory and the report across them (trace-ranks), re-exported for
+/// programs that depend on trace-views alone.
+pub use trace_ranks::{build, rank_files, RankInput};
 
 /// The memory imbalance across ranks as one sentence (the text and the page say the same).
 pub(crate) fn imbalance_line(m: &trace_ranks::MemoryImbalance) -> String {

@@ -274,3 +274,9 @@ pub fn build(r: &RankReport, dir: &str) -> Page {
         data: serde_json::json!({ "view": "ranks" }),
     }
 }
+
+/// The self-contained HTML file of the ranks page (what `report DIR` writes on a directory of
+/// rank traces); `dir` is shown as the directory's name.
+pub fn html(r: &RankReport, dir: &str) -> String {
+    trace_report::html::render(&build(r, dir))
+}

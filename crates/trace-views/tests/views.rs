@@ -82,7 +82,7 @@ fn memory_text_is_what_the_cli_prints() {
     let memory = trace_views::memory(&doc, &analysis).expect("memory");
     assert!(memory
         .render_text()
-        .contains("held at the peak (top 10 rows, 28 of 61 storages; identical storages merged"));
+        .contains("held at the peak (top 10 rows, 24 of 61 storages; identical storages merged"));
     // the snapshot's `memory --top 6`
     let memory = trace_views::memory::build(&doc, &analysis, None, 6, None, false).expect("memory");
     let text = memory.render_text();
@@ -185,9 +185,10 @@ fn a_batch_change_is_headlined_as_its_batch_scaled_and_fixed_parts() {
 
 #[test]
 fn llama_layers_are_two_span_rows_with_their_own_bytes() {
-    // llama's two decoder layers: the probe names the second instance `block#2` (an older
-    // trace's repeated `block` reads the same by call order), so grouping by span keeps them
-    // apart: 27 storages and 648 KiB each (not one merged 54-storage, 1.27 MiB row)
+    // llama's two decoder layers: the probe names each block after the prefix its layers
+    // share (`model.layers.0`, `model.layers.1`, learned in the warm-up step), so grouping by
+    // span keeps them apart: 27 storages and 648 KiB each (not one merged 54-storage, 1.27 MiB
+    // row)
     let doc = load("llama");
     let analysis = trace_views::analyze(&doc);
     let report = trace_views::memory::build(
@@ -212,11 +213,11 @@ fn llama_layers_are_two_span_rows_with_their_own_bytes() {
         })
     };
     assert_eq!(
-        row("llama::train_step/forward/model/block/attn"),
+        row("llama::train_step/forward/model/model.layers.0/model.layers.0.self_attn"),
         Some((27, 648 * 1024))
     );
     assert_eq!(
-        row("llama::train_step/forward/model/block#2/attn"),
+        row("llama::train_step/forward/model/model.layers.1/model.layers.1.self_attn"),
         Some((27, 648 * 1024))
     );
     assert!(groups.iter().all(|g| g["storages"].as_u64() != Some(54)));
@@ -226,15 +227,18 @@ fn llama_layers_are_two_span_rows_with_their_own_bytes() {
     assert!(
         // the two layers tie at 648 KiB: either may be the one named, with its own 27
         [
-            "model/block/attn (27 storages)",
-            "model/block#2/attn (27 storages)"
+            "model.layers.0/model.layers.0.self_attn (27 storages)",
+            "model.layers.1/model.layers.1.self_attn (27 storages)"
         ]
         .iter()
         .any(|l| summary.contains(l)),
         "{summary}"
     );
     let html = trace_views::report_html(&doc, &analysis, "llama");
-    for layer in ["model/block/attn", "model/block#2/attn"] {
+    for layer in [
+        "model/model.layers.0/model.layers.0.self_attn",
+        "model/model.layers.1/model.layers.1.self_attn",
+    ] {
         assert!(html.contains(layer), "report lacks {layer}");
     }
 }

@@ -8,8 +8,9 @@ use std::path::Path;
 use anyhow::{Context as _, Result};
 use trace_budget::report::markdown_cell;
 use trace_budget::{BudgetFile, Figures, Gate, Report};
-use trace_diff::{Delta, TraceDiff};
-use trace_format::{bytes, duration};
+use trace_views::diff::{Delta, RunIdentity, Stat, TraceDiff};
+use trace_views::format::{bytes, duration, percent, UNKNOWN};
+use trace_views::load::{Analysis, TraceDocument};
 
 use crate::cli::ReportFormat;
 
@@ -17,11 +18,7 @@ use crate::cli::ReportFormat;
 ///
 /// # Errors
 /// The budget file's error, naming its line.
-pub fn check_budgets(
-    doc: &trace_schema::TraceDocument,
-    analysis: &trace_graph::Analysis,
-    budget: &Path,
-) -> Result<Report> {
+pub fn check_budgets(doc: &TraceDocument, analysis: &Analysis, budget: &Path) -> Result<Report> {
     let file = BudgetFile::read(budget)?;
     let figures = Figures::from_analysis(doc, analysis);
     Ok(file.budgets.evaluate(&figures))
@@ -49,10 +46,10 @@ pub fn code(report: &Report) -> u8 {
 /// # Errors
 /// The bundle does not verify: every file that does not match is named.
 pub fn verify_if_bundle(path: &Path) -> Result<()> {
-    if !(path.is_dir() && path.join(trace_bundle::MANIFEST_FILE).is_file()) {
+    if !(path.is_dir() && path.join(trace_views::bundle::MANIFEST_FILE).is_file()) {
         return Ok(());
     }
-    let v = trace_bundle::verify(path)
+    let v = trace_views::bundle::verify(path)
         .with_context(|| format!("cannot verify the bundle {}", path.display()))?;
     // One stderr line (the CLI's rule for errors): the verification's lines joined.
     let problems: Vec<String> = v.problems.iter().map(|p| p.to_string()).collect();
@@ -102,8 +99,8 @@ pub fn render_diff(
 
 /// One change as Markdown cells: baseline, candidate, change, verdict.
 fn delta_cells(d: &Delta, show: fn(u64) -> String) -> [String; 4] {
-    let side = |s: Option<trace_diff::Stat>| match s {
-        None => trace_format::UNKNOWN.to_string(),
+    let side = |s: Option<Stat>| match s {
+        None => UNKNOWN.to_string(),
         Some(s) if s.runs == 1 => show(s.median),
         Some(s) => format!(
             "{} ({}–{}, {} runs)",
@@ -114,8 +111,8 @@ fn delta_cells(d: &Delta, show: fn(u64) -> String) -> [String; 4] {
         ),
     };
     let change = match d.relative {
-        Some(r) => trace_format::percent(r),
-        None => trace_format::UNKNOWN.to_string(),
+        Some(r) => percent(r),
+        None => UNKNOWN.to_string(),
     };
     [
         side(d.baseline),
@@ -127,7 +124,7 @@ fn delta_cells(d: &Delta, show: fn(u64) -> String) -> [String; 4] {
 
 fn markdown_diff(diff: &TraceDiff, gates: &Report) -> String {
     let mut out = String::from("### candle-graph diff\n\n");
-    let label = |runs: &[trace_diff::RunIdentity]| {
+    let label = |runs: &[RunIdentity]| {
         runs.iter()
             .map(|r| format!("`{}`", markdown_cell(&r.label).replace('`', "'")))
             .collect::<Vec<_>>()

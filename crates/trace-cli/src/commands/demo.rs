@@ -1,6 +1,6 @@
-//! `candle-graph demo [--out DIR] [--model llama|mlp] [--steps N] [--device D]
+//! `candle-graph demo [--out DIR] [--model llama|mlp] [--steps N] [--capture-steps N] [--device D]
 //! [--drop-loss-before-step | --detach-parameter-gradients] [--backward-spans] [--sample-hz N]`: trains a built-in Candle model on CPU (or `cuda[:N]` /
-//! `metal[:N]` when built with that feature), captures step 2 after one warm-up step with the
+//! `metal[:N]` when built with that feature), captures steps 2..=17 after one warm-up step with the
 //! probe and the tracking allocator (installed in `main.rs`), writes `DIR/trace.jsonl` and prints
 //! its summary. `--drop-loss-before-step` runs backward, drops the loss, then steps (the advice
 //! of the `activations_retained_into_optimizer` finding); `--detach-parameter-gradients` also
@@ -21,8 +21,8 @@ use crate::cli::{DemoArgs, ModelArg};
 ///
 /// # Errors
 /// Fewer than 2 steps; training or profiling failures with their cause chain.
-pub fn run(args: &DemoArgs, progress: bool) -> Result<TrainReport> {
-    if args.capture_step < 2 || args.capture_step > args.steps {
+pub fn run(args: &DemoArgs, progress: bool) -> Result<(TrainReport, Vec<u64>)> {
+    if args.every.is_none() && (args.capture_step < 2 || args.capture_step > args.steps) {
         bail!(
             "--capture-step {} must be within 2..={} (--steps): the steps before it are the warm-up",
             args.capture_step,
@@ -36,6 +36,7 @@ pub fn run(args: &DemoArgs, progress: bool) -> Result<TrainReport> {
     let mut config = TrainConfig::new(model, &args.out);
     config.steps = args.steps;
     config.capture_step = args.capture_step;
+    config.capture_steps = captured_steps(args);
     if args.rank_worker {
         let (rank, world) = worker_rank()?;
         config.seed = RANK_SEED_BASE + u64::from(rank);
@@ -54,6 +55,22 @@ pub fn run(args: &DemoArgs, progress: bool) -> Result<TrainReport> {
         config.update = UpdateStyle::DetachedParameterGradients;
     }
     config.backward_spans = args.backward_spans;
+    config.every = args.every;
+    config.keep_last = args.keep_last.and_then(|k| usize::try_from(k).ok());
+    config.seeds = candle_graph_examples::Seeds {
+        leak_every: args.seed_leak_every,
+        slowdown_after: args.seed_slowdown_after,
+    };
+    if args.every.is_some() {
+        // a run directory is written anew: the demo's own earlier run there goes first
+        clear_run_dir(&args.out)?;
+        // each bundle as `candle-graph bundle` writes it (`verify --semantic` re-derives them)
+        config.bundle_outputs = Some(trace_probe::BundleOutputs(std::sync::Arc::new(
+            |doc: &trace_views::load::TraceDocument, analysis: &trace_views::load::Analysis| {
+                trace_views::bundle::derive(doc, analysis).unwrap_or_default()
+            },
+        )));
+    }
     config.sample_hz = args.sample_hz;
     let bar = progress.then(|| {
         let bar = ProgressBar::new(args.steps);
@@ -65,7 +82,13 @@ pub fn run(args: &DemoArgs, progress: bool) -> Result<TrainReport> {
         bar.set_message(format!("training {model}"));
         bar
     });
+    // Wall time of each update (the first includes building the model: a warm-up anyway).
+    let mut step_ns = Vec::with_capacity(args.steps as usize);
+    let mut last = std::time::Instant::now();
     let report = train_with_progress(&config, |_, _| {
+        let now = std::time::Instant::now();
+        step_ns.push(u64::try_from(now.duration_since(last).as_nanos()).unwrap_or(u64::MAX));
+        last = now;
         if let Some(bar) = &bar {
             bar.inc(1);
         }
@@ -74,7 +97,46 @@ pub fn run(args: &DemoArgs, progress: bool) -> Result<TrainReport> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    Ok(report)
+    Ok((report, step_ns))
+}
+
+/// The median wall time of the captured steps and of the uncaptured ones after the warm-up
+/// (`None` when either set is empty), in ns: `step_ns[i]` is update `i + 1`'s.
+pub fn step_medians(args: &DemoArgs, step_ns: &[u64]) -> Option<(u64, usize, u64, usize)> {
+    let first = args.capture_step;
+    let last = first + captured_steps(args) - 1;
+    let median = |mut v: Vec<u64>| -> Option<(u64, usize)> {
+        v.sort_unstable();
+        Some((*v.get(v.len() / 2)?, v.len()))
+    };
+    let pick = |captured: bool| -> Vec<u64> {
+        (1u64..)
+            .zip(step_ns)
+            .filter(|&(n, _)| n >= first && (n <= last) == captured)
+            .map(|(_, &ns)| ns)
+            .collect()
+    };
+    let (c, cn) = median(pick(true))?;
+    let (u, un) = median(pick(false))?;
+    Some((c, cn, u, un))
+}
+
+/// How many steps the demo captures: `--capture-steps`, cut at `--steps`.
+pub fn captured_steps(args: &DemoArgs) -> u64 {
+    args.capture_steps
+        .min(args.steps.saturating_sub(args.capture_step) + 1)
+        .max(1)
+}
+
+/// Removes the run directory `dir` of an earlier `demo --every` (one with a `run.json`), so
+/// that the demo can write it again; any other existing directory is left alone (the probe
+/// refuses it if it holds bundles).
+fn clear_run_dir(dir: &std::path::Path) -> Result<()> {
+    if dir.join(trace_views::bundle::RUN_FILE).is_file() {
+        std::fs::remove_dir_all(dir)
+            .with_context(|| format!("removing the earlier run directory {}", dir.display()))?;
+    }
+    Ok(())
 }
 
 /// The last rank of `demo --ranks` trains on this many times the batch (the demo's straggler:
@@ -136,6 +198,7 @@ pub fn run_ranks(args: &DemoArgs, ranks: u32) -> Result<Vec<RankOutcome>> {
             .args(["--model", model])
             .args(["--steps", &args.steps.to_string()])
             .args(["--capture-step", &args.capture_step.to_string()])
+            .args(["--capture-steps", &args.capture_steps.to_string()])
             .args(["--sample-hz", &args.sample_hz.to_string()])
             .args(["--device", &args.device.to_string()])
             .env(trace_probe::RANK_ENV, rank.to_string())
@@ -163,18 +226,53 @@ pub fn run_ranks(args: &DemoArgs, ranks: u32) -> Result<Vec<RankOutcome>> {
     Ok(outcomes)
 }
 
-/// One stderr line describing what the demo did.
-pub fn describe(args: &DemoArgs, report: &TrainReport) -> String {
+/// One stderr line describing what the demo did (with `step_ns`, each update's wall time: the
+/// captured steps' median against the uncaptured ones' after the warm-up, when there are both).
+pub fn describe(args: &DemoArgs, report: &TrainReport, step_ns: &[u64]) -> String {
     let losses: Vec<String> = report.losses.iter().map(|l| format!("{l:.4}")).collect();
+    if let Some(n) = args.every {
+        let (first, last) = (losses.first(), losses.last());
+        return format!(
+            "trained {:?} model ({} parameters in {} tensors) for {} steps on {}, loss {} → {}; captured every {n} steps into the run directory {}",
+            args.model,
+            report.parameter_count,
+            report.parameter_tensors,
+            report.losses.len(),
+            report.device,
+            first.map_or("-", String::as_str),
+            last.map_or("-", String::as_str),
+            report.trace_path.display()
+        )
+        .replace("Llama", "llama")
+        .replace("Mlp", "mlp");
+    }
+    // Many steps: the first and the last loss.
+    let losses = match losses.as_slice() {
+        [first, .., last] if losses.len() > 4 => format!("{first} → … → {last}"),
+        _ => losses.join(" → "),
+    };
+    let n = captured_steps(args);
+    let captured = if n > 1 {
+        format!("steps {}–{}", args.capture_step, args.capture_step + n - 1)
+    } else {
+        format!("step {}", args.capture_step)
+    };
+    let times = match step_medians(args, step_ns) {
+        Some((c, cn, u, un)) => format!(
+            "; step wall time, median: captured {:.2} ms ({cn} steps), not captured {:.2} ms ({un} after the warm-up)",
+            c as f64 / 1e6,
+            u as f64 / 1e6
+        ),
+        None => String::new(),
+    };
     format!(
-        "trained {:?} model ({} parameters in {} tensors) for {} steps on {}, loss {}; captured step {} into {}",
+        "trained {:?} model ({} parameters in {} tensors) for {} steps on {}, loss {}; captured {captured} into {}{times}",
         args.model,
         report.parameter_count,
         report.parameter_tensors,
         report.losses.len(),
         report.device,
-        losses.join(" → "),
-        args.capture_step,
+        losses,
         report.trace_path.display()
     )
     .replace("Llama", "llama")

@@ -1,7 +1,7 @@
 //! `candle-graph export TRACE --format chrome [-o trace.json[.gz]] [--span PATH] [--window
 //! START..END]`: the trace in Chrome Trace Event Format for Perfetto UI and chrome://tracing
-//! (see `trace_report::chrome` for what goes where); `--format speedscope`: the sampled call
-//! stacks in speedscope's JSON file format (see `trace_report::speedscope`). A `.gz` output is gzip-compressed; `-o -`
+//! (see `trace_views::export` for what goes where); `--format speedscope`: the sampled call
+//! stacks in speedscope's JSON file format (see `trace_views::export`). A `.gz` output is gzip-compressed; `-o -`
 //! writes to stdout. The file is written under a temporary name and renamed when complete, so
 //! a failed export never leaves a half-written file behind.
 
@@ -12,13 +12,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use trace_graph::Analysis;
-use trace_report::chrome::{write_chrome, ChromeOptions, ExportStats, Window};
-use trace_report::speedscope::{write_speedscope, SpeedscopeStats};
-use trace_schema::TraceDocument;
-use trace_views::summary::finding_texts;
+use trace_views::envelope::TOOL;
+use trace_views::export::{
+    finding_texts, write_chrome, write_speedscope, ChromeOptions, ExportStats, SpeedscopeError,
+    SpeedscopeStats, Window,
+};
+use trace_views::load::{Analysis, TraceDocument};
 
-use crate::envelope::TOOL;
 use crate::output_file;
 
 /// The file an export wrote.
@@ -64,7 +64,7 @@ pub fn run(
 /// A trace without samples (before any file is created); I/O errors naming the file.
 pub fn run_speedscope(doc: &TraceDocument, output: &Path) -> Result<Written<SpeedscopeStats>> {
     if doc.samples.samples.is_empty() {
-        return Err(trace_report::speedscope::SpeedscopeError::no_samples(doc).into());
+        return Err(SpeedscopeError::no_samples(doc).into());
     }
     let exporter = format!("{}@{}", TOOL.name, TOOL.version);
     export_to(output, |w| Ok(write_speedscope(doc, &exporter, w)?))

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use trace_views::export::parquet::{ParquetExport, Written};
+
 use crate::input;
 
 /// The trace files of the inputs, in order, each with whether it came from a directory of
@@ -22,7 +24,7 @@ pub fn trace_files(inputs: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>> {
             && !p.join(input::TRACE_FILE).exists()
             && !p.join(input::TRACE_FILE_GZ).exists();
         if is_plain_dir {
-            let ranks = trace_ranks::rank_files(p)
+            let ranks = trace_views::ranks::rank_files(p)
                 .with_context(|| format!("cannot list {}", p.display()))?;
             if !ranks.is_empty() {
                 out.extend(ranks.into_iter().map(|(_, f)| (f, true)));
@@ -42,9 +44,20 @@ pub fn trace_files(inputs: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>> {
 /// # Errors
 /// A trace that cannot be loaded (named), no readable trace at all, or export errors naming the
 /// file; the temporary files are removed.
-pub fn run(inputs: &[PathBuf], dir: &Path) -> Result<trace_export::Written> {
+pub fn run(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
+    let runs = inputs
+        .iter()
+        .filter(|p| crate::run::bundle::is_run_directory(p))
+        .count();
+    if runs > 0 {
+        anyhow::ensure!(
+            runs == inputs.len(),
+            "give either run directories (partitioned by run and step) or traces, not both"
+        );
+        return run_dirs(inputs, dir);
+    }
     let files = trace_files(inputs)?;
-    let mut export = trace_export::ParquetExport::create(dir)
+    let mut export = ParquetExport::create(dir)
         .with_context(|| format!("cannot write the tables into {}", dir.display()))?;
     let mut skipped = 0usize;
     for (file, from_dir) in &files {
@@ -54,14 +67,14 @@ pub fn run(inputs: &[PathBuf], dir: &Path) -> Result<trace_export::Written> {
                 eprintln!(
                     "candle-graph: warning: skipping the rank trace {}: {}",
                     file.display(),
-                    trace_format::escape(&format!("{e:#}"))
+                    trace_views::format::escape(&format!("{e:#}"))
                 );
                 skipped += 1;
                 continue;
             }
             loaded => loaded.and_then(|(trace, analysis)| {
                 input::warn_import(&trace);
-                crate::warn_truncated(&trace);
+                input::warn_truncated(&trace);
                 let source = trace.path.display().to_string();
                 export
                     .add(&source, &trace.doc, &analysis)
@@ -78,4 +91,64 @@ pub fn run(inputs: &[PathBuf], dir: &Path) -> Result<trace_export::Written> {
         anyhow::bail!("no readable trace to export ({skipped} skipped)");
     }
     Ok(export.finish()?)
+}
+
+/// Run directories (`demo --every`, `ProfileRun::every`): every bundle's trace exported into
+/// hive-style partitions `DIR/<table>/run=<run dir name>/step=<captured step>/part-0.parquet`,
+/// so that DuckDB (`hive_partitioning = true`), DataFusion (`PARTITIONED BY (run, step)`) and
+/// Spark read `run` and `step` as columns of every table. Returns the tables' directories with
+/// their rows (summed) and the traces exported.
+///
+/// # Errors
+/// Two run directories of one name; a bundle that does not verify or load; export errors.
+pub fn run_dirs(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
+    use trace_views::export::parquet::export_partition;
+    let mut names = std::collections::BTreeSet::new();
+    let mut traces = 0u64;
+    let mut rows: std::collections::BTreeMap<PathBuf, u64> = Default::default();
+    for run in inputs {
+        let name = run
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "run".into());
+        anyhow::ensure!(
+            names.insert(trace_views::export::parquet::partition_value(&name)),
+            "two run directories are named {name:?}: the run partition would repeat"
+        );
+        for bundle in trace_views::bundle::list_bundles(run)? {
+            let v = trace_views::bundle::verify(&bundle)?;
+            anyhow::ensure!(
+                v.is_valid(),
+                "{} fails verification: {}",
+                bundle.display(),
+                trace_views::bundle::render_verification(&v, None)
+            );
+            let file = bundle.join(trace_views::bundle::TRACE_FILE);
+            let (trace, analysis) = input::analyze_without_graph(&file)?;
+            let step = trace.doc.meta.capture_step.with_context(|| {
+                format!("{}: the trace declares no capture step", file.display())
+            })?;
+            let source = file.display().to_string();
+            let files = export_partition(
+                dir,
+                &[("run", &name), ("step", &step.to_string())],
+                &source,
+                &trace.doc,
+                &analysis,
+            )
+            .with_context(|| format!("cannot export {source}"))?;
+            for f in files {
+                if let Some(table_dir) = f.ancestors().nth(3) {
+                    *rows.entry(table_dir.to_path_buf()).or_default() += 1;
+                }
+            }
+            traces += 1;
+        }
+    }
+    anyhow::ensure!(traces > 0, "no bundle in the run directories to export");
+    Ok(Written {
+        tables: rows.into_iter().collect(),
+        traces,
+    })
 }

@@ -9,7 +9,7 @@ use std::io::Write as _;
 use anyhow::{Context, Result};
 
 use crate::cli::ImportArgs;
-use crate::envelope::to_json;
+use trace_views::envelope::to_json;
 use trace_views::import::{render, ImportOutput};
 
 /// Runs the command; returns stdout and the exit code.
@@ -17,7 +17,7 @@ use trace_views::import::{render, ImportOutput};
 /// # Errors
 /// Unreadable input, an input that is not a PyTorch profiler trace, write errors.
 pub fn run(args: &ImportArgs) -> Result<(String, u8)> {
-    let imported = trace_import::import_path(&args.trace)
+    let imported = trace_views::load::import_path(&args.trace)
         .with_context(|| format!("cannot import {}", args.trace.display()))?;
     let source = args.trace.display().to_string();
     match &args.output {

@@ -19,6 +19,8 @@ fn demo(dir: &Path, name: &str, step: u64) -> std::path::PathBuf {
         "4",
         "--capture-step",
         &steps,
+        "--capture-steps",
+        "1",
         "--out",
         s(&out),
     ]);

@@ -32,6 +32,7 @@ fn check_says_first_that_the_capture_step_was_never_reached() {
         ParamsAdamW::default(),
         2,
         UpdateStyle::BackwardStep,
+        Default::default(),
         &mut |_, _| {},
     )
     .unwrap();

@@ -72,7 +72,17 @@ fn demo_json_has_no_progress_and_rejects_one_step() {
 fn demo_backward_spans_lists_the_backward_module_spans() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("demo");
-    let r = run(&["demo", "--backward-spans", "--out", s(&out)]);
+    // One captured step: the counts below are one step's.
+    let r = run(&[
+        "demo",
+        "--backward-spans",
+        "--steps",
+        "3",
+        "--capture-steps",
+        "1",
+        "--out",
+        s(&out),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("trained llama model"), "{}", r.stderr);
     assert!(

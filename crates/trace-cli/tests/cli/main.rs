@@ -9,6 +9,7 @@ mod demo;
 mod detail;
 mod device_check;
 mod diff;
+mod every;
 mod exact;
 mod export;
 mod fuzz;

@@ -127,7 +127,7 @@ fn json_rows_with_intervals_and_shares_summing_to_one() {
     assert_eq!(row(&v, "softmax_last_dim")["samples"], 20);
     assert_eq!(row(&v, "cross_entropy")["samples"], 5);
     assert_eq!(row(&v, "sub")["pass"], "optimizer");
-    let probe = row(&v, "trace_probe::alloc::Tracking::alloc");
+    let probe = row(&v, trace_ops::PROBE_OP);
     assert_eq!(
         (probe["kind"].as_str(), probe["samples"].as_u64()),
         (Some("probe"), Some(5))

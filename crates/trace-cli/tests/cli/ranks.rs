@@ -19,6 +19,10 @@ fn four_rank_processes_and_their_straggler() {
         "mlp",
         "--sample-hz",
         "0",
+        "--steps",
+        "3",
+        "--capture-steps",
+        "1",
         "--out",
         s(&out),
     ]);

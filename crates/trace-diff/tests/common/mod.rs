@@ -32,7 +32,7 @@ impl TraceText {
     pub fn new() -> Self {
         Self {
             meta: json!({
-                "kind": "meta", "schema": "candle-graph/trace/11", "run_id": "run-1",
+                "kind": "meta", "schema": trace_schema::WRITE_VERSION.as_str(), "run_id": "run-1",
                 "entrypoint": "model::train_step", "phase": "train",
                 "timestamp": "2026-01-01T00:00:00.000Z", "capture_step": 2, "warmup_steps": 1,
                 "device": "cpu", "timing_mode": "host",

@@ -7,7 +7,7 @@ use trace_schema::{
     ContractField, CoverageLevel, EdgeRecord, ExecutionPhase, ExecutionStep, TraceDocument,
 };
 
-use super::{HealthCode, IssueLocation, Issues};
+use super::issues::{HealthCode, IssueLocation, Issues};
 
 /// Counts of what the trace contains (the original's `EvidenceCoverage` plus tensor stats,
 /// dropped events and the categorised share of the logical peak).

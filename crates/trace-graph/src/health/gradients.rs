@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use trace_schema::{CoverageLevel, GradientExpectation, GradientState, TraceDocument};
 
-use super::{CaptureState, HealthCode, IssueLocation, Issues, Severity};
+use super::issues::{CaptureState, HealthCode, IssueLocation, Issues, Severity};
 
 #[derive(Default, Clone, Copy)]
 struct FamilyCounts {

@@ -5,7 +5,7 @@
 use trace_format::{at, duration};
 use trace_schema::TraceDocument;
 
-use super::{CaptureState, HealthCode, IssueLocation, Issues, Severity};
+use super::issues::{CaptureState, HealthCode, IssueLocation, Issues, Severity};
 use crate::index::{recorded_end, TraceIndex};
 
 pub(super) fn check(

@@ -6,7 +6,7 @@ use trace_format::{at, bytes as human_bytes};
 use trace_memory::{LogicalMemoryProfile, MemoryProfile, StorageLifetime};
 use trace_schema::MemoryCategory;
 
-use super::{HealthCode, IssueLocation, Issues};
+use super::issues::{HealthCode, IssueLocation, Issues};
 use crate::gradients::GradientSummary;
 
 /// Storages allocated inside the window still live at the end: not pre-existing, not

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use trace_schema::{EdgeRecord, MemoryItem, Sym, TimingMode, TraceDocument};
 
-use super::{HealthCode, IssueLocation, Issues};
+use super::issues::{HealthCode, IssueLocation, Issues};
 use crate::index::{recorded_end, TraceIndex, NONE};
 
 fn known_span(doc: &TraceDocument, id: &str) -> bool {
@@ -57,6 +57,15 @@ pub(super) fn check(
     origin_ns: u64,
     issues: &mut Issues,
 ) {
+    op_references(doc, index, origin_ns, issues);
+    record_references(doc, issues);
+    memory_span_references(doc, memory_spans, origin_ns, issues);
+    device_memory_samples(doc, origin_ns, issues);
+    host_timed_device_ops(doc, issues);
+}
+
+/// Each op's span exists and holds it in time; the ops of a span are in time order.
+fn op_references(doc: &TraceDocument, index: &TraceIndex, origin_ns: u64, issues: &mut Issues) {
     let t = |ns: u64| trace_format::at(ns, origin_ns);
     for (i, op) in doc.ops.iter().enumerate() {
         let node = || index.op_node_id(doc, i);
@@ -133,6 +142,11 @@ pub(super) fn check(
             );
         }
     }
+}
+
+/// The spans named by tensors, tensor statistics and device intervals exist; no device
+/// interval is empty.
+fn record_references(doc: &TraceDocument, issues: &mut Issues) {
     for t in &doc.tensors {
         if doc.span_index(t.span).is_none() {
             issues.error(
@@ -177,8 +191,17 @@ pub(super) fn check(
             );
         }
     }
-    // One warning per missing span id (allocator events may name spans that were lost), and
-    // memory events at times their span did not run (a clock mix-up or hand-written times).
+}
+
+/// One warning per missing span id (allocator events may name spans that were lost), and
+/// memory events at times their span did not run (a clock mix-up or hand-written times).
+fn memory_span_references(
+    doc: &TraceDocument,
+    memory_spans: &MemorySpans,
+    origin_ns: u64,
+    issues: &mut Issues,
+) {
+    let t = |ns: u64| trace_format::at(ns, origin_ns);
     let unknown_memory_spans = &memory_spans.unknown;
     let mut unknown: Vec<(&str, (u64, u64))> = unknown_memory_spans
         .iter()
@@ -205,6 +228,11 @@ pub(super) fn check(
             IssueLocation::node(span),
         );
     }
+}
+
+/// Every device memory sample has a field and a plausible capacity.
+fn device_memory_samples(doc: &TraceDocument, origin_ns: u64, issues: &mut Issues) {
+    let t = |ns: u64| trace_format::at(ns, origin_ns);
     for d in &doc.device_memory {
         let device = doc.str(d.device);
         if d.used_bytes.is_none()
@@ -242,7 +270,6 @@ pub(super) fn check(
             );
         }
     }
-    host_timed_device_ops(doc, issues);
 }
 
 /// Ops on a non-CPU device timed on the host without synchronization measure launches.

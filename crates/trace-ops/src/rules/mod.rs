@@ -16,6 +16,13 @@
 
 pub mod candle_ops;
 pub mod generated;
+mod layers;
+mod line_kind;
+mod role;
+
+pub use layers::{layer_op, LayerOp, LAYER_OPS, NN_CUSTOM_OP_ARMS};
+pub use line_kind::BackwardLine;
+pub use role::FrameRole;
 
 use trace_schema::FrameEvent;
 
@@ -150,6 +157,10 @@ pub const OP_TRAITS: &[&str] = &["core::ops::arith::", "candle_core::indexer::In
 /// The crate of the probe: a frame of it more inner than every op frame is the probe's cost.
 pub const PROBE_CRATE: &str = "trace_probe";
 
+/// Every crate of the probe: [`PROBE_CRATE`] and the two it is built on, the allocator hook
+/// (`trace_alloc`) and the stack sampler (`trace_sampler`).
+pub const PROBE_CRATES: &[&str] = &[PROBE_CRATE, "trace_alloc", "trace_sampler"];
+
 /// Crates whose frames never name what a sample is doing: the standard library, the unwinder
 /// and symboliser the probe links (`backtrace` and its `gimli`, `addr2line`, `object`,
 /// `miniz_oxide`, `rustc_demangle`). C symbols (no `::`, e.g. libc's `read`, `memcpy`,
@@ -249,23 +260,6 @@ pub struct FileIo {
     pub c_symbols: &'static [&'static str],
 }
 
-/// What a line of candle-core's `Tensor::backward` (src/backprop.rs) does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BackwardLine {
-    /// `let sorted_nodes = self.sorted_nodes();`: `backward.sort_nodes`.
-    SortNodes,
-    /// The loop around the arms (`grads.remove`, `detach`, the seed gradient): `backward`.
-    Driver,
-    /// Inside a `match op` arm: `<arm>.backward`.
-    Arm,
-    /// `grads.or_insert(arg)`: a new accumulator's zeros, `grad_accumulate`.
-    AccumulateZeros,
-    /// `*sum_grad = sum_grad.add(..)` / `.sub(..)`: the add into the accumulator,
-    /// `grad_accumulate` when the sample is in that `add`/`sub` (the same line may compute the
-    /// arm's own gradient first: then it is the arm's).
-    AccumulateAdd,
-}
-
 /// The op name of the gradient accumulation (zeros then add, per accumulator).
 pub const GRAD_ACCUMULATE: &str = "grad_accumulate";
 /// The op name of the node sort before the backward loop.
@@ -273,6 +267,15 @@ pub const SORT_NODES: &str = "backward.sort_nodes";
 /// The op name of the backward driver, and of every backward sample whose line is unknown
 /// (a build without line tables) or outside the table (another Candle version).
 pub const BACKWARD: &str = "backward";
+
+/// The first line of the statement `line` of `Tensor::backward` is in
+/// ([`generated::BACKWARD_STATEMENTS`]; a line that begins its statement is its own).
+pub fn backward_statement(line: u32) -> u32 {
+    let table = generated::BACKWARD_STATEMENTS;
+    table
+        .binary_search_by_key(&line, |&(l, _)| l)
+        .map_or(line, |i| table[i].1)
+}
 
 /// The entry of `line` in [`generated::BACKWARD_LINES`] (binary search), `None` outside
 /// `Tensor::backward`.
@@ -282,132 +285,6 @@ pub fn backward_line(line: u32) -> Option<(BackwardLine, &'static str)> {
         .binary_search_by_key(&line, |&(l, _, _)| l)
         .ok()
         .map(|i| (table[i].1, table[i].2))
-}
-
-/// What a frame is, for the classifier.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FrameRole {
-    /// An op frame: the op's name (`matmul`, `softmax_last_dim`, `cross_entropy`).
-    Op(String),
-    /// candle-core's `Tensor::backward` at this line (if known) in a file of this Candle
-    /// version (`false` when the path names another version).
-    Backward {
-        /// 1-based line, when the frame has one.
-        line: Option<u32>,
-        /// The path names candle-core 0.11.1, or no version (a checkout): the line table applies.
-        version_matches: bool,
-    },
-    /// `GradStore::or_insert` (the zeros of a new accumulator).
-    OrInsert,
-    /// `Tensor::sorted_nodes` (and its `walk`).
-    SortNodes,
-    /// A probe frame.
-    Probe,
-    /// A standard-library, unwinder or C frame, or one without a name.
-    System,
-    /// Anything else: user code, candle internals, other crates.
-    Other,
-}
-
-impl FrameRole {
-    /// The role of `frame`: by its full function path when the symbol has one, else (an
-    /// inlined frame of a line-tables-only build: `matmul`, `forward<…>`) by its short name
-    /// and its source file's crate and module ([`SourcePath`]).
-    pub fn of(frame: &FrameEvent) -> Self {
-        let Some(function) = frame.function.as_deref() else {
-            return Self::System;
-        };
-        let src = frame.file.as_deref().and_then(SourcePath::parse);
-        if src.as_ref().is_some_and(|s| s.std) {
-            return Self::System;
-        }
-        if !is_full_path(function) {
-            return match &src {
-                None => Self::System, // a C symbol (`read`, `malloc`, `main`)
-                Some(src) => Self::of_short(function, src, frame),
-            };
-        }
-        let name = FnName::parse(function);
-        let krate = name.crate_name();
-        if SYSTEM_CRATES.contains(&krate) {
-            return Self::System;
-        }
-        if krate == PROBE_CRATE || src.as_ref().is_some_and(|s| s.crate_name == PROBE_CRATE) {
-            return Self::Probe;
-        }
-        if krate == "candle_core" && name.segments.get(1) == Some(&"backprop") {
-            return Self::backprop(
-                name.method(),
-                name.segments.contains(&"sorted_nodes"),
-                frame,
-            );
-        }
-        match op_name(&name, frame.file.as_deref()) {
-            Some(op) => Self::Op(op.to_string()),
-            None => Self::Other,
-        }
-    }
-
-    /// A short-named frame in a known source file.
-    fn of_short(function: &str, src: &SourcePath<'_>, frame: &FrameEvent) -> Self {
-        if src.crate_name == PROBE_CRATE {
-            return Self::Probe;
-        }
-        let method = FnName::parse(function).method();
-        if SYSTEM_CRATES.contains(&src.crate_name.as_str())
-            || ALLOCATOR_SHIMS.iter().any(|p| method.starts_with(p))
-        {
-            return Self::System;
-        }
-        let module = src.module.first().copied().unwrap_or("");
-        if src.crate_name == "candle_core" && module == "backprop" {
-            return Self::backprop(method, matches!(method, "sorted_nodes" | "walk"), frame);
-        }
-        if method.is_empty() || NOT_OPS.contains(&method) || generated::HELPERS.contains(&method) {
-            return Self::Other;
-        }
-        let op_file = src.module.len() == 1
-            && OP_MODULES
-                .iter()
-                .any(|m| m.crate_name == src.crate_name && m.module == module);
-        if !op_file {
-            return Self::Other;
-        }
-        if src.crate_name == "candle_nn" && !generated::NN_OPS.contains(&method) {
-            return Self::Other; // a method of those files (a custom op's `cpu_fwd`): not an op
-        }
-        Self::Op(method.to_string())
-    }
-
-    /// A frame of candle-core's `backprop.rs`.
-    fn backprop(method: &str, in_sort: bool, frame: &FrameEvent) -> Self {
-        if in_sort {
-            return Self::SortNodes;
-        }
-        match method {
-            "or_insert" => Self::OrInsert,
-            "backward" => Self::Backward {
-                line: frame.line,
-                version_matches: frame
-                    .file
-                    .as_deref()
-                    .is_none_or(|f| version_matches(f, "candle-core")),
-            },
-            _ => Self::Other,
-        }
-    }
-}
-
-/// A source path of `crate_dir` names version [`generated::CANDLE_VERSION`] or none
-/// (`…/candle-core/src/…`, a checkout).
-fn version_matches(file: &str, crate_dir: &str) -> bool {
-    let versioned = format!("{crate_dir}-");
-    match file.find(&versioned) {
-        Some(i) => {
-            file[i + versioned.len()..].starts_with(&format!("{}/", generated::CANDLE_VERSION))
-        }
-        None => true,
-    }
 }
 
 /// The op a function name is, per [`OP_MODULES`], or `None`.
@@ -830,6 +707,14 @@ mod tests {
         );
         assert_eq!(
             FrameRole::of(&frame("trace_probe::alloc::Tracking::alloc", None, None)),
+            FrameRole::Probe
+        );
+        assert_eq!(
+            FrameRole::of(&frame(
+                "<trace_alloc::Tracking as core::alloc::global::GlobalAlloc>::alloc",
+                None,
+                None
+            )),
             FrameRole::Probe
         );
         assert_eq!(

@@ -5,8 +5,30 @@
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::session::Inner;
+use crate::session::host::SessionHost;
 use crate::writer::lock;
+
+/// Which boundary of a module call a marker sits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Boundary {
+    /// On an input: its `bwd` runs once the input's gradient is complete (the module's
+    /// backward is done with this input).
+    Input,
+    /// On the output: its `bwd` runs once the output's gradient is complete (the module's
+    /// backward begins).
+    Output,
+}
+
+/// What a call's markers report to: the backward spans of the session that opened the call.
+pub(crate) trait CallOwner: Send + Sync {
+    /// The session, while it lives.
+    fn host(&self) -> Option<Arc<dyn SessionHost>>;
+    /// A marker's `bwd` ran: backprop reached `boundary` of `call`.
+    fn marker_reached(&self, call: &ModuleCall, boundary: Boundary);
+    /// A marker was applied in the captured step, copying `copy_bytes`: counts it and returns
+    /// whether it is the step's first.
+    fn marker_applied(&self, copy_bytes: u64) -> bool;
+}
 
 /// One forward call of a module (one enter of its module span).
 #[derive(Debug)]
@@ -15,8 +37,8 @@ pub(crate) struct ModuleCall {
     pub(crate) index: usize,
     /// Which forward pass of the step (the call table's generation) it belongs to.
     pub(crate) generation: u64,
-    /// The session that opened its forward span.
-    pub(crate) session: Weak<Inner>,
+    /// The backward spans of the session that opened its forward span.
+    pub(crate) owner: Weak<dyn CallOwner>,
     /// Its forward module span (trace span number).
     pub(crate) forward_span: u64,
     /// Span name (the instance name, e.g. `fc1`, or the kind).

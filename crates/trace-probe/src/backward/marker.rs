@@ -4,9 +4,9 @@
 //! Candle 0.11.1 gives a custom op's forward only `&CpuStorage` and wants a new storage back,
 //! so the marker **copies** the tensor (one contiguous copy, `copy_strided_src` as
 //! `Tensor::contiguous` does). The copy, its storage block and its tensor struct are allocated
-//! with the allocator log off ([`crate::alloc::IgnoreAllocs`]), so the storage capture never sees
+//! with the allocator log off ([`trace_alloc::IgnoreAllocs`]), so the storage capture never sees
 //! them: the trace's logical memory is the user's, and the probe counts the copied bytes
-//! itself ([`super::BackwardSpans::copies`]). In backward Candle adds the passed-through gradient into a
+//! itself (`BackwardSpans::copies`). In backward Candle adds the passed-through gradient into a
 //! fresh zero tensor of the input's shape (`GradStore::or_insert` + `add`, as for every op):
 //! those two allocations are visible in the trace, inside the span the marker opened (output)
 //! or right after the one it closed (input).
@@ -16,18 +16,7 @@ use std::sync::Arc;
 use candle_core::backend::{BackendDevice, BackendStorage};
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
 
-use super::call::ModuleCall;
-
-/// Which boundary of a module call a marker sits on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Boundary {
-    /// On an input: its `bwd` runs once the input's gradient is complete (the module's
-    /// backward is done with this input).
-    Input,
-    /// On the output: its `bwd` runs once the output's gradient is complete (the module's
-    /// backward begins).
-    Output,
-}
+use super::call::{Boundary, ModuleCall};
 
 /// The custom op's name (Candle error messages show it).
 pub(crate) const MARKER_OP_NAME: &str = "candle-graph-backward-marker";
@@ -79,10 +68,8 @@ impl CustomOp1 for Marker {
     }
 
     fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
-        if let Some(session) = self.call.session.upgrade() {
-            session
-                .backward
-                .marker_reached(&session, &self.call, self.boundary);
+        if let Some(owner) = self.call.owner.upgrade() {
+            owner.marker_reached(&self.call, self.boundary);
         }
         Ok(Some(grad_res.clone()))
     }

@@ -1,4 +1,6 @@
-//! Per-module backward spans (opt-in: [`crate::ProfileRun::backward_spans`]).
+//! Per-module backward spans (opt-in: [`crate::ProfileRun::backward_spans`]), a capture
+//! plug-in of the session (the module enters, the backward's end and the step's end reach it
+//! through [`CapturePlugin`]); it opens and closes spans through [`SessionHost`].
 //!
 //! Candle's `loss.backward()` is one call with no hooks, but it calls the `bwd` of custom ops
 //! while it walks the graph. While backward spans are on, a probed module
@@ -24,17 +26,20 @@ mod tracker;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use candle_core::Tensor;
-use trace_schema::SpanKind;
+use trace_wire::SpanKind;
 
 pub(crate) use call::ModuleCall;
-use marker::{Boundary, Marker};
+use call::{Boundary, CallOwner};
+use marker::Marker;
 use tracker::{Action, CallFacts, Event, Tracker};
 
 use crate::error::ProbeError;
-use crate::session::{Inner, OpenSpan, SpanExtras};
+use crate::session::host::SessionHost;
+use crate::session::open_span::{OpenSpan, SpanExtras};
+use crate::session::plugin::CapturePlugin;
 use crate::writer::lock;
 
 /// Storage keys ([`crate::storage::bytes::StorageFacts::key`]) of the markers' copies: the
@@ -58,10 +63,11 @@ pub(crate) fn forget_marker_storage(key: usize) -> bool {
         .is_some_and(|set| set.remove(&key))
 }
 
-/// The backward-span state of a session.
-#[derive(Debug)]
+/// The backward-span state of a session. It reaches its session only through
+/// [`SessionHost`] (opening and closing spans, the capturing flag, the first error).
 pub(crate) struct BackwardSpans {
     enabled: bool,
+    host: Weak<dyn SessionHost>,
     state: Mutex<State>,
     copies: AtomicU64,
     copy_bytes: AtomicU64,
@@ -81,11 +87,20 @@ struct State {
     markers_in_step: u64,
 }
 
+impl std::fmt::Debug for BackwardSpans {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackwardSpans")
+            .field("enabled", &self.enabled)
+            .finish_non_exhaustive()
+    }
+}
+
 impl BackwardSpans {
-    /// Backward spans on or off for the whole session.
-    pub(crate) fn new(enabled: bool) -> Self {
+    /// Backward spans on or off for the whole session `host`.
+    pub(crate) fn new(enabled: bool, host: Weak<dyn SessionHost>) -> Self {
         Self {
             enabled,
+            host,
             state: Mutex::new(State::default()),
             copies: AtomicU64::new(0),
             copy_bytes: AtomicU64::new(0),
@@ -102,9 +117,8 @@ impl BackwardSpans {
 
     /// The tracing layer opened module span `span` for an enter of tracing span `tracing_id`:
     /// records the call and pushes its frame (only while backward spans are on).
-    pub(crate) fn forward_call_entered(
-        &self,
-        inner: &Arc<Inner>,
+    fn forward_call_entered(
+        self: &Arc<Self>,
         tracing_id: u64,
         span: u64,
         name: &str,
@@ -113,16 +127,19 @@ impl BackwardSpans {
         if !self.enabled {
             return;
         }
-        let module_path = inner.spans.span_info(span).and_then(|i| i.module_path);
+        let Some(host) = self.host.upgrade() else {
+            return;
+        };
+        let module_path = host.span_info(span).and_then(|i| i.module_path);
         let mut state = lock(&self.state);
         let generation = state.generation;
-        let parent = call::innermost_call(inner.uid)
+        let parent = call::innermost_call(host.uid())
             .filter(|c| c.generation == generation)
             .map(|c| c.index);
         let call = Arc::new(ModuleCall {
             index: state.calls.len(),
             generation,
-            session: Arc::downgrade(inner),
+            owner: Arc::downgrade(self) as Weak<dyn CallOwner>,
             forward_span: span,
             name: name.to_string(),
             module_path,
@@ -132,12 +149,15 @@ impl BackwardSpans {
         });
         state.calls.push(Arc::clone(&call));
         drop(state);
-        call::push(inner.uid, span, tracing_id, call);
+        call::push(host.uid(), span, tracing_id, call);
     }
 
     /// A marker's `bwd` ran: feeds the tracker and opens or closes spans.
-    fn marker_reached(&self, inner: &Inner, call: &ModuleCall, boundary: Boundary) {
-        if !inner.is_capturing() {
+    fn on_marker(&self, call: &ModuleCall, boundary: Boundary) {
+        let Some(host) = self.host.upgrade() else {
+            return;
+        };
+        if !host.is_capturing() {
             return;
         }
         let mut state = lock(&self.state);
@@ -163,35 +183,78 @@ impl BackwardSpans {
             Boundary::Output => Event::Enter(call.index),
             Boundary::Input => Event::InputDone(call.index),
         };
-        feed(inner, &mut state, event);
+        feed(&*host, &mut state, event);
     }
 
     /// The backward call returned (`exact`) or a later point was reached (the optimizer pass,
     /// the step's end): closes every open backward span and starts a new call table. Does
     /// nothing before the first marker of a backward was reached (the forward pass's calls are
     /// kept for it).
-    pub(crate) fn end(&self, inner: &Inner, exact: bool) {
+    fn end(&self, exact: bool) {
         if !self.enabled {
             return;
         }
+        let Some(host) = self.host.upgrade() else {
+            return;
+        };
         let mut state = lock(&self.state);
         let Some(tracker) = state.tracker.as_mut() else {
             return;
         };
         tracker.set_end_exact(exact);
-        feed(inner, &mut state, Event::End);
+        feed(&*host, &mut state, Event::End);
         reset(&mut state);
     }
 
     /// The captured step ended: closes what is open and forgets every call.
-    pub(crate) fn end_of_capture(&self, inner: &Inner) {
+    fn end_of_capture(&self) {
         if !self.enabled {
             return;
         }
-        self.end(inner, false);
+        self.end(false);
         let mut state = lock(&self.state);
         reset(&mut state);
         state.markers_in_step = 0;
+    }
+}
+
+/// The plug-in side: `Arc<BackwardSpans>` is what the session lists (the module calls keep a
+/// `Weak` of it).
+pub(crate) struct BackwardPlugin(pub(crate) Arc<BackwardSpans>);
+
+impl CapturePlugin for BackwardPlugin {
+    fn on_module_enter(&self, tracing_id: u64, span: u64, name: &str, module_kind: Option<&str>) {
+        self.0
+            .forward_call_entered(tracing_id, span, name, module_kind);
+    }
+
+    fn on_backward_end(&self, exact: bool) {
+        self.0.end(exact);
+    }
+
+    fn on_step_end(&self) {
+        self.0.end_of_capture();
+    }
+}
+
+impl CallOwner for BackwardSpans {
+    fn host(&self) -> Option<Arc<dyn SessionHost>> {
+        self.host.upgrade()
+    }
+
+    fn marker_reached(&self, call: &ModuleCall, boundary: Boundary) {
+        self.on_marker(call, boundary);
+    }
+
+    fn marker_applied(&self, copy_bytes: u64) -> bool {
+        let first = {
+            let mut state = lock(&self.state);
+            state.markers_in_step += 1;
+            state.markers_in_step == 1
+        };
+        self.copies.fetch_add(1, Ordering::Relaxed);
+        self.copy_bytes.fetch_add(copy_bytes, Ordering::Relaxed);
+        first
     }
 }
 
@@ -204,7 +267,7 @@ fn reset(state: &mut State) {
 
 /// Feeds `event` and carries out the span actions (opening spans on this thread, under its
 /// innermost open span: the `backward` pass or an enclosing module's backward span).
-fn feed(inner: &Inner, state: &mut State, event: Event) {
+fn feed(host: &dyn SessionHost, state: &mut State, event: Event) {
     let Some(mut tracker) = state.tracker.take() else {
         return;
     };
@@ -222,7 +285,7 @@ fn feed(inner: &Inner, state: &mut State, event: Event) {
                     forward_span: Some(call.forward_span),
                     ..SpanExtras::default()
                 };
-                if let Some(open) = inner.open_span_with(&call.name, SpanKind::Module, None, extras)
+                if let Some(open) = host.open_span_with(&call.name, SpanKind::Module, None, extras)
                 {
                     state.open.insert(c, open);
                 }
@@ -230,7 +293,7 @@ fn feed(inner: &Inner, state: &mut State, event: Event) {
             Action::Close(c) => {
                 if let Some(open) = state.open.remove(&c) {
                     let reason = tracker.faithfulness(c).reason();
-                    inner.end_span_inferred(open.id, open.start_ns, reason);
+                    host.end_span_inferred(open.id, open.start_ns, reason);
                 }
             }
         }
@@ -267,15 +330,18 @@ fn mark(call: &Arc<ModuleCall>, xs: &Tensor, boundary: Boundary) -> Tensor {
     if !xs.track_op() || !xs.dtype().is_float() {
         return xs.clone();
     }
-    let Some(inner) = call.session.upgrade() else {
+    let Some(owner) = call.owner.upgrade() else {
         return xs.clone();
     };
-    if !inner.is_capturing() {
+    let Some(host) = owner.host() else {
+        return xs.clone();
+    };
+    if !host.is_capturing() {
         return xs.clone();
     }
     let marked = {
         // The copy, its storage block and its tensor are the probe's, not the user's.
-        let _ignore = crate::alloc::IgnoreAllocs::new();
+        let _ignore = trace_alloc::IgnoreAllocs::new();
         xs.apply_op1(Marker {
             call: Arc::clone(call),
             boundary,
@@ -284,13 +350,11 @@ fn mark(call: &Arc<ModuleCall>, xs: &Tensor, boundary: Boundary) -> Tensor {
     match marked {
         Ok(t) => {
             {
-                let _ignore = crate::alloc::IgnoreAllocs::new(); // the probe's own bookkeeping
+                let _ignore = trace_alloc::IgnoreAllocs::new(); // the probe's own bookkeeping
                 let key = crate::storage::bytes::storage_facts(&t).key;
-                let first = {
-                    let mut state = lock(&inner.backward.state);
-                    state.markers_in_step += 1;
-                    state.markers_in_step == 1
-                };
+                let bytes =
+                    (xs.elem_count() as u64).saturating_mul(xs.dtype().size_in_bytes() as u64);
+                let first = owner.marker_applied(bytes);
                 let mut keys = lock(&MARKER_STORAGES);
                 let keys = keys.get_or_insert_with(HashSet::new);
                 if first {
@@ -298,12 +362,6 @@ fn mark(call: &Arc<ModuleCall>, xs: &Tensor, boundary: Boundary) -> Tensor {
                 }
                 keys.insert(key);
             }
-            let bytes = (xs.elem_count() as u64).saturating_mul(xs.dtype().size_in_bytes() as u64);
-            inner.backward.copies.fetch_add(1, Ordering::Relaxed);
-            inner
-                .backward
-                .copy_bytes
-                .fetch_add(bytes, Ordering::Relaxed);
             let mut marks = lock(&call.marks);
             match boundary {
                 Boundary::Input => marks.inputs += 1,
@@ -312,7 +370,7 @@ fn mark(call: &Arc<ModuleCall>, xs: &Tensor, boundary: Boundary) -> Tensor {
             t
         }
         Err(err) => {
-            inner.record_error(ProbeError::Candle {
+            host.record_error(ProbeError::Candle {
                 context: "applying a backward-span marker",
                 source: err,
             });

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use candle_core::cuda_backend::cudarc::driver::sys::{self, CUdeviceptr, CUresult, CUstream};
 
-use crate::alloc::IgnoreAllocs;
+use trace_alloc::IgnoreAllocs;
 
 /// The device ordinal of the calling thread's current context (`None` on a driver error).
 fn current_ordinal() -> Option<i32> {

@@ -29,9 +29,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use rustc_hash::{FxHashMap, FxHashSet};
-use trace_schema::MemoryCategory;
+use trace_wire::MemoryCategory;
 
-use crate::alloc::IgnoreAllocs;
+use trace_alloc::IgnoreAllocs;
 
 /// Who writes a device allocation into the trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +60,7 @@ pub(crate) struct Record {
     pub(crate) bytes: u64,
     /// Device ordinal of the context current at the call (`None`: the driver did not say).
     pub(crate) ordinal: Option<i32>,
-    /// Hook ns ([`crate::clock::process_ns`]) of the allocation.
+    /// Hook ns ([`trace_alloc::clock::process_ns`]) of the allocation.
     pub(crate) alloc_ns: u64,
     /// Allocating thread (as the allocator hook writes it).
     pub(crate) alloc_thread: u64,
@@ -217,8 +217,8 @@ pub(crate) fn with_ledger<R>(f: impl FnOnce(&mut Ledger) -> R) -> R {
 /// Hook ns and thread key of now, on the allocator hook's clock and thread numbering.
 pub(crate) fn now() -> (u64, u64) {
     (
-        crate::clock::process_ns(),
-        u64::from(crate::alloc::thread_key() as u32),
+        trace_alloc::clock::process_ns(),
+        u64::from(trace_alloc::thread_key() as u32),
     )
 }
 

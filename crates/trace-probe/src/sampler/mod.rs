@@ -1,58 +1,24 @@
-//! The wall-clock stack sampler: during the captured step a POSIX timer on `CLOCK_MONOTONIC`
-//! sends `SIGPROF` to the capturing thread (and to threads that called
-//! [`crate::TraceSession::sample_this_thread`]) [`crate::ProfileRun::sample_hz`] times a second;
-//! the handler writes the interrupted stack into a preallocated buffer; after the step the
-//! addresses are symbolised once each and the trace gets `frame`, `stack`, `sample` and
-//! `sampler` events (trace/12) and `operations: sampled` in its contract.
+//! The wall-clock stack sampler's side in the session: during the captured step the
+//! `trace-sampler` crate's timers send `SIGPROF` to the capturing thread (and to threads that
+//! called [`crate::TraceSession::sample_this_thread`]) [`crate::ProfileRun::sample_hz`] times a
+//! second; after the step the addresses are symbolised once each into the session's symbol
+//! table and the trace gets `frame`, `stack`, `sample` and `sampler` events (trace/12) and
+//! `operations: sampled` in its contract.
 //!
 //! | module | job |
 //! |---|---|
-//! | `signal` | installs the `SIGPROF` handler once per process (refusing when another is installed); the async-signal-safe handler |
-//! | `timer` | per-thread timers (`timer_create`, `SIGEV_THREAD_ID`) |
-//! | `slots` | the fixed table of per-thread `mmap`'d buffers the handler writes variable-length records into, with the loss counters |
-//! | `unwind` | the allocation-free stack capture (`capture`, reusable from the allocator hook; `capture_from` for the handler) |
-//! | `crate::stacks` | symbolisation after the step and the trace's shared frame and stack table (with the allocation sites) |
 //! | `session_plugin` | the capture plug-in: arming and disarming, threads, span attribution, the events |
-//! | `guard` | [`SamplingGuard`], what `sample_this_thread` returns |
 //!
-//! Linux on x86_64 and aarch64 only (cfg `stack_sampler`, set by the build script); elsewhere
-//! the plug-in declares `operations` unavailable with the reason.
+//! What `TraceSession::sample_this_thread` returns (`SamplingGuard`) is the session's.
+//!
+//! The handler, the timers, the buffers and the symbol table are `trace_sampler`'s (no Candle);
+//! where it cannot run (not Linux on x86_64 or aarch64) its door refuses with the reason and the
+//! plug-in declares `operations` unavailable with it.
 
-mod guard;
-#[cfg(stack_sampler)]
-mod session_plugin;
-#[cfg(stack_sampler)]
-mod signal;
-#[cfg(stack_sampler)]
-mod slots;
-#[cfg(stack_sampler)]
-mod timer;
-#[cfg(stack_sampler)]
-pub(crate) mod unwind;
+pub(crate) mod session_plugin;
 
-pub use guard::SamplingGuard;
-#[cfg(stack_sampler)]
-pub(crate) use session_plugin::SamplerPlugin;
-
-use trace_schema::{CaptureContract, ContractField, CoverageLevel};
-
-/// The default sample rate, samples per second per thread.
-pub const DEFAULT_SAMPLE_HZ: u32 = 1000;
-/// The highest rate [`crate::ProfileRun::sample_hz`] accepts.
-pub const MAX_SAMPLE_HZ: u32 = 100_000;
-/// The default size of a thread's sample buffer: 64 MiB of address space, reserved with
-/// `MAP_NORESERVE` (only the pages written cost memory): about 200,000 samples of 40 frames.
-pub const DEFAULT_SAMPLE_BUFFER_BYTES: usize = 64 << 20;
-
-/// Why the sampler cannot run on this build, if it cannot.
-pub const UNSUPPORTED_REASON: Option<&str> = if cfg!(stack_sampler) {
-    None
-} else {
-    Some(
-        "stack sampling needs Linux on x86_64 or aarch64 (per-thread POSIX timers and the \
-         interrupted program counter); this build's target has neither",
-    )
-};
+use trace_sampler::UNSUPPORTED_REASON;
+use trace_wire::{CaptureContract, ContractField, CoverageLevel};
 
 /// What a session's sampler is asked to do (from the run).
 #[derive(Debug, Clone, Copy)]
@@ -62,7 +28,6 @@ pub(crate) struct SamplerSettings {
     /// Deterministic mode: off, nothing declared.
     pub(crate) deterministic: bool,
     /// Bytes of each thread's buffer.
-    #[cfg_attr(not(stack_sampler), allow(dead_code))]
     pub(crate) buffer_bytes: usize,
 }
 
@@ -76,7 +41,6 @@ impl SamplerSettings {
     }
 
     /// The timer period, ns.
-    #[cfg_attr(not(stack_sampler), allow(dead_code))]
     pub(crate) fn period_ns(&self) -> u64 {
         1_000_000_000 / u64::from(self.hz.max(1))
     }
@@ -90,66 +54,6 @@ pub(crate) fn declare_off(contract: &mut CaptureContract, reason: &str) {
         contract
             .reasons
             .insert(ContractField::Operations.into(), reason.to_string());
-    }
-}
-
-/// Process-wide figures of the sampler so far (for the `ab_overhead` bench and the README).
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SamplerStats {
-    /// Samples written, all sessions.
-    pub samples: u64,
-    /// Time spent in the signal handler for them, ns.
-    pub handler_ns: u64,
-    /// Samples whose stack was walked by frame pointers (the rest: libgcc).
-    pub frame_pointer_samples: u64,
-    /// Time spent symbolising and building the events after the steps, ns.
-    pub symbolize_ns: u64,
-    /// Unique addresses resolved.
-    pub unique_addresses: u64,
-    /// Sessions whose samples were written.
-    pub finishes: u64,
-}
-
-/// Process-wide figures of the sampler so far (zero where it cannot run).
-#[doc(hidden)]
-pub fn stats() -> SamplerStats {
-    #[cfg(stack_sampler)]
-    {
-        session_plugin::stats()
-    }
-    #[cfg(not(stack_sampler))]
-    {
-        SamplerStats::default()
-    }
-}
-
-/// The plug-in of a build where the sampler cannot run: declares why.
-#[cfg(not(stack_sampler))]
-#[derive(Debug)]
-pub(crate) struct SamplerPlugin {
-    settings: SamplerSettings,
-}
-
-#[cfg(not(stack_sampler))]
-impl SamplerPlugin {
-    pub(crate) fn new(settings: SamplerSettings) -> Self {
-        Self { settings }
-    }
-}
-
-#[cfg(not(stack_sampler))]
-impl crate::plugin::CapturePlugin for SamplerPlugin {
-    fn on_meta(&self, meta: &mut trace_schema::RunMeta) {
-        if self.settings.deterministic {
-            return;
-        }
-        if let Some(reason) = self.settings.off_reason() {
-            declare_off(
-                meta.capture_contract.get_or_insert_with(Default::default),
-                reason,
-            );
-        }
     }
 }
 
@@ -177,16 +81,19 @@ mod tests {
 
     /// Where the sampler cannot run, a trace says so: `operations` stays `none` with the
     /// platform's reason (and deterministic mode declares nothing).
-    #[cfg(not(stack_sampler))]
     #[test]
     fn the_fallback_declares_operations_unavailable_with_the_reason() {
-        use crate::plugin::CapturePlugin;
+        if UNSUPPORTED_REASON.is_none() {
+            return; // the sampler runs on this build (TRACE_PROBE_NO_SAMPLER=1 checks this)
+        }
+        use crate::session::plugin::CapturePlugin;
+        use session_plugin::SamplerPlugin;
         let settings = SamplerSettings {
-            hz: DEFAULT_SAMPLE_HZ,
+            hz: trace_sampler::DEFAULT_SAMPLE_HZ,
             deterministic: false,
-            buffer_bytes: DEFAULT_SAMPLE_BUFFER_BYTES,
+            buffer_bytes: trace_sampler::DEFAULT_SAMPLE_BUFFER_BYTES,
         };
-        let mut meta = trace_schema::RunMeta::default();
+        let mut meta = trace_wire::RunMeta::default();
         SamplerPlugin::new(settings).on_meta(&mut meta);
         let contract = meta.capture_contract.unwrap_or_default();
         assert_eq!(contract.operations, CoverageLevel::None);

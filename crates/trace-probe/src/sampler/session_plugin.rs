@@ -1,29 +1,28 @@
-//! The sampler plug-in (Linux): arms a timer per sampled thread when the captured step begins,
+//! The sampler plug-in: arms a timer per sampled thread when the captured step begins,
 //! disarms them before it ends, and after the step (in `on_finish`, outside the measured
 //! region) symbolises the stacks into the session's symbol table (shared with the allocation
 //! sites) and attributes each sample to the span open on its thread then; once the session
 //! wrote the table's frames and stacks (`after_stacks`) it writes the samples and the sampler
 //! event.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use trace_schema::{
+use trace_alloc::thread_key;
+use trace_sampler::{current_tid, SampleBuffer, SlotCounts, ThreadSampler, Tid};
+use trace_wire::{
     ContractField, CoverageLevel, RunMeta, SampleEvent, SampledThread, SamplerEvent, TraceEvent,
 };
 
-use super::slots::{SlotCounts, SlotHandle};
-use super::timer::{current_tid, ThreadTimer};
-use super::{signal, SamplerSettings, SamplerStats};
-use crate::plugin::{thread_key, CaptureContext, CapturePlugin};
+use super::{declare_off, SamplerSettings};
+use crate::session::plugin::{CaptureContext, CapturePlugin};
 use crate::writer::lock;
 
 /// A thread to sample.
 #[derive(Debug, Clone)]
 struct Thread {
     key: u64,
-    tid: libc::pid_t,
+    tid: Tid,
     name: Option<String>,
 }
 
@@ -43,8 +42,7 @@ struct Run {
     thread: Thread,
     /// The `sample_this_thread` registration that armed it (`None`: the capturing thread).
     token: Option<u64>,
-    slot: SlotHandle,
-    timer: Option<ThreadTimer>,
+    sampler: ThreadSampler,
     start_ns: u64,
     end_ns: Option<u64>,
 }
@@ -71,26 +69,6 @@ struct State {
     to_write: Option<(Vec<SampleEvent>, SamplerEvent)>,
 }
 
-/// Process-wide figures (for the bench and the README; see [`super::stats`]).
-pub(super) static SAMPLES: AtomicU64 = AtomicU64::new(0);
-pub(super) static HANDLER_NS: AtomicU64 = AtomicU64::new(0);
-pub(super) static FRAME_POINTER_SAMPLES: AtomicU64 = AtomicU64::new(0);
-pub(super) static SYMBOLIZE_NS: AtomicU64 = AtomicU64::new(0);
-pub(super) static UNIQUE_ADDRESSES: AtomicU64 = AtomicU64::new(0);
-pub(super) static FINISHES: AtomicU64 = AtomicU64::new(0);
-
-/// Process-wide sampler figures so far.
-pub(super) fn stats() -> SamplerStats {
-    SamplerStats {
-        samples: SAMPLES.load(Ordering::Relaxed),
-        handler_ns: HANDLER_NS.load(Ordering::Relaxed),
-        frame_pointer_samples: FRAME_POINTER_SAMPLES.load(Ordering::Relaxed),
-        symbolize_ns: SYMBOLIZE_NS.load(Ordering::Relaxed),
-        unique_addresses: UNIQUE_ADDRESSES.load(Ordering::Relaxed),
-        finishes: FINISHES.load(Ordering::Relaxed),
-    }
-}
-
 /// The sampler of one session.
 #[derive(Debug)]
 pub(crate) struct SamplerPlugin {
@@ -115,18 +93,16 @@ impl SamplerPlugin {
         if state.running.iter().any(|r| r.thread.key == thread.key) {
             return;
         }
-        let armed = SlotHandle::reserve(self.settings.buffer_bytes).and_then(|slot| {
+        let armed = SampleBuffer::reserve(self.settings.buffer_bytes).and_then(|buffer| {
             let start_ns = ctx.clock().now_ns();
-            slot.open();
-            let timer = ThreadTimer::start(thread.tid, slot.token(), self.period_ns())?;
-            Ok((slot, timer, start_ns))
+            let sampler = buffer.start(thread.tid, self.period_ns())?;
+            Ok((sampler, start_ns))
         });
         match armed {
-            Ok((slot, timer, start_ns)) => state.running.push(Run {
+            Ok((sampler, start_ns)) => state.running.push(Run {
                 thread,
                 token,
-                slot,
-                timer: Some(timer),
+                sampler,
                 start_ns,
                 end_ns: None,
             }),
@@ -140,8 +116,7 @@ impl SamplerPlugin {
     /// Stops sampling run `index` of `state.running` and keeps its samples for `on_finish`.
     fn disarm(state: &mut State, ctx: &CaptureContext<'_>, index: usize) {
         let mut run = state.running.swap_remove(index);
-        run.timer = None; // timer_delete
-        run.slot.close();
+        run.sampler.stop();
         run.end_ns = Some(ctx.clock().now_ns());
         state.done.push(run);
     }
@@ -162,7 +137,7 @@ impl SamplerPlugin {
         let mut truncated_stacks = 0u64;
         let mut counted = SlotCounts::default();
         for run in &runs {
-            for record in run.slot.records() {
+            for record in run.sampler.records() {
                 let ts = ctx.clock().process_ns_to_session_ns(record.process_ns);
                 let span_id = ctx.span_at(run.thread.key, ts).map(|s| ctx.span_id(s));
                 let stack_id = ctx.stacks().add(record.frames, true);
@@ -176,7 +151,7 @@ impl SamplerPlugin {
                     span_id,
                 });
             }
-            let c = run.slot.counts();
+            let c = run.sampler.counts();
             counted.samples = counted.samples.saturating_add(c.samples);
             counted.handler_ns = counted.handler_ns.saturating_add(c.handler_ns);
             counted.frame_pointer_samples = counted
@@ -195,24 +170,22 @@ impl SamplerPlugin {
         }
         samples.sort_by_key(|s| (s.timestamp_ns, s.thread));
         let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        SAMPLES.fetch_add(counted.samples, Ordering::Relaxed);
-        HANDLER_NS.fetch_add(counted.handler_ns, Ordering::Relaxed);
-        FRAME_POINTER_SAMPLES.fetch_add(counted.frame_pointer_samples, Ordering::Relaxed);
-        SYMBOLIZE_NS.fetch_add(elapsed, Ordering::Relaxed);
-        UNIQUE_ADDRESSES.fetch_add(
+        trace_sampler::stats::add_finish(
+            counted.samples,
+            counted.handler_ns,
+            counted.frame_pointer_samples,
+            elapsed,
             ctx.stacks()
                 .unique_addresses()
                 .saturating_sub(unique_before),
-            Ordering::Relaxed,
         );
-        FINISHES.fetch_add(1, Ordering::Relaxed);
         let event = SamplerEvent {
             hz: u64::from(self.settings.hz),
             period_ns: self.period_ns(),
             clock: "wall".to_string(),
             unwinder: unwinder_name(counted.samples, counted.frame_pointer_samples).to_string(),
             // Filled from the written table in `after_stacks`.
-            symbols: trace_schema::SymbolQuality::None,
+            symbols: trace_wire::SymbolQuality::None,
             unresolved_frames: 0,
             truncated_stacks,
             threads,
@@ -238,21 +211,24 @@ impl CapturePlugin for SamplerPlugin {
     fn on_meta(&self, meta: &mut RunMeta) {
         let contract = meta.capture_contract.get_or_insert_with(Default::default);
         if let Some(reason) = self.settings.off_reason() {
-            super::declare_off(contract, reason);
+            // Where the sampler cannot run, deterministic mode declares nothing.
+            if !self.settings.deterministic || trace_sampler::SUPPORTED {
+                declare_off(contract, reason);
+            }
             return;
         }
         if self.settings.deterministic {
             return; // fixtures stay byte-identical: no sampling, nothing declared
         }
-        match signal::install() {
+        match trace_sampler::install() {
             Ok(()) => {
                 lock(&self.state).active = true;
                 // Frame pointers where the process's walker calibration (one real allocation
                 // walked both ways inside the tracking allocator) found the chain whole.
-                signal::set_frame_pointers(
-                    crate::alloc::is_installed()
+                trace_sampler::set_frame_pointers(
+                    trace_alloc::is_installed()
                         && crate::storage::sites::walker().unwinder
-                            == crate::alloc::sites::Unwinder::FramePointers,
+                            == trace_alloc::sites::Unwinder::FramePointers,
                 );
                 if contract.operations < CoverageLevel::Sampled {
                     contract.operations = CoverageLevel::Sampled;
@@ -266,7 +242,7 @@ impl CapturePlugin for SamplerPlugin {
                     ),
                 );
             }
-            Err(why) => super::declare_off(contract, &why),
+            Err(why) => declare_off(contract, &why),
         }
     }
 
@@ -276,7 +252,7 @@ impl CapturePlugin for SamplerPlugin {
             return;
         }
         state.armed = true;
-        crate::frame_chain::note_thread_bounds();
+        trace_alloc::walk::frame_chain::note_thread_bounds();
         let mut threads = vec![(Thread::current(), None)];
         for (token, t) in &state.registered {
             if threads.iter().all(|(x, _)| x.key != t.key) {
@@ -316,7 +292,7 @@ impl CapturePlugin for SamplerPlugin {
         let figures = ctx.stacks().figures();
         event.symbols = figures
             .and_then(|f| f.symbols)
-            .unwrap_or_else(crate::stacks::build_quality);
+            .unwrap_or_else(trace_sampler::stacks::build_quality);
         event.unresolved_frames = figures.map_or(0, |f| f.unresolved_frames);
         for s in samples {
             ctx.emit(TraceEvent::Sample(s));
@@ -337,7 +313,7 @@ impl CapturePlugin for SamplerPlugin {
             return None;
         }
         let thread = Thread::current();
-        crate::frame_chain::note_thread_bounds();
+        trace_alloc::walk::frame_chain::note_thread_bounds();
         let mut state = lock(&self.state);
         if state.written || state.registered.iter().any(|(_, t)| t.key == thread.key) {
             return None;
@@ -368,8 +344,7 @@ impl Drop for SamplerPlugin {
     fn drop(&mut self) {
         let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
         for run in state.running.iter_mut() {
-            run.timer = None;
-            run.slot.close();
+            run.sampler.stop();
         }
         state.running.clear();
         state.done.clear();

@@ -5,10 +5,30 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use trace_schema::{ExecutionStep as Pass, SpanKind};
+use trace_wire::{ExecutionStep as Pass, SpanKind};
 
-use crate::plugin::SpanInfo;
 use crate::writer::lock;
+
+/// What the probe knows about a span, for attribution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SpanInfo {
+    /// Span number (`s<n>` on the wire).
+    pub id: u64,
+    /// Parent span number.
+    pub parent: Option<u64>,
+    /// Name.
+    pub name: String,
+    /// Kind.
+    pub kind: SpanKind,
+    /// Pass, inherited from the nearest ancestor that has one.
+    pub pass: Option<Pass>,
+    /// Module path (modules only).
+    pub module_path: Option<String>,
+    /// Start, session ns.
+    pub start_ns: u64,
+    /// `thread_key` of the thread that opened it.
+    pub thread: u64,
+}
 
 /// One entry of a thread's span-change log (see [`SpanLog::span_change_at_real`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

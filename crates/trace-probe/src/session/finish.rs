@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use trace_schema::{MetaEvent, TerminalEvent, TerminalOutcome, TraceEvent, WRITE_VERSION};
+use trace_wire::{MetaEvent, TerminalEvent, TerminalOutcome, TraceEvent, WRITE_VERSION};
 
-use super::{Inner, Phase, State, TraceSummary};
+use super::{Finished, Inner, Phase, State, TraceSummary};
 use crate::error::ProbeError;
 use crate::writer::lock;
 
@@ -19,6 +19,9 @@ impl Inner {
         let mut meta = crate::meta::run_meta(&self.run, self.device, state.contract.clone());
         for plugin in &self.plugins {
             plugin.on_meta(&mut meta);
+        }
+        if self.run.late_session {
+            late_session_contract(&mut meta, self.run.capture_step);
         }
         self.emit(TraceEvent::Meta(MetaEvent {
             schema: WRITE_VERSION.as_str().to_string(),
@@ -39,6 +42,29 @@ impl Inner {
         for plugin in &self.plugins {
             plugin.on_capture_end(&self.plugin_context());
         }
+    }
+
+    /// At the capture's end (host-clock mode): starts the plug-ins' finish — symbolising the
+    /// samples' and sites' stacks, building their events — on the helper thread, so that a
+    /// loop going on after the capture does not pay it on its training thread; `finish()` then
+    /// only joins it. Where the helper is not running, `finish()` does the work itself.
+    pub(super) fn finish_beside(&self) {
+        if self.run.deterministic {
+            return;
+        }
+        let Some(me) = self.me.upgrade() else {
+            return;
+        };
+        let job = crate::beside::run(move || me.finish_plugins());
+        *lock(&self.finishing) = job;
+    }
+
+    /// The plug-ins' finish started at the capture's end, joined; else run here.
+    fn joined_or_finish_plugins(&self) -> Finished {
+        let started = lock(&self.finishing).take();
+        started
+            .and_then(crate::beside::Pending::join)
+            .unwrap_or_else(|| self.finish_plugins())
     }
 
     fn finish_plugins(&self) -> Finished {
@@ -64,7 +90,7 @@ impl Inner {
     /// What the run asked for and the captured step did not give, in the terminal's
     /// `coverage_lost` under keys of their own (`module_spans`, `backward_spans`): a model
     /// without module spans, backward spans on with no marker placed.
-    fn unfulfilled(&self, lost: &mut std::collections::BTreeMap<trace_schema::ReasonKey, String>) {
+    fn unfulfilled(&self, lost: &mut std::collections::BTreeMap<trace_wire::ReasonKey, String>) {
         let modules = self.module_spans.load(std::sync::atomic::Ordering::Relaxed);
         if modules == 0 {
             lost.insert(
@@ -173,7 +199,7 @@ impl Inner {
             Phase::Captured => {
                 state.phase = Phase::Finished;
                 drop(state);
-                let finished = self.finish_plugins();
+                let finished = self.joined_or_finish_plugins();
                 let dropped = finished.dropped;
                 self.terminal(TerminalOutcome::Complete, None, finished);
                 state = lock(&self.state);
@@ -213,8 +239,25 @@ impl Drop for Inner {
     }
 }
 
-/// What the plug-ins report before the terminal: dropped events and coverage lost.
-struct Finished {
-    dropped: Option<u64>,
-    lost: std::collections::BTreeMap<trace_schema::ReasonKey, String>,
+/// A scheduled capture's session opened one step before its capture: storages allocated
+/// earlier and still live are unseen, so logical memory is at most `partial`, saying why.
+fn late_session_contract(meta: &mut trace_wire::RunMeta, step: u64) {
+    use trace_wire::CoverageLevel;
+    let Some(contract) = meta.capture_contract.as_mut() else {
+        return;
+    };
+    if contract.logical_memory != CoverageLevel::Complete {
+        return;
+    }
+    contract.logical_memory = CoverageLevel::Partial;
+    contract.reasons.insert(
+        "logical_memory".into(),
+        format!(
+            "a scheduled capture (every n steps): its session opened at step {}, so storages \
+             allocated before then and still live (optimizer state, tensors the loop keeps) are \
+             absent unless declared (parameters are); the device samples' used_bytes count \
+             the whole process heap",
+            step.saturating_sub(1)
+        ),
+    );
 }

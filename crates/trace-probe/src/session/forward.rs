@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use trace_schema::SpanKind;
+use trace_wire::SpanKind;
 
 use super::TraceSession;
 
@@ -33,7 +33,7 @@ impl TraceSession {
         if !self.is_capturing() {
             return f();
         }
-        let index = self.inner.forward_calls.fetch_add(1, Ordering::Relaxed);
+        let index = self.cur().forward_calls.fetch_add(1, Ordering::Relaxed);
         let _span = self.span(forward_span_name(index, tokens), SpanKind::Function);
         f()
     }
@@ -44,7 +44,7 @@ impl TraceSession {
         if !self.is_capturing() {
             return f();
         }
-        self.inner.forward_calls.fetch_add(1, Ordering::Relaxed);
+        self.cur().forward_calls.fetch_add(1, Ordering::Relaxed);
         let _span = self.span(name, SpanKind::Function);
         f()
     }

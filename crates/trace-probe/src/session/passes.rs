@@ -13,12 +13,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use candle_core::Device;
-use trace_schema::{ExecutionStep as Pass, SpanEndEvent, SpanKind, SpanStartEvent, TraceEvent};
+use trace_wire::{ExecutionStep as Pass, SpanEndEvent, SpanKind, SpanStartEvent, TraceEvent};
 
-use super::spans::{OpenSpan, SpanGuard};
+use super::open_span::OpenSpan;
+use super::spans::SpanGuard;
 use super::{stack, Inner, Phase, TraceSession};
 use crate::error::ProbeError;
-use crate::plugin::{span_wire_id, thread_key, SpanInfo, ROOT_SPAN};
+use crate::session::attribution::SpanInfo;
+use crate::session::plugin::{span_wire_id, thread_key, ROOT_SPAN};
 use crate::writer::lock;
 
 /// Guard of the captured step (the root span); inactive on every other step. Dropping it closes
@@ -33,7 +35,7 @@ pub struct StepGuard {
 }
 
 impl StepGuard {
-    fn inactive() -> Self {
+    pub(crate) fn inactive() -> Self {
         Self {
             inner: None,
             step: 0,
@@ -75,6 +77,12 @@ impl TraceSession {
     /// step's end. On every other step it costs two integer comparisons and returns an
     /// inactive guard.
     pub fn step<N: TryInto<u64>>(&self, step: N) -> StepGuard {
+        if let Some(route) = &self.inner.route {
+            return match step.try_into() {
+                Ok(n) => route.step(n),
+                Err(_) => StepGuard::inactive(),
+            };
+        }
         let run = &self.inner.run;
         match step.try_into() {
             Ok(n) if n == run.capture_step => self.inner.begin_capture(&self.inner, n),
@@ -93,21 +101,21 @@ impl TraceSession {
         if !self.is_capturing() {
             return SpanGuard::inactive();
         }
-        if lock(&self.inner.auto_forward).is_some() {
+        let inner = self.cur();
+        if lock(&inner.auto_forward).is_some() {
             if pass == Pass::Forward {
                 return SpanGuard::inactive();
             }
-            self.inner.close_auto_forward();
+            inner.close_auto_forward();
         }
         if pass == Pass::Optimizer {
             // A backward the user ran themselves is over.
-            self.inner.backward.end(&self.inner, false);
+            for plugin in &inner.plugins {
+                plugin.on_backward_end(false);
+            }
         }
-        match self
-            .inner
-            .open_span_raw(pass_name(pass), SpanKind::Function, Some(pass), None)
-        {
-            Some(open) => SpanGuard::active(&self.inner, open),
+        match inner.open_span_raw(pass_name(pass), SpanKind::Function, Some(pass), None) {
+            Some(open) => SpanGuard::active(&inner, open),
             None => SpanGuard::inactive(),
         }
     }
@@ -126,14 +134,17 @@ impl TraceSession {
         loss: &candle_core::Tensor,
     ) -> candle_core::Result<candle_core::backprop::GradStore> {
         if self.is_capturing() {
-            for plugin in self.plugins() {
-                plugin.on_loss(&self.inner.plugin_context(), loss);
+            let inner = self.cur();
+            for plugin in &inner.plugins {
+                plugin.on_loss(&inner.plugin_context(), loss);
             }
         }
         let _backward = self.pass(Pass::Backward);
         let grads = loss.backward();
         // The backward call returned: backward module spans still open end here, exactly.
-        self.inner.backward.end(&self.inner, true);
+        for plugin in &self.cur().plugins {
+            plugin.on_backward_end(true);
+        }
         grads
     }
 }
@@ -235,7 +246,7 @@ impl Inner {
     fn open_step_passes(&self, n: u64) {
         if self.run.is_multi_step() {
             let name = self.run.step_span_name(n);
-            let extras = super::spans::SpanExtras {
+            let extras = super::open_span::SpanExtras {
                 step_index: Some(n),
                 ..Default::default()
             };
@@ -265,7 +276,9 @@ impl Inner {
             self.end_capture(self.root_start_ns.load(Ordering::Relaxed));
             return;
         }
-        self.backward.end_of_capture(self);
+        for plugin in &self.plugins {
+            plugin.on_step_end();
+        }
         self.close_auto_forward();
         *lock(&self.auto_forward) = None;
         self.close_step_span();
@@ -309,7 +322,9 @@ impl Inner {
     }
 
     fn end_capture(&self, start_ns: u64) {
-        self.backward.end_of_capture(self);
+        for plugin in &self.plugins {
+            plugin.on_step_end();
+        }
         self.close_auto_forward();
         *lock(&self.auto_forward) = None;
         if lock(&self.state).phase == Phase::Capturing {
@@ -342,5 +357,6 @@ impl Inner {
         drop(state);
         self.log_close(ROOT_SPAN, end_ns, end_real);
         stack::pop(self.uid, ROOT_SPAN);
+        self.finish_beside();
     }
 }

@@ -7,32 +7,12 @@ use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use trace_schema::{ExecutionStep as Pass, SpanEndEvent, SpanKind, SpanStartEvent, TraceEvent};
+use trace_wire::{ExecutionStep as Pass, SpanEndEvent, SpanKind, SpanStartEvent, TraceEvent};
 
+use super::open_span::{OpenSpan, SpanExtras};
 use super::{stack, Inner, TraceSession};
-use crate::plugin::{span_wire_id, thread_key, SpanInfo, ROOT_SPAN};
-
-/// The optional fields of a `span_start`.
-#[derive(Debug, Default)]
-pub(crate) struct SpanExtras {
-    /// Module instance key.
-    pub(crate) instance_key: Option<String>,
-    /// Module kind (e.g. `linear`).
-    pub(crate) module_kind: Option<String>,
-    /// The module path, when not the enclosing module span's path plus the name.
-    pub(crate) module_path: Option<String>,
-    /// The forward module span a backward module span mirrors.
-    pub(crate) forward_span: Option<u64>,
-    /// The step number of a multi-step capture's step span.
-    pub(crate) step_index: Option<u64>,
-}
-
-/// An open span recorded outside of a guard (the tracing layer keeps these in span extensions).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct OpenSpan {
-    pub(crate) id: u64,
-    pub(crate) start_ns: u64,
-}
+use crate::session::attribution::SpanInfo;
+use crate::session::plugin::{span_wire_id, thread_key, ROOT_SPAN};
 
 /// Guard of one span; inactive outside the captured step. The span ends when it drops.
 /// `!Send`: a span ends on the thread that opened it.
@@ -82,8 +62,9 @@ impl TraceSession {
         if !self.is_capturing() {
             return SpanGuard::inactive();
         }
-        match self.inner.open_span_raw(name, kind, None, None) {
-            Some(open) => SpanGuard::active(&self.inner, open),
+        let inner = self.cur();
+        match inner.open_span_raw(name, kind, None, None) {
+            Some(open) => SpanGuard::active(&inner, open),
             None => SpanGuard::inactive(),
         }
     }

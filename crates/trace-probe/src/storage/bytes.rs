@@ -89,9 +89,9 @@ pub fn storage_facts(t: &Tensor) -> StorageFacts {
             (Some(bytes), Some(cpu_logical_bytes(cpu)), Some(ptr))
         }
         #[allow(unreachable_patterns)]
-        other => (crate::device_mem::backend_storage_bytes(other), None, None),
+        other => (backend_storage_bytes(other), None, None),
     };
-    let device_ptr = crate::device_mem::backend_device_ptr(&guard);
+    let device_ptr = backend_device_ptr(&guard);
     drop(guard);
     StorageFacts {
         key,
@@ -110,6 +110,30 @@ pub fn storage_facts(t: &Tensor) -> StorageFacts {
 /// Takes the storage's read lock: do not call it while the same thread holds the write lock.
 pub fn storage_bytes(tensor: &Tensor) -> Option<u64> {
     storage_facts(tensor).bytes
+}
+
+/// Bytes of a non-CPU storage, when the backend is compiled in; `None` otherwise.
+#[allow(unused_variables)]
+pub(crate) fn backend_storage_bytes(storage: &Storage) -> Option<u64> {
+    match storage {
+        Storage::Cpu(cpu) => Some(cpu_data(cpu).1),
+        #[cfg(feature = "cuda")]
+        Storage::Cuda(s) => Some(crate::device_mem_cuda::storage_bytes(s)),
+        #[cfg(feature = "metal")]
+        Storage::Metal(s) => Some(crate::device_mem_metal::storage_bytes(s)),
+        #[allow(unreachable_patterns)]
+        _ => None,
+    }
+}
+
+/// The device pointer of a CUDA storage (`None` for other backends or without `cuda-ledger`).
+#[allow(unused_variables)]
+pub(crate) fn backend_device_ptr(storage: &Storage) -> Option<u64> {
+    match storage {
+        #[cfg(feature = "cuda-ledger")]
+        Storage::Cuda(s) => crate::device_mem_cuda::device_ptr(s),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! in the window. Optimizer state found at construction keeps its label and category.
 
 #[cfg(feature = "cuda-ledger")]
-use trace_schema::{CategorySource, MemoryAction};
+use trace_wire::{CategorySource, MemoryAction};
 
 #[cfg(feature = "cuda-ledger")]
 use super::events::{anonymous_alloc, PendingEvent};
@@ -97,7 +97,7 @@ impl CaptureState {
         figures
     }
 
-    fn queue_ledger_free(&mut self, mut event: trace_schema::MemoryEvent, r: &Record, infer: bool) {
+    fn queue_ledger_free(&mut self, mut event: trace_wire::MemoryEvent, r: &Record, infer: bool) {
         let Some((ns, thread)) = r.freed else {
             return;
         };
@@ -116,7 +116,7 @@ impl CaptureState {
 #[cfg(feature = "cuda-ledger")]
 /// The `alloc` of a ledger record: its bytes as asked of the driver; shape and dtype are the
 /// tensor's, which the driver call does not carry (absent).
-fn ledger_alloc(device: &str, r: &Record) -> trace_schema::MemoryEvent {
+fn ledger_alloc(device: &str, r: &Record) -> trace_wire::MemoryEvent {
     let mut event = anonymous_alloc(device.to_string(), storage_id(r.seq), r.bytes);
     if let Owner::Construction { label, category } = &r.owner {
         event.category = *category;

@@ -3,7 +3,7 @@
 //! joins the two — on the host clock directly, in deterministic mode by placing each event on
 //! the logical clock after the span change that preceded it in real time.
 
-use trace_schema::{
+use trace_wire::{
     CategorySource, ExecutionStep as Pass, MemoryAction, MemoryCategory, MemoryEvent, MemorySource,
 };
 

@@ -3,7 +3,7 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use crate::alloc::ring::{DataBuffer, RawEvent, SiteTag};
+use trace_alloc::ring::{DataBuffer, RawEvent, SiteTag};
 
 /// A storage free the join recognised, in hook time (ns since the process clock base).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,7 +199,7 @@ impl Joiner {
                     free_thread: thread,
                     pre_window: block_alloc.is_none(),
                     site,
-                    dtype: crate::alloc::dtype_of_code(dtype),
+                    dtype: crate::storage::calibrate::dtype_of_code(dtype),
                 };
                 if self.candidates.insert(block, candidate).is_some() {
                     // The block died twice without a tensor confirming the first: a look-alike.

@@ -4,14 +4,15 @@
 
 use candle_core::backprop::GradStore;
 use candle_core::{Tensor, TensorId};
-use trace_schema::{MemoryCategory, MemorySource};
+use trace_wire::{MemoryCategory, MemorySource};
 
 use super::bytes::storage_facts;
+use super::calibrate::key_offset;
 use super::events::{alloc_event, PendingEvent};
 use super::registry::{RegisterAs, Registration};
-use super::window::{key_offset, CaptureState};
-use crate::alloc::IgnoreAllocs;
+use super::window::CaptureState;
 use crate::tensor_id::tensor_number;
+use trace_alloc::IgnoreAllocs;
 
 impl CaptureState {
     /// Registers `t` (see [`super::Registry::register`]) and, for a new storage in an open
@@ -40,8 +41,8 @@ impl CaptureState {
                     Some(d) if d.ts_ns <= b => (d.ts_ns, d.thread as u64, d.site),
                     _ => (
                         b,
-                        crate::alloc::thread_key(),
-                        crate::alloc::ring::SiteTag(0),
+                        self.registering_for.unwrap_or_else(trace_alloc::thread_key),
+                        trace_alloc::ring::SiteTag(0),
                     ),
                 };
                 let mut event = alloc_event(entry, false, MemorySource::Allocator);
@@ -75,6 +76,19 @@ impl CaptureState {
     /// (aliases of the registered ones), everything else as activations. The outputs of
     /// backward-span markers are the probe's copies, not the user's: left out.
     pub fn register_graph(&mut self, loss: &Tensor) {
+        self.register_graph_for(loss, None);
+    }
+
+    /// [`Self::register_graph`] on behalf of the thread `thread` (its key, for storages whose
+    /// allocating thread the hook's log does not give), e.g. from the helper thread.
+    pub(crate) fn register_graph_for(&mut self, loss: &Tensor, thread: Option<u64>) {
+        let _quiet = IgnoreAllocs::new();
+        self.registering_for = thread;
+        self.register_graph_nodes(loss);
+        self.registering_for = None;
+    }
+
+    fn register_graph_nodes(&mut self, loss: &Tensor) {
         for node in loss.sorted_nodes() {
             if crate::backward::is_marker_storage(storage_facts(node).key) {
                 continue;

@@ -15,11 +15,11 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use candle_core::{Tensor, TensorId};
-use trace_schema::{CategorySource, MemoryCategory};
+use trace_wire::{CategorySource, MemoryCategory};
 
 use super::bytes::{storage_facts, StorageFacts};
-use crate::alloc::watch;
 use crate::device::DeviceLabel;
+use trace_alloc::watch;
 
 /// One registered storage lifetime.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +90,9 @@ pub struct RegisterAs {
     pub category: MemoryCategory,
     /// Where the category came from.
     pub category_source: CategorySource,
+    /// Shape and dtype of a storage registered without a tensor (found by address) whose view
+    /// is known otherwise (an optimizer's moment: its parameter's); a tensor's own win.
+    pub view: Option<(Vec<u64>, String)>,
 }
 
 impl RegisterAs {
@@ -99,7 +102,14 @@ impl RegisterAs {
             label: None,
             category,
             category_source: CategorySource::Registry,
+            view: None,
         }
+    }
+
+    /// Adds the shape and dtype of a storage registered without a tensor.
+    pub fn view(mut self, shape: Vec<u64>, dtype: String) -> Self {
+        self.view = Some((shape, dtype));
+        self
     }
 
     /// Adds a label.
@@ -122,6 +132,7 @@ pub struct Registry {
 
 impl Registry {
     /// An empty registry that does not use the watch table.
+    #[cfg(test)]
     pub fn new() -> Self {
         Self::default()
     }
@@ -263,6 +274,7 @@ impl Registry {
             None => false,
         };
         self.by_key.insert(key, tag);
+        let (shape, dtype) = what.view.unwrap_or_default();
         self.entries.insert(
             tag,
             StorageEntry {
@@ -275,8 +287,8 @@ impl Registry {
                 logical_bytes: None,
                 data_ptr: Some(data_ptr),
                 device_ptr: None,
-                shape: Vec::new(),
-                dtype: String::new(),
+                shape,
+                dtype,
                 tensor_ids: Vec::new(),
                 label: what.label,
                 category: what.category,
@@ -296,13 +308,6 @@ impl Registry {
     /// The live entry at storage key `key`, if any.
     pub fn by_key(&self, key: usize) -> Option<&StorageEntry> {
         self.by_key.get(&key).and_then(|t| self.entries.get(t))
-    }
-
-    /// Whether `tensor`'s storage is registered (and live, by the liveness rule).
-    pub fn lookup(&self, t: &Tensor) -> Option<&StorageEntry> {
-        let facts = storage_facts(t);
-        let entry = self.by_key(facts.key)?;
-        self.is_live(entry, &facts).then_some(entry)
     }
 
     /// Removes an entry (its storage died, or the caller no longer wants it).
@@ -338,13 +343,9 @@ impl Registry {
     }
 
     /// Number of entries.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    /// Whether there is no entry.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 
     /// Rebuilds the watch table from the live entries: clears every slot, then re-inserts each

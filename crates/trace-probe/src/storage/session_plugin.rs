@@ -20,19 +20,24 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::backprop::GradStore;
 use candle_core::{Device, Tensor, TensorId, Var};
-use trace_schema::{
+use trace_wire::{
     AllocSitesEvent, CategorySource, CoverageLevel, DroppedEventsEvent, ExecutionStep as Pass,
     MemoryCategory, RunMeta, SiteEvent, TraceEvent,
 };
 
+use super::construction::Constructed;
+pub(crate) use super::declared::DeclaredParameters;
 use super::events::{Attribution, Located, PendingEvent};
 use super::registry::RegisterAs;
 use super::tracker::PreSessionStorages;
 use super::window::{self as capture, CaptureSummary, Sink};
 use crate::device::DeviceLabel;
-use crate::plugin::{span_wire_id, CaptureContext, CapturePlugin, SpanInfo};
-use crate::session::SpanLog;
+use crate::optim_state::StateSlot;
+use crate::session::attribution::SpanInfo;
+use crate::session::attribution::SpanLog;
+use crate::session::plugin::{span_wire_id, CaptureContext, CapturePlugin};
 use crate::writer::Deferred;
+use trace_wire::labels::OPTIMIZER_STATE;
 
 /// Reason written for physical memory in deterministic mode.
 const DETERMINISTIC_PHYSICAL_REASON: &str =
@@ -74,7 +79,7 @@ pub(crate) struct StoragePlugin {
     /// of the process as stale `pre_existing` storages or as aliases of a reused address.
     own_tags: Mutex<Vec<u32>>,
     /// Allocation sites: the threshold in bytes (`Some(0)`: off; `None`: the walker's default,
-    /// [`crate::alloc::sites::default_threshold_bytes`]).
+    /// [`trace_alloc::sites::default_threshold_bytes`]).
     site_threshold: Option<usize>,
     /// The last window's sites: their raw stacks (by site id) and account, taken at capture
     /// end; then their `site` events (stack ids from the session's table), written after it.
@@ -83,36 +88,8 @@ pub(crate) struct StoragePlugin {
     declared: DeclaredParameters,
     /// Weights declared on the session after it started, registered with them.
     late_named: Mutex<Vec<(String, candle_core::Tensor)>>,
-}
-
-/// Weights a run declared ([`crate::ProfileRun::varmap`], [`crate::ProfileRun::parameters`]),
-/// registered as named `parameter` storages at capture start whether or not an optimizer
-/// exists.
-#[derive(Clone, Default)]
-pub(crate) struct DeclaredParameters {
-    /// The model's `VarMap` (its variables, labelled with their keys).
-    pub(crate) varmap: Option<candle_nn::VarMap>,
-    /// Plain tensors with their names.
-    pub(crate) named: Vec<(String, candle_core::Tensor)>,
-}
-
-impl DeclaredParameters {
-    /// Every declared weight as (name, tensor): the map's variables sorted by key, then the
-    /// named tensors in the order given.
-    fn list(&self) -> Vec<(String, candle_core::Tensor)> {
-        let mut out: Vec<(String, candle_core::Tensor)> = match &self.varmap {
-            Some(v) => {
-                let data = v.data().lock().unwrap_or_else(|e| e.into_inner());
-                data.iter()
-                    .map(|(k, var)| (k.clone(), var.as_tensor().clone()))
-                    .collect()
-            }
-            None => Vec::new(),
-        };
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out.extend(self.named.iter().cloned());
-        out
-    }
+    /// The loss's graph being registered beside backward.
+    graph: super::graph_beside::GraphBeside,
 }
 
 /// The sites of a session on their way to the trace.
@@ -171,6 +148,7 @@ impl StoragePlugin {
             sites: Mutex::new(SitesToWrite::None),
             declared: DeclaredParameters::default(),
             late_named: Mutex::new(Vec::new()),
+            graph: Default::default(),
         }
     }
 
@@ -214,15 +192,15 @@ impl StoragePlugin {
     /// process), this thread's stack bounds, and the settings of the window.
     fn configure_sites(&self) {
         let settings = (self.site_threshold != Some(0)
-            && crate::alloc::sites::SUPPORTED
-            && crate::alloc::is_installed()
-            && crate::alloc::calibrate().is_ok())
+            && trace_alloc::sites::SUPPORTED
+            && trace_alloc::is_installed()
+            && crate::storage::calibrate::calibrate().is_ok())
         .then(|| {
-            crate::alloc::sites::note_thread_bounds();
+            trace_alloc::sites::note_thread_bounds();
             let unwinder = super::sites::walker().unwinder;
             let threshold = self
                 .site_threshold
-                .unwrap_or_else(|| crate::alloc::sites::default_threshold_bytes(unwinder));
+                .unwrap_or_else(|| trace_alloc::sites::default_threshold_bytes(unwinder));
             (threshold, unwinder)
         });
         capture::lock().configure_sites(settings);
@@ -317,7 +295,7 @@ fn emit_attributed_later(ctx: &CaptureContext<'_>, pending: Vec<PendingEvent>) {
 /// The writer-thread work that attributes `pending` and builds their `memory` events.
 fn attributed_later(attr: HostAttribution, pending: Vec<PendingEvent>) -> Deferred {
     Box::new(move || {
-        let _quiet = crate::alloc::IgnoreAllocs::new();
+        let _quiet = trace_alloc::IgnoreAllocs::new();
         super::events::attribute(pending, &attr)
             .into_iter()
             .map(TraceEvent::Memory)
@@ -435,7 +413,7 @@ impl Attribution for SessionAttribution<'_, '_> {
         let k = seq.slots.entry(slot).or_insert(0);
         *k += 1;
         // A tick holds LOGICAL_TICK_NS - 1 events; beyond that they share the last ns.
-        (*k).min(crate::clock::LOGICAL_TICK_NS - 1)
+        (*k).min(trace_alloc::clock::LOGICAL_TICK_NS - 1)
     }
 
     fn storage_wire_id(&self, raw: &str) -> String {
@@ -448,7 +426,7 @@ impl Attribution for SessionAttribution<'_, '_> {
 
 impl CapturePlugin for StoragePlugin {
     fn on_meta(&self, meta: &mut RunMeta) {
-        meta.tracking_allocator_installed = Some(crate::alloc::is_installed());
+        meta.tracking_allocator_installed = Some(trace_alloc::is_installed());
         let contract = meta.capture_contract.get_or_insert_with(Default::default);
         self.register_declared_parameters();
         let pre_session = self.adopt_live_storages();
@@ -486,7 +464,11 @@ impl CapturePlugin for StoragePlugin {
         }
     }
 
-    fn around_optimizer_construction(&self, construct: &mut dyn FnMut()) {
+    fn around_optimizer_construction(
+        &self,
+        layout: Option<&[StateSlot]>,
+        construct: &mut dyn FnMut(),
+    ) {
         #[cfg(feature = "cuda-ledger")]
         if matches!(self.device, Device::Cuda(_)) {
             // The moments are device allocations: the ledger marks those made now.
@@ -505,8 +487,11 @@ impl CapturePlugin for StoragePlugin {
             st.registry().entries().iter().map(|e| e.tag).collect();
         let ((), found) = st.capture_construction_for(
             self.owner,
-            "optimizer state",
-            MemoryCategory::Optimizer,
+            Constructed {
+                label: OPTIMIZER_STATE,
+                category: MemoryCategory::Optimizer,
+                layout,
+            },
             construct,
         );
         self.remember_tags(
@@ -516,7 +501,10 @@ impl CapturePlugin for StoragePlugin {
                 .map(|e| e.tag)
                 .filter(|t| !before.contains(t)),
         );
-        if found.is_none() && crate::alloc::is_installed() && crate::alloc::calibrate().is_ok() {
+        if found.is_none()
+            && trace_alloc::is_installed()
+            && crate::storage::calibrate::calibrate().is_ok()
+        {
             st.declare_unknown_pre_existing(
                 "the optimizer state allocated during construction could not be observed",
             );
@@ -553,7 +541,7 @@ impl CapturePlugin for StoragePlugin {
     fn on_capture_start(&self, ctx: &CaptureContext<'_>) {
         self.sample(ctx);
         self.dropped_at_start
-            .store(crate::alloc::dropped_events(), Ordering::Relaxed);
+            .store(trace_alloc::dropped_events(), Ordering::Relaxed);
         let own = self
             .own_tags
             .lock()
@@ -589,11 +577,16 @@ impl CapturePlugin for StoragePlugin {
 
     fn on_loss(&self, _ctx: &CaptureContext<'_>, loss: &Tensor) {
         if self.active.load(Ordering::Relaxed) {
-            capture::lock().register_graph(loss);
+            self.graph.register(loss, self.deterministic);
         }
     }
 
+    fn on_backward_end(&self, _exact: bool) {
+        self.graph.join();
+    }
+
     fn on_gradients(&self, _ctx: &CaptureContext<'_>, grads: &GradStore) {
+        self.graph.join();
         if self.active.load(Ordering::Relaxed) {
             let names = self.params.lock().unwrap_or_else(|e| e.into_inner());
             capture::lock().register_grads(grads, &names);
@@ -610,6 +603,7 @@ impl CapturePlugin for StoragePlugin {
     }
 
     fn on_capture_end(&self, ctx: &CaptureContext<'_>) {
+        self.graph.join();
         self.sample(ctx);
         if !self.active.swap(false, Ordering::Relaxed) {
             return;
@@ -664,7 +658,7 @@ impl CapturePlugin for StoragePlugin {
                             .skip_while(|&a| {
                                 *hook_frame
                                     .entry(a)
-                                    .or_insert_with(|| crate::stacks::is_hook_frame(a))
+                                    .or_insert_with(|| trace_sampler::stacks::is_hook_frame(a))
                             })
                             .collect();
                         SiteEvent {
@@ -694,7 +688,7 @@ impl CapturePlugin for StoragePlugin {
             .stacks()
             .figures()
             .and_then(|f| f.symbols)
-            .unwrap_or_else(crate::stacks::build_quality);
+            .unwrap_or_else(trace_sampler::stacks::build_quality);
         let sites = events.len() as u64;
         for e in events {
             ctx.emit(TraceEvent::Site(e));
@@ -721,12 +715,12 @@ impl CapturePlugin for StoragePlugin {
     fn on_thread_join(&self, _ctx: &CaptureContext<'_>) -> Option<u64> {
         // Outside the hook: this thread's stack bounds, for the frame-pointer walk.
         if self.site_threshold != Some(0) {
-            crate::alloc::sites::note_thread_bounds();
+            trace_alloc::sites::note_thread_bounds();
         }
         None
     }
 
-    fn coverage_lost(&self) -> Vec<(trace_schema::ContractField, String)> {
+    fn coverage_lost(&self) -> Vec<(trace_wire::ContractField, String)> {
         let summary = self.summary.lock().unwrap_or_else(|e| e.into_inner());
         let lost = summary
             .as_ref()
@@ -735,7 +729,7 @@ impl CapturePlugin for StoragePlugin {
         if lost.is_empty() {
             return Vec::new();
         }
-        vec![(trace_schema::ContractField::LogicalMemory, lost.join("; "))]
+        vec![(trace_wire::ContractField::LogicalMemory, lost.join("; "))]
     }
 
     fn storage_id(
@@ -754,6 +748,7 @@ impl CapturePlugin for StoragePlugin {
             } else {
                 CategorySource::Declared
             },
+            view: None,
         };
         let reg = st.register(tensor, what);
         let tag = reg.tag();

@@ -1,5 +1,5 @@
 //! Allocation sites on the drainer's side (outside the allocator): a storage's data-buffer
-//! allocation carries a slot of the hook's stack pool (`alloc::sites`); equal raw address
+//! allocation carries a slot of the hook's stack pool (`trace_alloc::sites`); equal raw address
 //! stacks are one site, numbered in order of first sight (FxHash of the address slice), so a
 //! memory event names its site by id while the step runs. After the step the plug-in hands the
 //! sites' stacks to the session's symbol table.
@@ -8,8 +8,8 @@ use std::sync::OnceLock;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::alloc::ring::SiteTag;
-use crate::alloc::sites::{self, SiteCounts, Unwinder, WalkerCalibration};
+use trace_alloc::ring::SiteTag;
+use trace_alloc::sites::{self, SiteCounts, Unwinder, WalkerCalibration};
 
 /// The distinct raw stacks of one capture window, ids 0.. in order of first sight.
 #[derive(Debug, Default)]
@@ -71,10 +71,19 @@ pub struct SiteCapture {
 pub(crate) fn walker() -> &'static WalkerCalibration {
     static CHOSEN: OnceLock<WalkerCalibration> = OnceLock::new();
     CHOSEN.get_or_init(|| {
-        let mut c = sites::calibrate();
+        let mut c = sites::calibrate(calibration_tensor);
         if std::env::var_os("TRACE_PROBE_SITE_UNWINDER").is_some_and(|v| v == "libgcc") {
             c.unwinder = Unwinder::Libgcc;
         }
         c
     })
+}
+
+/// The walker calibration's allocation: a 2,048-element f32 Candle tensor (its data buffer is
+/// the allocation walked both ways), made through Candle as the step's storages are.
+#[inline(never)]
+fn calibration_tensor() -> Option<candle_core::Tensor> {
+    let t = candle_core::Tensor::zeros(2048, candle_core::DType::F32, &candle_core::Device::Cpu);
+    super::tracker::note_probe_tensor();
+    t.ok()
 }

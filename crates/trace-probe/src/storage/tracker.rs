@@ -36,8 +36,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use candle_core::{DType, Device, Tensor};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::alloc::ring::RawEvent;
 use crate::tensor_id::tensor_number;
+use trace_alloc::ring::RawEvent;
 
 /// Distinct addresses the tracker keeps at most; beyond, it stops (the contract says why).
 pub(crate) const MAX_TRACKED_ADDRESSES: usize = 1 << 22;
@@ -327,7 +327,7 @@ mod tests {
             thread: 1,
             addr,
             size,
-            site: crate::alloc::ring::SiteTag(0),
+            site: trace_alloc::ring::SiteTag(0),
         };
         t.feed(&[
             alloc(1, 0x100, 4096),

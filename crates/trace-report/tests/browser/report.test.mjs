@@ -8,6 +8,7 @@
 //   CG_DIFF_JSON        `candle-graph diff --json` of the same pair
 //   CG_INJECTION_DIFF   `candle-graph diff --html` of injection.jsonl against itself
 //   CG_SAMPLED_REPORT   report of a sampled trace (trace/12: frames, stacks, samples)
+//   CG_INFERENCE_REPORT report of `demo --inference` (prefill, decode spans, the KV cache)
 //   CG_FLAME_SCREENSHOT where to save the screenshot of its flame graph
 //   CG_EXTRA_SAMPLED    optional: more sampled reports (colon-separated), checked the same way
 //   CG_EXTRA_SHOTS      optional: with it, a screenshot of each of those (NAME-flame.png)
@@ -247,7 +248,7 @@ async function polygonsMonotone(page) {
 
 for (const [label, viewport] of [["1280", { width: 1280, height: 800 }], ["390", { width: 390, height: 844 }]]) {
   test(`the memory chart at ${label} px: outlines monotone, labels inside, jump stays in the data, tooltip on screen`, async () => {
-    for (const file of [env("CG_DEMO_REPORT"), env("CG_SAMPLED_REPORT")]) {
+    for (const file of [env("CG_DEMO_REPORT"), env("CG_SAMPLED_REPORT"), env("CG_INFERENCE_REPORT")]) {
       const { page, problems } = await open(file, viewport);
       const chart = page.locator(".chart").first();
       if (!(await chart.count())) { await page.close(); continue; }
@@ -327,7 +328,7 @@ test("the memory chart: jump to peak stays inside the data, pinch and one-finger
   await context.close();
 });
 
-for (const [name, file] of [["report", "CG_DEMO_REPORT"], ["diff", "CG_DIFF_REPORT"]]) {
+for (const [name, file] of [["report", "CG_DEMO_REPORT"], ["diff", "CG_DIFF_REPORT"], ["inference", "CG_INFERENCE_REPORT"]]) {
   test(`the ${name} page at 390 px: no sideways scroll, unique ids`, async () => {
     const { page, problems } = await open(env(file), { width: 390, height: 844 });
     await page.waitForTimeout(250);
@@ -372,7 +373,7 @@ async function brokenWords(page) {
 }
 
 for (const [label, viewport] of [["1280", { width: 1280, height: 800 }], ["390", { width: 390, height: 844 }]]) {
-  for (const [name, file] of [["report", "CG_DEMO_REPORT"], ["diff", "CG_DIFF_REPORT"], ["sampled", "CG_SAMPLED_REPORT"]]) {
+  for (const [name, file] of [["report", "CG_DEMO_REPORT"], ["diff", "CG_DIFF_REPORT"], ["sampled", "CG_SAMPLED_REPORT"], ["inference", "CG_INFERENCE_REPORT"]]) {
     test(`the ${name} page at ${label} px: tables keep every column on screen, no word broken inside`, async () => {
       const { page, problems } = await open(env(file), viewport);
       await page.waitForTimeout(200);
@@ -619,6 +620,22 @@ test("the demo's flame graph marks the probe's frames, hides them on request, ke
     if (!shown || !shown.includes("…") || !full.includes("::")) continue;
     const last = full.slice(full.lastIndexOf("::") + 2);
     assert.ok(shown.endsWith(last) || !shown.includes("::"), `"${shown}" keeps the function of ${full}`);
+  }
+  // rooted at the step: in every pass one frame under the pass, the step's frame the info names
+  {
+    const tabs = page.locator(".flame-tabs button");
+    for (let i = 0; i < await tabs.count(); i++) {
+      await tabs.nth(i).click();
+      const row1 = await page.locator(".flame-area g.fn").evaluateAll((gs) => gs
+        .filter((g) => g.querySelector("rect").getAttribute("y") === "18").map((g) => g.getAttribute("aria-label")));
+      const info = await page.locator(".flame-info").textContent();
+      const root = info.match(/rooted at the step's frame (.+?) \(the frames above it/);
+      assert.ok(root, `the pass is rooted at the step (${info})`);
+      assert.equal(row1.length, 1, `one frame under the pass (${row1})`);
+      assert.ok(row1[0].startsWith(`${root[1]}: `) || row1[0].startsWith(`${root[1]} [`), `${row1[0]} is ${root[1]}`);
+      const names = await page.locator(".flame-area g.fn").evaluateAll((gs) => gs.map((g) => g.getAttribute("aria-label")));
+      assert.ok(!names.some((n) => /^(main|_start|__libc_start_call_main): /.test(n)), "process start-up frames cut");
+    }
   }
   const toggle = page.locator(".flame-hide-probe");
   if (await toggle.count()) {

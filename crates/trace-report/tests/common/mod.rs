@@ -1,7 +1,5 @@
 //! Sampled traces (trace/12) written by hand for the tests of the sample views.
 
-#![allow(dead_code)]
-
 use std::path::Path;
 
 use serde_json::json;

@@ -121,6 +121,55 @@ pub struct TraceDocument {
     memory_log: Option<std::sync::Arc<MemoryLog>>,
     /// The ops' tensor ids, when kept out of `ops`.
     op_tensor_log: Option<std::sync::Arc<OpTensorLog>>,
+    /// The replay order of `memory` when it is not its file order, sorted by the first pass
+    /// in replay order and read by the later ones (an analysis makes several).
+    replay_order: ReplayOrder,
+}
+
+/// The replay order of an in-memory document's memory events (indices into `memory`, stably
+/// sorted by timestamp), with the timestamps it was sorted from: a document whose `memory` was
+/// changed since (its fields are public) sorts again.
+#[derive(Debug, Clone, Default)]
+struct ReplayOrder(std::sync::Arc<std::sync::Mutex<Option<ReplayPermutation>>>);
+
+#[derive(Debug)]
+struct ReplayPermutation {
+    order: std::sync::Arc<[u32]>,
+    timestamps: Vec<u64>,
+}
+
+impl ReplayOrder {
+    /// The replay order of `memory`, `None` when it is the file order.
+    fn of(&self, memory: &[MemoryRecord]) -> Option<std::sync::Arc<[u32]>> {
+        let same = |p: &ReplayPermutation| {
+            p.timestamps.len() == memory.len()
+                && p.timestamps
+                    .iter()
+                    .zip(memory)
+                    .all(|(&t, m)| t == m.timestamp_ns)
+        };
+        if let Ok(cached) = self.0.lock() {
+            if let Some(p) = cached.as_ref().filter(|p| same(p)) {
+                return Some(p.order.clone());
+            }
+        }
+        if memory
+            .windows(2)
+            .all(|w| w[0].timestamp_ns <= w[1].timestamp_ns)
+        {
+            return None;
+        }
+        let mut order: Vec<u32> = (0..memory.len() as u32).collect();
+        order.sort_by_key(|&i| memory[i as usize].timestamp_ns);
+        let order: std::sync::Arc<[u32]> = order.into();
+        if let Ok(mut cached) = self.0.lock() {
+            *cached = Some(ReplayPermutation {
+                order: order.clone(),
+                timestamps: memory.iter().map(|m| m.timestamp_ns).collect(),
+            });
+        }
+        Some(order)
+    }
 }
 
 impl TraceDocument {
@@ -202,16 +251,13 @@ impl TraceDocument {
                 pre_existing: m.pre_existing,
             }
         };
-        let sorted = self
-            .memory
-            .windows(2)
-            .all(|w| w[0].timestamp_ns <= w[1].timestamp_ns);
-        if order == MemoryOrder::File || sorted {
-            (0..self.memory.len()).for_each(|i| f(&item(i)));
-        } else {
-            let mut order: Vec<u32> = (0..self.memory.len() as u32).collect();
-            order.sort_by_key(|&i| self.memory[i as usize].timestamp_ns);
-            order.into_iter().for_each(|i| f(&item(i as usize)));
+        let replay = match order {
+            MemoryOrder::File => None,
+            MemoryOrder::Replay => self.replay_order.of(&self.memory),
+        };
+        match replay {
+            None => (0..self.memory.len()).for_each(|i| f(&item(i))),
+            Some(order) => order.iter().for_each(|&i| f(&item(i as usize))),
         }
         Ok(())
     }
@@ -340,7 +386,11 @@ impl TraceDocument {
             v.max(SchemaVersion::V13)
         }
     }
+}
 
+// ---- writing the document back as events -------------------------------------------------
+
+impl TraceDocument {
     /// Writes the document back as events (schema [`Self::write_version`]): meta, spans (start
     /// then end, by start line), ops, tensors, tensor_stats, memory (with their sites),
     /// device_memory, device_intervals, gradients, edges, frames, stacks, sites, the
@@ -348,13 +398,25 @@ impl TraceDocument {
     /// `dropped_events` report when a body event set the count and the terminal does not repeat
     /// it, terminal. O(n).
     pub fn to_events(&self) -> Vec<TraceEvent> {
-        let s = |sym: Sym| self.str(sym).to_string();
-        let o = |sym: Option<Sym>| sym.map(|x| self.str(x).to_string());
         let mut out = Vec::with_capacity(self.event_count as usize + 1);
         out.push(TraceEvent::Meta(MetaEvent {
             schema: self.write_version().as_str().to_string(),
             run: self.meta.clone(),
         }));
+        self.spans_to_events(&mut out);
+        self.ops_to_events(&mut out);
+        self.tensors_to_events(&mut out);
+        self.memory_to_events(&mut out);
+        self.edges_to_events(&mut out);
+        self.samples_to_events(&mut out);
+        self.end_to_events(&mut out);
+        out
+    }
+
+    /// [`TraceDocument::to_events`]: spans (start then end, by start line).
+    fn spans_to_events(&self, out: &mut Vec<TraceEvent>) {
+        let s = |sym: Sym| self.str(sym).to_string();
+        let o = |sym: Option<Sym>| sym.map(|x| self.str(x).to_string());
         for span in &self.spans {
             out.push(TraceEvent::SpanStart(SpanStartEvent {
                 id: s(span.id),
@@ -379,6 +441,11 @@ impl TraceDocument {
                 }));
             }
         }
+    }
+
+    /// [`TraceDocument::to_events`]: ops, with their tensor ids.
+    fn ops_to_events(&self, out: &mut Vec<TraceEvent>) {
+        let s = |sym: Sym| self.str(sym).to_string();
         let mut tensors: Vec<(Vec<String>, Option<String>)> = Vec::with_capacity(self.ops.len());
         self.for_each_op_tensors(|_, inputs, output| {
             tensors.push((
@@ -401,6 +468,12 @@ impl TraceDocument {
                 input_dense_bytes: op.input_dense_bytes,
             }));
         }
+    }
+
+    /// [`TraceDocument::to_events`]: tensors and tensor_stats.
+    fn tensors_to_events(&self, out: &mut Vec<TraceEvent>) {
+        let s = |sym: Sym| self.str(sym).to_string();
+        let o = |sym: Option<Sym>| sym.map(|x| self.str(x).to_string());
         for t in &self.tensors {
             out.push(TraceEvent::Tensor(TensorEvent {
                 span_id: s(t.span),
@@ -422,6 +495,12 @@ impl TraceDocument {
                 .cloned()
                 .map(TraceEvent::TensorStats),
         );
+    }
+
+    /// [`TraceDocument::to_events`]: memory (with their sites), device_memory, device_intervals, gradients.
+    fn memory_to_events(&self, out: &mut Vec<TraceEvent>) {
+        let s = |sym: Sym| self.str(sym).to_string();
+        let o = |sym: Option<Sym>| sym.map(|x| self.str(x).to_string());
         self.for_each_memory(MemoryOrder::File, |m| {
             out.push(TraceEvent::Memory(MemoryEvent {
                 timestamp_ns: m.timestamp_ns,
@@ -465,6 +544,11 @@ impl TraceDocument {
                 .map(TraceEvent::DeviceInterval),
         );
         out.extend(self.gradients.iter().cloned().map(TraceEvent::Gradient));
+    }
+
+    /// [`TraceDocument::to_events`]: edges.
+    fn edges_to_events(&self, out: &mut Vec<TraceEvent>) {
+        let s = |sym: Sym| self.str(sym).to_string();
         for e in &self.edges {
             out.push(TraceEvent::Edge(match *e {
                 EdgeRecord::Call {
@@ -485,6 +569,11 @@ impl TraceDocument {
                 },
             }));
         }
+    }
+
+    /// [`TraceDocument::to_events`]: frames, stacks, sites, the `alloc_sites` account, samples, the sampler.
+    fn samples_to_events(&self, out: &mut Vec<TraceEvent>) {
+        let o = |sym: Option<Sym>| sym.map(|x| self.str(x).to_string());
         let t = &self.samples;
         for f in &t.frames {
             out.push(TraceEvent::Frame(f.clone()));
@@ -519,6 +608,11 @@ impl TraceDocument {
         if let Some(sampler) = &t.sampler {
             out.push(TraceEvent::Sampler(sampler.clone()));
         }
+    }
+
+    /// [`TraceDocument::to_events`]: a `dropped_events` report when a body event set the count and the terminal does not
+    /// repeat it, then the terminal.
+    fn end_to_events(&self, out: &mut Vec<TraceEvent>) {
         // The running count, unless the terminal repeats it.
         let terminal_count = self.terminal.as_ref().and_then(|t| t.dropped_events);
         if let (Some(dropped_events), Some(timestamp_ns)) =
@@ -534,6 +628,45 @@ impl TraceDocument {
         if let Some(terminal) = &self.terminal {
             out.push(TraceEvent::Terminal(terminal.clone()));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{load_str, MemoryOrder};
+
+    const OUT_OF_ORDER: &str = r#"{"kind":"meta","schema":"candle-graph/trace/11","run_id":"r","entrypoint":"e","phase":"train","timestamp":"2026-01-01T00:00:00.000Z"}
+{"kind":"memory","timestamp_ns":5,"action":"alloc","device":"cpu","storage_id":"A","bytes":1}
+{"kind":"memory","timestamp_ns":3,"action":"alloc","device":"cpu","storage_id":"B","bytes":2}
+{"kind":"memory","timestamp_ns":5,"action":"free","device":"cpu","storage_id":"B"}
+{"kind":"memory","timestamp_ns":1,"action":"alloc","device":"cpu","storage_id":"C","bytes":3}
+{"kind":"terminal","outcome":"complete","timestamp_ns":9}
+"#;
+
+    fn replay(doc: &super::TraceDocument) -> Vec<u32> {
+        let mut out = Vec::new();
+        doc.for_each_memory(MemoryOrder::Replay, |m| out.push(m.index));
         out
+    }
+
+    #[test]
+    fn the_replay_order_is_sorted_once_and_follows_changes() {
+        let mut doc = load_str(OUT_OF_ORDER).unwrap();
+        assert!(!doc.memory_spilled());
+        assert_eq!(replay(&doc), [3, 1, 0, 2]);
+        // the second pass reads the kept order
+        assert_eq!(replay(&doc), [3, 1, 0, 2]);
+        // a clone shares it; a changed timestamp sorts again
+        let clone = doc.clone();
+        doc.memory[3].timestamp_ns = 7;
+        assert_eq!(replay(&doc), [1, 0, 2, 3]);
+        assert_eq!(replay(&clone), [3, 1, 0, 2]);
+        // in time order: the file order
+        doc.memory[0].timestamp_ns = 2;
+        doc.memory[1].timestamp_ns = 3;
+        assert_eq!(replay(&doc), [0, 1, 2, 3]);
+        let mut file = Vec::new();
+        doc.for_each_memory(MemoryOrder::File, |m| file.push(m.index));
+        assert_eq!(file, [0, 1, 2, 3]);
     }
 }

@@ -9,12 +9,12 @@
 //! is first sorted externally, in blocks, into a second log. Either way a pass holds one buffer
 //! per run, never the events.
 
-use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::sync::Arc;
 
 use crate::event::{CategorySource, MemoryAction, MemoryCategory, MemorySource};
 use crate::intern::{ShapeId, Sym};
+use crate::spill_buffer::{SpillWriter, SpilledBytes, FILE_APPEND_BYTES};
 use crate::varint::{get, put};
 
 /// Past this many bytes the log moves from a buffer to a temporary file.
@@ -175,12 +175,7 @@ fn encode(out: &mut Vec<u8>, m: &MemoryItem<'_>, prev_ts: u64, with_index: bool)
 }
 
 /// Decodes one record at `*pos`; `None` when the buffer ends inside it.
-fn decode<'a>(
-    buf: &'a [u8],
-    pos: &mut usize,
-    prev_ts: u64,
-    index: Option<u32>,
-) -> Option<MemoryItem<'a>> {
+fn decode_raw(buf: &[u8], pos: &mut usize, prev_ts: u64, index: Option<u32>) -> Option<Raw> {
     let flags = get(buf, pos)? as u32;
     let index = match index {
         Some(i) => i,
@@ -209,102 +204,92 @@ fn decode<'a>(
     } else {
         None
     };
-    let mut string = |f: u32| -> Option<Option<&'a str>> {
+    let mut string = |f: u32| -> Option<Option<(u32, u32)>> {
         if flags & f == 0 {
             return Some(None);
         }
         let len = get(buf, pos)? as usize;
-        let bytes = buf.get(*pos..*pos + len)?;
+        let start = *pos;
+        buf.get(start..start + len)?;
         *pos += len;
-        // Written from a `&str`; a log is never edited.
-        Some(Some(std::str::from_utf8(bytes).ok()?))
+        Some(Some((start as u32, (start + len) as u32)))
     };
     let storage = string(F_STORAGE)?;
     let tensor = string(F_TENSOR)?;
-    Some(MemoryItem {
-        index,
-        timestamp_ns,
-        bytes,
-        device,
+    Some(Raw {
         storage,
         tensor,
-        span,
-        op_name,
-        shape,
-        dtype,
-        label,
-        action: if flags & F_FREE != 0 {
-            MemoryAction::Free
-        } else {
-            MemoryAction::Alloc
+        item: MemoryItem {
+            index,
+            timestamp_ns,
+            bytes,
+            device,
+            storage: None,
+            tensor: None,
+            span,
+            op_name,
+            shape,
+            dtype,
+            label,
+            action: if flags & F_FREE != 0 {
+                MemoryAction::Free
+            } else {
+                MemoryAction::Alloc
+            },
+            category: category_of((flags >> CAT_SHIFT) & 7),
+            category_source: match (flags >> CSRC_SHIFT) & 3 {
+                0 => None,
+                1 => Some(CategorySource::Declared),
+                2 => Some(CategorySource::Registry),
+                _ => Some(CategorySource::Inferred),
+            },
+            source: match (flags >> SRC_SHIFT) & 3 {
+                0 => None,
+                1 => Some(MemorySource::Allocator),
+                2 => Some(MemorySource::Registry),
+                _ => Some(MemorySource::Caller),
+            },
+            pre_existing: flags & F_PRE != 0,
         },
-        category: category_of((flags >> CAT_SHIFT) & 7),
-        category_source: match (flags >> CSRC_SHIFT) & 3 {
-            0 => None,
-            1 => Some(CategorySource::Declared),
-            2 => Some(CategorySource::Registry),
-            _ => Some(CategorySource::Inferred),
-        },
-        source: match (flags >> SRC_SHIFT) & 3 {
-            0 => None,
-            1 => Some(MemorySource::Allocator),
-            2 => Some(MemorySource::Registry),
-            _ => Some(MemorySource::Caller),
-        },
-        pre_existing: flags & F_PRE != 0,
     })
 }
 
-// ---- storage ----------------------------------------------------------------------------
-
-#[derive(Debug)]
-enum Storage {
-    Buffer(Vec<u8>),
-    File { file: File, len: u64 },
+/// A record decoded but for its ids: where they lie in the buffer, their UTF-8 not checked yet
+/// (its `item` has no ids). What tells a whole record from a cut one, and a record's key,
+/// without the cost of the ids.
+struct Raw {
+    item: MemoryItem<'static>,
+    storage: Option<(u32, u32)>,
+    tensor: Option<(u32, u32)>,
 }
 
-impl Storage {
-    fn len(&self) -> u64 {
-        match self {
-            Storage::Buffer(b) => b.len() as u64,
-            Storage::File { len, .. } => *len,
-        }
-    }
-
-    /// Reads up to `buf.len()` bytes at `offset`; the count read.
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Storage::Buffer(b) => {
-                let start = (offset as usize).min(b.len());
-                let n = buf.len().min(b.len() - start);
-                buf[..n].copy_from_slice(&b[start..start + n]);
-                Ok(n)
+impl Raw {
+    /// The record with its ids, from the buffer it was decoded from (`None` when an id is not
+    /// UTF-8: a log is written from `&str`s and never edited).
+    fn with_ids(self, buf: &[u8]) -> Option<MemoryItem<'_>> {
+        let text = |r: Option<(u32, u32)>| -> Option<Option<&str>> {
+            match r {
+                None => Some(None),
+                Some((a, b)) => Some(Some(
+                    std::str::from_utf8(buf.get(a as usize..b as usize)?).ok()?,
+                )),
             }
-            Storage::File { file, len } => {
-                let n = (buf.len() as u64).min(len.saturating_sub(offset)) as usize;
-                read_exact_at(file, &mut buf[..n], offset)?;
-                Ok(n)
-            }
-        }
+        };
+        Some(MemoryItem {
+            storage: text(self.storage)?,
+            tensor: text(self.tensor)?,
+            ..self.item
+        })
     }
 }
 
-#[cfg(unix)]
-fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
-}
-
-#[cfg(windows)]
-fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
-    while !buf.is_empty() {
-        let n = std::os::windows::fs::FileExt::seek_read(file, buf, offset)?;
-        if n == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        buf = &mut buf[n..];
-        offset += n as u64;
-    }
-    Ok(())
+fn decode<'a>(
+    buf: &'a [u8],
+    pos: &mut usize,
+    prev_ts: u64,
+    index: Option<u32>,
+) -> Option<MemoryItem<'a>> {
+    decode_raw(buf, pos, prev_ts, index)?.with_ids(buf)
 }
 
 /// Where a sorted run starts: byte offset, index of its first record, timestamp of the record
@@ -319,33 +304,44 @@ struct Run {
 /// An immutable log of memory events (see the module docs).
 #[derive(Debug)]
 pub struct MemoryLog {
-    storage: Storage,
+    storage: SpilledBytes,
     len: u32,
     runs: Vec<Run>,
     /// Records carry their index (a sorted log); otherwise it is their position.
     with_index: bool,
+    /// The log sorted by `(timestamp, index)`, made by the first pass in replay order that
+    /// needs it (more than [`MAX_MERGED_RUNS`] runs) and read by every later one: an analysis
+    /// makes several passes in replay order, and a trace whose events come out of time order
+    /// (several threads, each on its own clock) has thousands of runs.
+    sorted_copy: std::sync::OnceLock<Box<MemoryLog>>,
 }
 
 /// Appends memory events to a [`MemoryLog`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemoryLogWriter {
-    /// Past this many buffered bytes the log moves to a file (0: [`SPILL_TO_FILE_BYTES`]).
-    pub(crate) file_threshold: usize,
-    buf: Vec<u8>,
-    file: Option<(io::BufWriter<File>, u64)>,
+    bytes: SpillWriter,
     len: u32,
     runs: Vec<Run>,
     prev_ts: u64,
     with_index: bool,
 }
 
+impl Default for MemoryLogWriter {
+    /// A writer that moves to a file past [`SPILL_TO_FILE_BYTES`].
+    fn default() -> Self {
+        Self::with_file_threshold(SPILL_TO_FILE_BYTES)
+    }
+}
+
 impl MemoryLogWriter {
     /// A writer that moves to a file past `bytes` buffered bytes (tests: small logs on disk).
-    #[cfg(test)]
     pub(crate) fn with_file_threshold(bytes: usize) -> Self {
         Self {
-            file_threshold: bytes,
-            ..Self::default()
+            bytes: SpillWriter::new(bytes),
+            len: 0,
+            runs: Vec::new(),
+            prev_ts: 0,
+            with_index: false,
         }
     }
 
@@ -356,44 +352,15 @@ impl MemoryLogWriter {
     pub fn push(&mut self, m: &MemoryItem<'_>) -> io::Result<()> {
         if self.len == 0 || m.timestamp_ns < self.prev_ts {
             self.runs.push(Run {
-                offset: self.offset(),
+                offset: self.bytes.written_bytes(),
                 index: if self.with_index { m.index } else { self.len },
                 prev_ts: self.prev_ts,
             });
         }
-        encode(&mut self.buf, m, self.prev_ts, self.with_index);
+        encode(self.bytes.buffer(), m, self.prev_ts, self.with_index);
         self.prev_ts = m.timestamp_ns;
         self.len += 1;
-        let threshold = match self.file_threshold {
-            0 => SPILL_TO_FILE_BYTES,
-            n => n,
-        };
-        if self.buf.len() >= threshold || (self.file.is_some() && self.buf.len() >= 1 << 20) {
-            self.flush_to_file()?;
-        }
-        Ok(())
-    }
-
-    fn offset(&self) -> u64 {
-        self.file.as_ref().map_or(0, |(_, n)| *n) + self.buf.len() as u64
-    }
-
-    fn flush_to_file(&mut self) -> io::Result<()> {
-        if self.file.is_none() {
-            self.file = Some((
-                io::BufWriter::with_capacity(1 << 20, tempfile::tempfile()?),
-                0,
-            ));
-        }
-        let (w, n) = self.file.as_mut().expect("just set");
-        w.write_all(&self.buf)?;
-        *n += self.buf.len() as u64;
-        self.buf.clear();
-        // The buffer grew to the in-memory limit; appends to the file need far less.
-        if self.buf.capacity() > 2 << 20 {
-            self.buf = Vec::with_capacity(1 << 20);
-        }
-        Ok(())
+        self.bytes.end_record()
     }
 
     /// Records written.
@@ -410,24 +377,14 @@ impl MemoryLogWriter {
     ///
     /// # Errors
     /// I/O errors of the temporary file.
-    pub fn finish(mut self) -> io::Result<MemoryLog> {
-        let storage = match self.file.is_some() {
-            false => {
-                self.buf.shrink_to_fit();
-                Storage::Buffer(std::mem::take(&mut self.buf))
-            }
-            true => {
-                self.flush_to_file()?;
-                let (w, len) = self.file.take().expect("checked");
-                let file = w.into_inner().map_err(|e| e.into_error())?;
-                Storage::File { file, len }
-            }
-        };
+    pub fn finish(self) -> io::Result<MemoryLog> {
+        let storage = self.bytes.finish()?;
         Ok(MemoryLog {
             storage,
             len: self.len,
             runs: self.runs,
             with_index: self.with_index,
+            sorted_copy: std::sync::OnceLock::new(),
         })
     }
 }
@@ -490,12 +447,13 @@ impl<'l> Cursor<'l> {
         if self.done() {
             return Ok(None);
         }
-        loop {
+        // a whole record in the buffer (its ids' UTF-8 checked once, below)
+        let raw = loop {
             let index = (!self.log.with_index).then_some(self.next_index);
             let mut pos = self.pos;
-            let ok = decode(&self.buf[..self.filled], &mut pos, self.prev_ts, index).is_some();
-            if ok {
-                break;
+            if let Some(raw) = decode_raw(&self.buf[..self.filled], &mut pos, self.prev_ts, index) {
+                self.pos = pos;
+                break raw;
             }
             if self.offset >= self.end {
                 return Err(io::Error::new(
@@ -504,14 +462,17 @@ impl<'l> Cursor<'l> {
                 ));
             }
             self.refill()?;
-        }
-        let index = (!self.log.with_index).then_some(self.next_index);
-        let item = decode(&self.buf[..self.filled], &mut self.pos, self.prev_ts, index)
-            .expect("decoded above");
-        self.prev_ts = item.timestamp_ns;
+        };
+        self.prev_ts = raw.item.timestamp_ns;
         self.next_index += 1;
         self.left = self.left.saturating_sub(1);
-        Ok(Some(item))
+        match raw.with_ids(&self.buf[..self.filled]) {
+            Some(item) => Ok(Some(item)),
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "memory log holds an id that is not UTF-8",
+            )),
+        }
     }
 
     /// Moves the unread bytes to the front and reads more (growing the buffer for a record
@@ -544,8 +505,8 @@ impl<'l> Cursor<'l> {
         loop {
             let index = (!self.log.with_index).then_some(self.next_index);
             let mut pos = self.pos;
-            if let Some(m) = decode(&self.buf[..self.filled], &mut pos, self.prev_ts, index) {
-                return Ok(Some((m.timestamp_ns, m.index)));
+            if let Some(r) = decode_raw(&self.buf[..self.filled], &mut pos, self.prev_ts, index) {
+                return Ok(Some((r.item.timestamp_ns, r.item.index)));
             }
             if self.offset >= self.end {
                 return Err(io::Error::new(
@@ -604,11 +565,42 @@ impl MemoryLog {
                 }
                 Ok(())
             }
-            MemoryOrder::Replay if self.runs.len() <= MAX_MERGED_RUNS || self.with_index => {
-                self.merge(f)
-            }
-            MemoryOrder::Replay => self.sorted()?.merge(f),
+            MemoryOrder::Replay if self.with_index => self.merge(f),
+            MemoryOrder::Replay => self.sorted_copy()?.for_each(MemoryOrder::Replay, f),
         }
+    }
+
+    /// The log in replay order, as one sorted run: made by the first pass in replay order (a
+    /// merge of the runs, after an external sort in blocks when there are more than
+    /// [`MAX_MERGED_RUNS`]), then kept, so that every later pass reads it straight through
+    /// (no merge, no second decode of each record to compare it). Two passes that ask at the
+    /// same time may both make it; one copy is kept.
+    fn sorted_copy(&self) -> io::Result<&MemoryLog> {
+        if let Some(sorted) = self.sorted_copy.get() {
+            return Ok(sorted);
+        }
+        let mut out = MemoryLogWriter {
+            with_index: true,
+            ..MemoryLogWriter::with_file_threshold(FILE_APPEND_BYTES)
+        };
+        let mut err = None;
+        let mut push = |m: &MemoryItem<'_>| {
+            if err.is_none() {
+                err = out.push(m).err();
+            }
+        };
+        if self.runs.len() <= MAX_MERGED_RUNS {
+            self.merge(&mut push)?;
+        } else {
+            self.sorted()?.merge(&mut push)?;
+        }
+        if let Some(e) = err {
+            return Err(e);
+        }
+        // a file: the copy is as large as the log
+        out.bytes.flush_to_file()?;
+        let sorted = Box::new(out.finish()?);
+        Ok(self.sorted_copy.get_or_init(|| sorted))
     }
 
     /// Merges the sorted runs by `(timestamp, index)`.
@@ -637,9 +629,10 @@ impl MemoryLog {
     /// The log sorted by `(timestamp, index)` in blocks of [`SORT_BLOCK`] records (each a run of
     /// the new log, which stores indices).
     fn sorted(&self) -> io::Result<MemoryLog> {
+        // Appended to the file at every FILE_APPEND_BYTES: the sorted copy is as large as the log.
         let mut out = MemoryLogWriter {
             with_index: true,
-            ..MemoryLogWriter::default()
+            ..MemoryLogWriter::with_file_threshold(FILE_APPEND_BYTES)
         };
         let mut block: Vec<u8> = Vec::new();
         let mut entries: Vec<(u64, u32, u32, u32)> = Vec::new(); // ts, index, start, end
@@ -658,20 +651,18 @@ impl MemoryLog {
                 };
                 if out.prev_ts == u64::MAX {
                     out.runs.push(Run {
-                        offset: out.offset(),
+                        offset: out.bytes.written_bytes(),
                         index,
                         prev_ts: 0,
                     });
                     out.prev_ts = 0;
-                    encode(&mut out.buf, &m, 0, true);
+                    encode(out.bytes.buffer(), &m, 0, true);
                 } else {
-                    encode(&mut out.buf, &m, out.prev_ts, true);
+                    encode(out.bytes.buffer(), &m, out.prev_ts, true);
                 }
                 out.prev_ts = ts;
                 out.len += 1;
-                if out.buf.len() >= 1 << 20 {
-                    out.flush_to_file()?;
-                }
+                out.bytes.end_record()?;
             }
             block.clear();
             entries.clear();
@@ -699,7 +690,7 @@ impl MemoryLog {
             flush(&mut block, &mut entries, &mut out)?;
         }
         // Always a file: the sorted copy is as large as the log.
-        out.flush_to_file()?;
+        out.bytes.flush_to_file()?;
         out.finish()
     }
 }
@@ -756,10 +747,7 @@ mod tests {
 
     fn check(timestamps: &[u64]) {
         let ids = ids();
-        let mut w = MemoryLogWriter {
-            file_threshold: 4096,
-            ..MemoryLogWriter::default()
-        };
+        let mut w = MemoryLogWriter::with_file_threshold(4096);
         for (i, &ts) in timestamps.iter().enumerate() {
             let mut m = item(i as u32, ts, "x");
             m.storage = Some(ids[i % 5]);
@@ -778,6 +766,16 @@ mod tests {
             .map(|(i, t)| (t, i))
             .collect();
         assert_eq!(replay, want);
+        // a second pass reads the sorted copy the first one made (when there was one to make)
+        let again: Vec<(u64, u32)> = collect(&log, MemoryOrder::Replay)
+            .into_iter()
+            .map(|(i, t)| (t, i))
+            .collect();
+        assert_eq!(again, want);
+        let copy = log.sorted_copy.get();
+        assert_eq!(copy.is_some(), log.runs.len() > 1);
+        assert!(copy.is_none_or(|c| c.runs.len() == 1));
+        assert_eq!(collect(&log, MemoryOrder::File), want_file);
     }
 
     #[test]
