@@ -41,8 +41,13 @@
 //! three roots. Each thread's trees are cut at its **step frame**: the innermost function
 //! that [`STEP_FRAME_SHARE`] of the thread's counted samples pass through above their op
 //! frame (the user's step function, in a training loop). Every stack holding it starts at its
-//! outermost occurrence, so stacks that differ only above it merge; a stack without it keeps
-//! its whole path. [`FlameTree::rooted_at`] names the frame.
+//! outermost occurrence, so stacks that differ only above it merge. A stack without it (a
+//! sample in the loop between steps, or one whose unwinding went astray) is put under one
+//! [`OUTSIDE_STEP`] node beside the step frame, from the innermost of its frames that is one
+//! of the step's callers on the thread's heaviest stack (the loop, say; process start-up and
+//! `main` above it are cut): the first row under a pass holds the step frame and at most that
+//! node. [`FlameTree::rooted_at`] names
+//! the frame.
 //!
 //! # Bounded
 //! A node with fewer samples than [`FlameOptions::min_share`] of its tree, and every node
@@ -51,7 +56,7 @@
 //! twice `max_nodes` nodes whatever the stacks. Built in O(frames of the distinct stacks +
 //! nodes log nodes), iteratively.
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 use serde::Serialize;
 use trace_schema::{Pass, TraceDocument};
 
@@ -61,6 +66,10 @@ use crate::rules::FrameRole;
 
 /// The name of a merged node.
 pub const OTHER: &str = "(other)";
+
+/// The node, beside the step frame, of the samples whose stack does not pass through it (see
+/// the module docs).
+pub const OUTSIDE_STEP: &str = "(outside the step)";
 
 /// The share of a thread's counted samples a frame must be on to root its trees (see the
 /// module docs): 0.95, so a few samples whose unwinding stopped short do not move the root.
@@ -168,22 +177,24 @@ pub fn flame_trees(
         })
         .collect();
     let anchors = step_frames(doc, profile, &name_of, &weights);
+    names.push(OUTSIDE_STEP.to_string());
+    let outside = (names.len() - 1) as u32;
     groups
         .into_iter()
         .map(|g| {
             let mut stacks = by_group.remove(&g).unwrap_or_default();
             stacks.sort_unstable();
-            let anchor = anchors.get(&g.0).copied();
+            let anchor = anchors.get(&g.0);
             let mut tree = build(
                 doc,
                 profile,
                 &roles,
-                (&names, &name_of),
+                (&names, &name_of, outside),
                 (g, anchor),
                 &stacks,
                 options,
             );
-            tree.rooted_at = anchor.map(|a| names[a as usize].clone());
+            tree.rooted_at = anchor.map(|a| names[a.frame as usize].clone());
             tree
         })
         .collect()
@@ -200,15 +211,23 @@ fn rootable(profile: &OpProfile, stack: u32, len: usize) -> std::ops::Range<usiz
     }
 }
 
-/// Each thread's step frame (a function name id): the innermost function on
-/// [`STEP_FRAME_SHARE`] of the thread's counted samples, read along its heaviest stack.
+/// A thread's step frame and its callers.
+struct StepRoot {
+    /// The step frame's function name id.
+    frame: u32,
+    /// The name ids of the frames outer to it on the thread's heaviest stack.
+    callers: FxHashSet<u32>,
+}
+
+/// Each thread's step frame: the innermost function on [`STEP_FRAME_SHARE`] of the thread's
+/// counted samples, read along its heaviest stack, with the frames above it there.
 /// O(frames of the distinct stacks).
 fn step_frames(
     doc: &TraceDocument,
     profile: &OpProfile,
     name_of: &[u32],
     weights: &HashMap<(u64, Option<Pass>, u32), u64>,
-) -> HashMap<u64, u32> {
+) -> HashMap<u64, StepRoot> {
     let stacks = &doc.samples.stacks;
     let mut on: HashMap<(u64, u32), u64> = HashMap::default();
     let mut total: HashMap<u64, u64> = HashMap::default();
@@ -241,10 +260,18 @@ fn step_frames(
         // innermost frame (that is where the time is, not the step holding it)
         let anchor = rootable(profile, stack, frames.len())
             .filter(|&pos| pos > 0)
-            .map(|pos| name_of[frames[pos] as usize])
-            .find(|&name| on.get(&(thread, name)).is_some_and(|&n| n as f64 >= need));
-        if let Some(a) = anchor {
-            out.insert(thread, a);
+            .find(|&pos| {
+                on.get(&(thread, name_of[frames[pos] as usize]))
+                    .is_some_and(|&n| n as f64 >= need)
+            });
+        if let Some(pos) = anchor {
+            let frame = name_of[frames[pos] as usize];
+            let callers = frames[pos + 1..]
+                .iter()
+                .map(|&f| name_of[f as usize])
+                .filter(|&n| n != frame)
+                .collect();
+            out.insert(thread, StepRoot { frame, callers });
         }
     }
     out
@@ -271,12 +298,12 @@ fn build(
     doc: &TraceDocument,
     profile: &OpProfile,
     roles: &[FrameRole],
-    (names, name_of): (&[String], &[u32]),
-    ((thread, pass), anchor): (Group, Option<u32>),
+    (names, name_of, outside): (&[String], &[u32], u32),
+    ((thread, pass), anchor): (Group, Option<&StepRoot>),
     stacks: &[(u32, u64)],
     options: &FlameOptions,
 ) -> FlameTree {
-    let (raw, samples) = grow(doc, profile, roles, name_of, anchor, stacks);
+    let (raw, samples) = grow(doc, profile, roles, (name_of, outside), anchor, stacks);
     let threshold = keep_threshold(&raw, samples, options);
     let root_name = pass.map_or("all", |p| p.as_str()).to_string();
     let (nodes, merged) = keep(&raw, names, threshold, root_name);
@@ -291,13 +318,14 @@ fn build(
 }
 
 /// The stacks (id, weight) of one group as a tree of keyed nodes (node 0 the root), each
-/// from the step frame `anchor`'s outermost occurrence when it has one; and their samples.
+/// from the step frame `anchor`'s outermost occurrence when it has one, else under the
+/// `outside` node less the step's callers; and their samples.
 fn grow(
     doc: &TraceDocument,
     profile: &OpProfile,
     roles: &[FrameRole],
-    name_of: &[u32],
-    anchor: Option<u32>,
+    (name_of, outside): (&[u32], u32),
+    anchor: Option<&StepRoot>,
     stacks: &[(u32, u64)],
 ) -> (Vec<Raw>, u64) {
     let table = &doc.samples;
@@ -316,14 +344,43 @@ fn grow(
         let class = &profile.stack_classes[stack as usize];
         let frames = &table.stacks[stack as usize].frames;
         let mut node = 0u32;
-        // from the step frame's outermost occurrence, or the whole stack without it
+        // from the step frame's outermost occurrence; without it, under the outside node from
+        // the innermost frame that is one of the step's callers (the frames above it cut)
         let anchor_pos = anchor.and_then(|a| {
             rootable(profile, stack, frames.len())
                 .rev()
-                .find(|&pos| name_of[frames[pos] as usize] == a)
+                .find(|&pos| name_of[frames[pos] as usize] == a.frame)
         });
-        let top = anchor_pos.map_or(frames.len(), |pos| pos + 1);
-        for pos in (0..top).rev() {
+        let top = match (anchor_pos, anchor) {
+            (Some(pos), _) => pos + 1,
+            (None, Some(a)) => {
+                let key = (0, outside, None);
+                node = match index.get(&key) {
+                    Some(&n) => n,
+                    None => {
+                        let n = raw.len() as u32;
+                        raw.push(Raw {
+                            name: outside,
+                            label: None,
+                            self_samples: 0,
+                            total: 0,
+                            children: Vec::new(),
+                        });
+                        raw[0].children.push(n);
+                        index.insert(key, n);
+                        n
+                    }
+                };
+                raw[node as usize].total += w;
+                // from the innermost of the step's callers on it (the loop, where it is)
+                frames
+                    .iter()
+                    .position(|&f| a.callers.contains(&name_of[f as usize]))
+                    .map_or(frames.len(), |pos| pos + 1)
+            }
+            (None, None) => frames.len(),
+        };
+        for pos in (0..top.min(frames.len())).rev() {
             let f = frames[pos] as usize;
             // the step frame is one node: a sample in its own code (a non-op sample whose
             // frame it is) counts as its self time, without a label of its own

@@ -65,7 +65,7 @@ pub mod sites;
 
 pub use availability::{unavailable, Dropped, BIASED_SHARE};
 pub use classify::{classify_stack, OpKind, StackClass};
-pub use flame::{flame_trees, FlameNode, FlameOptions, FlameTree};
+pub use flame::{flame_trees, FlameNode, FlameOptions, FlameTree, OUTSIDE_STEP};
 pub use interval::{wilson, Share, Z_95};
 pub use measured::{MeasuredOps, MeasuredRow};
 pub use profile::{

@@ -152,7 +152,8 @@ fn flame_trees_per_pass_with_op_labels() {
 
 /// Stacks unwound to different depths (`_start` → `main` → step, or stopped at `main`) merge
 /// under the step frame instead of forming one root each; a stack without the step frame (1
-/// of 21 samples: under 95%) keeps its whole path.
+/// of 21 samples: under 95%) goes under one `(outside the step)` node beside it, from the
+/// innermost of the step's callers on it (`main`; the start-up frames above it cut).
 #[test]
 fn flame_trees_merge_stacks_that_differ_above_the_step() {
     let mut text = String::from(concat!(
@@ -216,10 +217,18 @@ fn flame_trees_merge_stacks_that_differ_above_the_step() {
     // the recursive stack starts at the outermost of its three step frames
     let inner = child(step, "my_model::step");
     assert_eq!(tree.nodes[inner].total_samples, 2);
-    // the stack without the step keeps its path from `_start`
-    let start = child(0, "_start");
-    assert_eq!(tree.nodes[start].total_samples, 1);
+    // the stack without the step: under the outside node, from the innermost of the step's
+    // callers on it (`main`: `_start` and `__libc_start_call_main` above it are cut)
+    let outside = child(0, trace_ops::OUTSIDE_STEP);
+    assert_eq!(tree.nodes[outside].total_samples, 1);
+    let main = child(outside, "main");
+    let load = child(main, "my_model::load");
+    assert_eq!(tree.nodes[load].total_samples, 1);
     assert_eq!(tree.nodes[0].children.len(), 2);
+    assert!(tree
+        .nodes
+        .iter()
+        .all(|n| !["_start", "__libc_start_call_main"].contains(&n.name.as_str())));
 }
 
 #[test]

@@ -24,6 +24,7 @@ mod panic_hook;
 mod profiler;
 mod run;
 mod sampler;
+#[cfg(feature = "every")]
 mod schedule;
 mod session;
 mod stats;
@@ -39,9 +40,11 @@ pub use layer::ProbeLayer;
 pub use optim::{varmap_manifest, ProbedOptimizer};
 pub use profiler::Profiler;
 pub use run::{
-    rank_trace_path, BundleOutputs, ProfileRun, RankInfo, Schedule, TracingMode, DEFAULT_KEEP_LAST,
-    DEFAULT_PARAMETER_ROOT, LOCAL_RANK_ENV, RANK_ENV, WORLD_SIZE_ENV,
+    rank_trace_path, ProfileRun, RankInfo, TracingMode, DEFAULT_PARAMETER_ROOT, LOCAL_RANK_ENV,
+    RANK_ENV, WORLD_SIZE_ENV,
 };
+#[cfg(feature = "every")]
+pub use run::{BundleOutputs, Schedule, DEFAULT_KEEP_LAST};
 pub use session::{SamplingGuard, SpanGuard, StepGuard, TraceSession, TraceSummary};
 pub use stats::TensorStats;
 pub use trace_alloc::{heap_live_bytes, Tracking};

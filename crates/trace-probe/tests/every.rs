@@ -13,6 +13,7 @@
 //!   captures are bundled.
 //!
 //! One test function: the session tracker and the capture window are process-wide.
+#![cfg(feature = "every")]
 
 mod common;
 

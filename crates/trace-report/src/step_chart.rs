@@ -1,8 +1,9 @@
 //! [`Block::StepChart`](crate::page::Block::StepChart): figures by captured step, one line per
 //! series with a marker at each capture, as an inline SVG. The script makes every
-//! `figure.stepchart` zoomable along the steps (wheel or pinch, drag to pan, +/−, Escape or
-//! double-click resets) by changing the SVG's view box; the markers keep their titles (the step
-//! and the value as the CLI formats it).
+//! `figure.stepchart` zoomable along the steps by changing the SVG's view box: ctrl + wheel (or
+//! the wheel once the chart was clicked), a pinch, +/− and the buttons zoom; a drag pans; Escape
+//! or a double-click resets. The markers keep their titles (the step and the value as the CLI
+//! formats it).
 
 use maud::{html, Markup};
 
@@ -49,7 +50,8 @@ pub fn step_chart(c: &StepChart) -> Markup {
                 button.step-zoom type="button" data-zoom="in" aria-label="Zoom in" { "+" }
                 button.step-zoom type="button" data-zoom="out" aria-label="Zoom out" { "−" }
                 button.step-reset type="button" { "All captures" }
-                span.chart-hint { "Wheel or pinch zooms along the steps, drag pans, Escape or a double-click resets; hover a marker for its figure." }
+                span.chart-hint { "ctrl + wheel (or click first), +/− or a pinch zooms along the steps; drag pans; Escape or a double-click resets; hover a marker for its figure." }
+                span.chart-zoom-hint aria-live="polite" hidden {}
             }
             div.overlay-plot {
                 div.overlay-y {

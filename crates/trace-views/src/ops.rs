@@ -100,10 +100,15 @@ pub struct OpsReport {
     /// Totals of the samples.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub totals: Option<SampleTotals>,
-    /// Rows before `--top`.
+    /// Rows before `--top` (the user's ops: the probe's rows are in `probe`).
     pub row_count: usize,
-    /// The rows shown (at most `--top`).
+    /// The rows shown (at most `--top`), most samples first unless `--sort` says otherwise.
     pub rows: Vec<OpRow>,
+    /// The probe's own frames ([`trace_ops::PROBE_OP`], one row per pass where the grouping
+    /// has an op): the probe's cost, kept out of the user's ranking and of `--top`; their
+    /// shares are of the whole region like the rows'.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub probe: Vec<OpRow>,
 }
 
 /// What the command was asked.
@@ -147,6 +152,7 @@ pub fn build(
                 totals: None,
                 row_count: 0,
                 rows: Vec::new(),
+                probe: Vec::new(),
             }
         }
     };
@@ -161,6 +167,10 @@ pub fn build(
             SortArg::Module => SortBy::Module,
         },
     );
+    // the probe's own frames are its cost, not one of the user's ops: out of the ranking
+    let (probe, mut rows): (Vec<OpRow>, Vec<OpRow>) = rows.into_iter().partition(|r| {
+        r.kind == Some(trace_ops::OpKind::Probe) || r.op.as_deref() == Some(trace_ops::PROBE_OP)
+    });
     let row_count = rows.len();
     rows.truncate(q.top);
     OpsReport {
@@ -173,6 +183,7 @@ pub fn build(
         totals: Some(p.totals.clone()),
         row_count,
         rows,
+        probe,
     }
 }
 
@@ -260,6 +271,7 @@ fn sites_only(
         totals: None,
         row_count,
         rows,
+        probe: Vec::new(),
     }
 }
 
@@ -444,8 +456,9 @@ pub fn render(r: &OpsReport) -> String {
     if r.rows.is_empty() {
         out.push_str("  (no samples match)\n");
     }
+    probe_lines(&mut out, &r.probe);
     if r.row_count > r.rows.len() {
-        let shown: u64 = r.rows.iter().map(|x| x.samples).sum();
+        let shown: u64 = r.rows.iter().chain(&r.probe).map(|x| x.samples).sum();
         let _ = writeln!(
             out,
             "  … {} more rows ({} of the counted samples not shown; --top to see more)",
@@ -481,6 +494,22 @@ pub fn render(r: &OpsReport) -> String {
 }
 
 /// The table of a trace with sites and no samples: calls and alloc-clocked time only.
+/// The probe's rows, one line each under the table: its cost, not one of the user's ops.
+fn probe_lines(out: &mut String, probe: &[OpRow]) {
+    for row in probe {
+        let _ = writeln!(
+            out,
+            "  {}{}: {}, {} ({}), {} of the region: the probe's own frames, its cost, not one of your ops",
+            trace_ops::PROBE_OP,
+            row.pass.map_or(String::new(), |p| format!(" in {}", p.as_str())),
+            trace_format::count(row.samples, "sample", "samples"),
+            trace_format::opt_duration(row.self_ns),
+            interval(row.self_ns_low, row.self_ns_high),
+            pct(row.share)
+        );
+    }
+}
+
 fn render_sites_only(r: &OpsReport) -> String {
     let mut out = String::new();
     let _ = writeln!(

@@ -22,6 +22,13 @@ fn json(args: &[&str]) -> Value {
     serde_json::from_str(&ops(&all)).unwrap()
 }
 
+/// The rows and the probe's rows (kept out of the ranking, `probe`): together the region.
+fn rows_and_probe(v: &Value) -> Vec<&Value> {
+    let rows = v["rows"].as_array().unwrap().iter();
+    rows.chain(v["probe"].as_array().into_iter().flatten())
+        .collect()
+}
+
 fn row<'a>(v: &'a Value, op: &str) -> &'a Value {
     v["rows"]
         .as_array()
@@ -74,7 +81,19 @@ fn json_rows_with_intervals_and_shares_summing_to_one() {
     assert_eq!(v["totals"]["lost"], 3);
     assert_eq!(v["totals"]["hz"], 2000);
     assert_eq!(v["totals"]["outside_region"], 2);
-    let rows = v["rows"].as_array().unwrap();
+    // the probe's own frames are out of the ranking, in `probe`: 5 samples in backward
+    let probe = v["probe"].as_array().unwrap();
+    assert_eq!(probe.len(), 1);
+    assert_eq!(
+        (probe[0]["op"].as_str(), probe[0]["samples"].as_u64()),
+        (Some("(probe)"), Some(5))
+    );
+    assert!(v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["op"] != "(probe)"));
+    let rows = rows_and_probe(&v);
     let total: f64 = rows.iter().map(|r| r["share"].as_f64().unwrap()).sum();
     assert!((total - 1.0).abs() < 1e-9, "{total}");
     for r in rows {
@@ -127,7 +146,7 @@ fn json_rows_with_intervals_and_shares_summing_to_one() {
     assert_eq!(row(&v, "softmax_last_dim")["samples"], 20);
     assert_eq!(row(&v, "cross_entropy")["samples"], 5);
     assert_eq!(row(&v, "sub")["pass"], "optimizer");
-    let probe = row(&v, trace_ops::PROBE_OP);
+    let probe = &v["probe"][0];
     assert_eq!(
         (probe["kind"].as_str(), probe["samples"].as_u64()),
         (Some("probe"), Some(5))
@@ -176,7 +195,8 @@ fn grouped_by_op_module_and_pass() {
     );
     assert_eq!(modules[2], ("model/block/attn".into(), 20));
     let v = json(&[SYNTHETIC, "--by", "op", "--top", "2"]);
-    assert_eq!(v["row_count"], 10);
+    // 10 ops, the probe's row apart
+    assert_eq!(v["row_count"], 9);
     assert_eq!(v["rows"].as_array().unwrap().len(), 2);
     assert!(row(&v, "broadcast_matmul")["pass"].is_null());
     let text = ops(&[SYNTHETIC, "--by", "op", "--top", "2"]);
@@ -186,7 +206,7 @@ fn grouped_by_op_module_and_pass() {
         "{text}"
     );
     assert!(
-        text.contains("… 8 more rows (110 of the counted samples not shown; --top to see more)"),
+        text.contains("… 7 more rows (105 of the counted samples not shown; --top to see more)"),
         "{text}"
     );
 }
@@ -195,7 +215,7 @@ fn grouped_by_op_module_and_pass() {
 fn one_pass_keeps_shares_of_the_whole_region() {
     let v = json(&[SYNTHETIC, "--pass", "backward"]);
     assert_eq!(v["pass_filter"], "backward");
-    let rows = v["rows"].as_array().unwrap();
+    let rows = rows_and_probe(&v);
     assert!(rows.iter().all(|r| r["pass"] == "backward"));
     let samples: u64 = rows.iter().map(|r| r["samples"].as_u64().unwrap()).sum();
     let share: f64 = rows.iter().map(|r| r["share"].as_f64().unwrap()).sum();
@@ -389,7 +409,7 @@ fn real_sampled_llama_and_mlp_steps() {
             (Some(samples), Some(lost)),
             "{name}"
         );
-        let rows = v["rows"].as_array().unwrap();
+        let rows = rows_and_probe(&v);
         let total: f64 = rows.iter().map(|r| r["share"].as_f64().unwrap()).sum();
         assert!((total - 1.0).abs() < 1e-9, "{name}: {total}");
         for op in must {

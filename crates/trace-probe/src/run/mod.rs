@@ -1,8 +1,10 @@
 //! The run configuration: what is captured and the provenance written into the `meta` event.
 
+#[cfg(feature = "every")]
 mod schedule;
 mod start;
 
+#[cfg(feature = "every")]
 pub use schedule::{BundleOutputs, Schedule, DEFAULT_KEEP_LAST};
 
 use std::collections::BTreeMap;
@@ -67,12 +69,14 @@ pub struct ProfileRun {
     pub(crate) sample_buffer_bytes: usize,
     pub(crate) alloc_site_threshold_bytes: Option<usize>,
     pub(crate) ranks: RankSource,
-    /// Captures on a schedule ([`ProfileRun::every`]).
+    /// Captures on a schedule (`ProfileRun::every`, feature `every`).
+    #[cfg(feature = "every")]
     pub(crate) schedule: Option<Schedule>,
     /// A scheduled capture's session, opened one step before its capture: storages older than
     /// it are unseen, so logical memory is declared `partial`.
     pub(crate) late_session: bool,
     /// Outputs added to each scheduled capture's bundle.
+    #[cfg(feature = "every")]
     pub(crate) bundle_outputs: Option<BundleOutputs>,
 }
 
@@ -240,8 +244,10 @@ impl ProfileRun {
             sample_buffer_bytes: trace_sampler::DEFAULT_SAMPLE_BUFFER_BYTES,
             alloc_site_threshold_bytes: None,
             ranks: RankSource::from_env(|name| std::env::var(name).ok()),
+            #[cfg(feature = "every")]
             schedule: None,
             late_session: false,
+            #[cfg(feature = "every")]
             bundle_outputs: None,
         }
     }
@@ -562,6 +568,7 @@ impl ProfileRun {
                 )),
             _ => {}
         }
+        #[cfg(feature = "every")]
         problems.extend(self.schedule_problems());
         problems.extend(self.contract.validate());
         if let Some(identity) = &self.comparison_identity {

@@ -20,6 +20,7 @@ impl ProfileRun {
     pub fn start(self, path: impl AsRef<Path>) -> Result<Profiler, ProbeError> {
         let tracing = self.tracing;
         let path = self.trace_path(path.as_ref());
+        #[cfg(feature = "every")]
         if self.schedule.is_some() {
             return Profiler::new(TraceSession::scheduled(self, &path)?, tracing);
         }

@@ -201,6 +201,7 @@ impl TraceSession {
     /// # Errors
     /// [`ProbeError::InvalidRun`] when the run breaks a rule; [`ProbeError::WriterSpawn`].
     pub fn new<W: Write + Send + 'static>(run: ProfileRun, out: W) -> Result<Self, ProbeError> {
+        #[cfg(feature = "every")]
         if run.schedule.is_some() {
             return Err(ProbeError::InvalidRun {
                 problems: vec![
@@ -214,6 +215,7 @@ impl TraceSession {
 
     /// A capture session of a scheduled profiler: its trace at `path`, its capturing flag the
     /// base's.
+    #[cfg(feature = "every")]
     pub(crate) fn create_routed(
         run: ProfileRun,
         path: &Path,
@@ -453,6 +455,7 @@ impl TraceSession {
 
 impl Inner {
     /// Whether the capture has not begun.
+    #[cfg(feature = "every")]
     pub(crate) fn is_waiting(&self) -> bool {
         lock(&self.state).phase == Phase::Waiting
     }

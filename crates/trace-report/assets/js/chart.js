@@ -112,7 +112,10 @@
   Chart.prototype.zoomTo = function (a, b) {
     var full = this.full, minW = Math.max(1, (full[1] - full[0]) / 1e6);
     if (b - a < minW) { var m = (a + b) / 2; a = m - minW / 2; b = m + minW / 2; }
-    a = Math.max(full[0], a); b = Math.min(full[1], b);
+    // within a millionth of the whole of an end is that end (zooming in then out by the same
+    // factor comes back to the whole timeline, whatever the rounding)
+    var eps = (full[1] - full[0]) * 1e-6;
+    a = a - full[0] <= eps ? full[0] : a; b = full[1] - b <= eps ? full[1] : b;
     if (b <= a) { a = full[0]; b = full[1]; }
     this.view = [a, b];
     this.root.dataset.zoomed = String(a > full[0] || b < full[1]);
@@ -328,7 +331,8 @@
     return !!pk && s.t[i] === pk.t && s.total[i] === pk.bytes;
   };
   // the memory event nearest the pointer (in pixels); among events within 3 px of it, the
-  // highest — so the peak line reads the peak
+  // highest, and of equal ones the peak — so the peak line reads the peak (a step can return
+  // to the peak's bytes right after it)
   Chart.prototype.nearest = function (clientX) {
     var g = this.g, rect = this.area.getBoundingClientRect(), ts = this.dev.series.t, tot = this.dev.series.total;
     if (!ts.length) return -1;
@@ -338,8 +342,10 @@
     if (i + 1 < ts.length && (i < 0 || Math.abs(this.x(ts[i + 1], g) - px) < Math.abs(this.x(ts[i], g) - px))) best = i + 1;
     var bx = this.x(ts[best], g);
     if (Math.abs(bx - px) > 3) return best;
-    for (var k = best - 1; k >= 0 && Math.abs(this.x(ts[k], g) - px) <= 3; k--) if (tot[k] > tot[best]) best = k;
-    for (var m = best + 1; m < ts.length && Math.abs(this.x(ts[m], g) - px) <= 3; m++) if (tot[m] > tot[best]) best = m;
+    var self = this, higher = function (j) { return tot[j] > tot[best] || (tot[j] === tot[best] && self.isPeak(j)); };
+    var from = best;
+    for (var k = from - 1; k >= 0 && Math.abs(this.x(ts[k], g) - px) <= 3; k--) if (higher(k)) best = k;
+    for (var m = from + 1; m < ts.length && Math.abs(this.x(ts[m], g) - px) <= 3; m++) if (higher(m)) best = m;
     return best;
   };
   Chart.prototype.hover = function (ev) {

@@ -134,6 +134,9 @@
   // ---- flame graph of the sampled stacks, one tree per pass ----
   // Trees are columns in pre-order (data.flame): name (into strings), parent (-1: root),
   // value (samples through the node), self, merged. Layout and drawing use explicit stacks.
+  // A path that may wrap after each `::` (a zero-width space), not inside a word, on a narrow
+  // screen.
+  function breakable(path) { return String(path).replace(/::/g, "::\u200b"); }
   function flameGraph(box) {
     var F = data.flame, trees = (F && F.trees) || [];
     var area = box.querySelector(".flame-area"), tabs = box.querySelector(".flame-tabs");
@@ -256,9 +259,9 @@
       area.dataset.zoom = String(zoom);
       area.dataset.width = String(W);
       info.textContent = t.label + ": " + plural(t.samples, "sample", "samples") + (t.samples < 100 ? " (few samples: shares are rough)" : "") +
-        (t.rooted_at >= 0 ? "; rooted at the step's frame " + F.strings[t.rooted_at] + " (the frames above it, process start-up, left out)" : "") +
+        (t.rooted_at >= 0 ? "; rooted at the step's frame " + breakable(F.strings[t.rooted_at]) + " (the frames above it, process start-up, left out)" : "") +
         (hideProbe ? "; the probe's own " + plural(probeUnder[cur][0], "sample", "samples") + " hidden, shares of the user's " + totalOf(cur) : "") +
-        (zoom ? "; zoomed into " + F.strings[t.name[zoom]] + " (" + share(val(cur, zoom), totalOf(cur)) + ")" : "") +
+        (zoom ? "; zoomed into " + breakable(F.strings[t.name[zoom]]) + " (" + share(val(cur, zoom), totalOf(cur)) + ")" : "") +
         (narrow ? "; " + plural(narrow, "frame", "frames") + " too narrow to draw at this zoom" : "") +
         (t.merged_nodes ? "; " + t.merged_nodes + " small frames merged into “(other)” nodes" : "") +
         ". Click a frame (or Enter) to zoom into it; Escape or “Reset zoom” for the whole pass; arrow keys move between frames.";

@@ -10,32 +10,81 @@
   });
 
   // ---- step charts (a run's series): zoom along the steps by the SVG's view box ----
+  // As on the memory chart: the wheel zooms with ctrl/⌘ held (a trackpad pinch arrives so) or
+  // once the chart was clicked, otherwise the page scrolls; a mouse drag pans; on a touch screen
+  // one finger pans sideways and two pinch (the page keeps vertical scrolling: touch-action pan-y).
   function stepChart(fig) {
     var svg = fig.querySelector("svg");
     if (!svg) return;
     var W = Number(svg.dataset.w), H = svg.viewBox.baseVal.height;
-    var x0 = 0, w = W, drag = null;
+    var x0 = 0, w = W, drag = null, engaged = false, pts = {}, base = null, hintTimer = null;
+    var hint = fig.querySelector(".chart-zoom-hint");
     function set(nx, nw) {
       w = Math.max(W / 64, Math.min(W, nw));
       x0 = Math.max(0, Math.min(W - w, nx));
       svg.setAttribute("viewBox", x0 + " 0 " + w + " " + H);
+      fig.dataset.zoomed = String(w < W);
     }
-    function at(ev) {
+    function frac(clientX) {
       var r = svg.getBoundingClientRect();
-      return x0 + (ev.clientX - r.left) / Math.max(1, r.width) * w;
+      return (clientX - r.left) / Math.max(1, r.width);
     }
+    function say(text) {
+      if (!hint) return;
+      hint.textContent = text;
+      hint.hidden = false;
+      clearTimeout(hintTimer);
+      hintTimer = setTimeout(function () { hint.hidden = true; }, 1500);
+    }
+    svg.addEventListener("focus", function () { engaged = true; });
+    svg.addEventListener("blur", function () { engaged = false; });
     svg.addEventListener("wheel", function (ev) {
+      if (!(ev.ctrlKey || ev.metaKey || engaged)) { say("ctrl + wheel (⌘ on a Mac) or click the chart first to zoom"); return; }
       ev.preventDefault();
-      var c = at(ev), k = ev.deltaY < 0 ? 0.8 : 1.25;
+      var c = x0 + frac(ev.clientX) * w, k = ev.deltaY < 0 ? 0.8 : 1.25;
       set(c - (c - x0) * k, w * k);
     }, { passive: false });
-    svg.addEventListener("pointerdown", function (ev) { drag = { x: ev.clientX, x0: x0 }; svg.setPointerCapture(ev.pointerId); });
-    svg.addEventListener("pointermove", function (ev) {
-      if (!drag) return;
-      var r = svg.getBoundingClientRect();
-      set(drag.x0 - (ev.clientX - drag.x) / Math.max(1, r.width) * w, w);
+    function xs() { return Object.keys(pts).map(function (k) { return pts[k]; }); }
+    function restart() { base = { x0: x0, w: w, xs: xs() }; }
+    svg.addEventListener("pointerdown", function (ev) {
+      if (ev.pointerType === "touch") {
+        pts[ev.pointerId] = ev.clientX;
+        restart();
+      } else {
+        if (ev.button !== 0) return;
+        if (document.activeElement !== svg) svg.focus({ preventScroll: true });
+        engaged = true;
+        drag = { x: ev.clientX, x0: x0 };
+      }
+      if (svg.setPointerCapture) try { svg.setPointerCapture(ev.pointerId); } catch (e) { /* already released */ }
     });
-    svg.addEventListener("pointerup", function () { drag = null; });
+    svg.addEventListener("pointermove", function (ev) {
+      if (ev.pointerType === "touch") {
+        if (!(ev.pointerId in pts) || !base) return;
+        pts[ev.pointerId] = ev.clientX;
+        var now = xs();
+        if (now.length >= 2 && base.xs.length >= 2) {
+          var d0 = Math.abs(base.xs[1] - base.xs[0]), d = Math.abs(now[1] - now[0]);
+          if (d0 < 1 || d < 1) return;
+          var cm = base.x0 + frac((base.xs[0] + base.xs[1]) / 2) * base.w, nw = base.w * d0 / d;
+          set(cm - frac((now[0] + now[1]) / 2) * nw, nw);
+        } else if (now.length === 1 && base.xs.length === 1) {
+          set(base.x0 - (frac(now[0]) - frac(base.xs[0])) * base.w, base.w);
+        }
+        return;
+      }
+      if (!drag) return;
+      set(drag.x0 - (frac(ev.clientX) - frac(drag.x)) * w, w);
+    });
+    function end(ev) {
+      if (ev.pointerType === "touch") {
+        if (!(ev.pointerId in pts)) return;
+        delete pts[ev.pointerId];
+        restart();
+      } else drag = null;
+    }
+    svg.addEventListener("pointerup", end);
+    svg.addEventListener("pointercancel", end);
     svg.addEventListener("dblclick", function () { set(0, W); });
     svg.addEventListener("keydown", function (ev) {
       if (ev.key === "Escape") set(0, W);
@@ -48,6 +97,7 @@
       });
     });
     fig.querySelector(".step-reset").addEventListener("click", function () { set(0, W); });
+    fig.dataset.zoomed = "false";
   }
 
   // ---- start ----
