@@ -37,8 +37,8 @@ pub fn partition_value(s: &str) -> String {
 }
 
 /// Writes the tables of one trace into `dir/<table>/<k1>=<v1>/<k2>=<v2>…/`[`PART_FILE`] (the
-/// values through [`partition_value`]); returns the files. The tables are written beside,
-/// then renamed into place.
+/// values through [`partition_value`]); returns the files with their rows. The tables are
+/// written beside, then renamed into place.
 ///
 /// # Errors
 /// [`ExportError::Io`] when a partition already exists or cannot be written; the export's own
@@ -49,7 +49,7 @@ pub fn export_partition(
     source: &str,
     doc: &TraceDocument,
     analysis: &Analysis,
-) -> Result<Vec<PathBuf>, ExportError> {
+) -> Result<Vec<(PathBuf, u64)>, ExportError> {
     let mut rel = PathBuf::new();
     for (k, v) in partition {
         rel.push(format!("{}={}", partition_value(k), partition_value(v)));
@@ -82,15 +82,20 @@ pub fn export_partition(
         return Err(e);
     }
     let written = export.finish();
-    let result = written.and_then(|_| {
+    let result = written.and_then(|w| {
         let mut files = Vec::with_capacity(TABLES.len());
         for t in TABLES {
             let to_dir = dir.join(t.name).join(&rel);
             std::fs::create_dir_all(&to_dir).map_err(io(&to_dir))?;
             let from = staging.join(format!("{}.parquet", t.name));
+            let rows = w
+                .tables
+                .iter()
+                .find(|(p, _)| p.file_name() == from.file_name())
+                .map_or(0, |&(_, rows)| rows);
             let to = to_dir.join(PART_FILE);
             std::fs::rename(&from, &to).map_err(io(&to))?;
-            files.push(to);
+            files.push((to, rows));
         }
         Ok(files)
     });

@@ -61,7 +61,14 @@ pub fn run(args: &DemoArgs, progress: bool) -> Result<(TrainReport, Vec<u64>)> {
         leak_every: args.seed_leak_every,
         slowdown_after: args.seed_slowdown_after,
     };
-    if args.every.is_some() {
+    if let Some(every) = args.every {
+        // the first capture is step `every`: a run that ends before it captures nothing
+        if every > args.steps {
+            bail!(
+                "--every {every} first captures step {every}, after the run's last step ({}): nothing would be captured; give --steps {every} or more",
+                args.steps
+            );
+        }
         // a run directory is written anew: the demo's own earlier run there goes first
         clear_run_dir(&args.out)?;
         // each bundle as `candle-graph bundle` writes it (`verify --semantic` re-derives them)
@@ -128,14 +135,50 @@ pub fn captured_steps(args: &DemoArgs) -> u64 {
         .max(1)
 }
 
-/// Removes the run directory `dir` of an earlier `demo --every` (one with a `run.json`), so
-/// that the demo can write it again; any other existing directory is left alone (the probe
-/// refuses it if it holds bundles).
+/// Removes the run directory `dir` of an earlier scheduled run, so that the demo can write it
+/// again — only when it is one: its `run.json` a run log and nothing beside it but what a run
+/// directory holds (`step-*` bundles, `.captures/`, a publish's hidden temporaries). A
+/// directory with anything else (a user's files) is refused, never removed; a directory
+/// without `run.json` is left to the probe (which refuses one that holds bundles).
+///
+/// # Errors
+/// A `run.json` that is not a run log, an entry a run directory does not hold, or I/O.
 fn clear_run_dir(dir: &std::path::Path) -> Result<()> {
-    if dir.join(trace_views::bundle::RUN_FILE).is_file() {
-        std::fs::remove_dir_all(dir)
-            .with_context(|| format!("removing the earlier run directory {}", dir.display()))?;
+    if !dir.join(trace_views::bundle::RUN_FILE).is_file() {
+        return Ok(());
     }
+    trace_views::bundle::read_run_log(dir).with_context(|| {
+        format!(
+            "{} has a run.json that is not a run log: not removed; give an empty or new --out",
+            dir.display()
+        )
+    })?;
+    let mut strangers = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        let known = name == trace_views::bundle::RUN_FILE
+            || name.starts_with(".run.json.tmp-")
+            || (is_dir && (name.starts_with("step-") || name.starts_with(".step-")))
+            || (is_dir && name == ".captures");
+        if !known {
+            strangers.push(trace_views::format::escape(&name).into_owned());
+        }
+    }
+    if !strangers.is_empty() {
+        strangers.sort();
+        let shown = strangers.len().min(5);
+        bail!(
+            "{} holds a run.json but also {} a run directory does not ({}{}): not removed; give an empty or new --out",
+            dir.display(),
+            if strangers.len() == 1 { "an entry" } else { "entries" },
+            strangers[..shown].join(", "),
+            if strangers.len() > shown { ", …" } else { "" }
+        );
+    }
+    std::fs::remove_dir_all(dir)
+        .with_context(|| format!("removing the earlier run directory {}", dir.display()))?;
     Ok(())
 }
 

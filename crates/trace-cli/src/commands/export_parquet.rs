@@ -138,9 +138,9 @@ pub fn run_dirs(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
                 &analysis,
             )
             .with_context(|| format!("cannot export {source}"))?;
-            for f in files {
+            for (f, n) in files {
                 if let Some(table_dir) = f.ancestors().nth(3) {
-                    *rows.entry(table_dir.to_path_buf()).or_default() += 1;
+                    *rows.entry(table_dir.to_path_buf()).or_default() += n;
                 }
             }
             traces += 1;

@@ -20,7 +20,14 @@ pub fn run(args: &ReportArgs) -> Result<Output> {
             json: false,
             html: Some(args.output.clone()),
         })?;
-        // the page is the output; the text goes nowhere (exit code kept)
+        // the page is the output; the story's text goes nowhere, a refusal to stderr
+        if out.code != 0 {
+            eprint!(
+                "candle-graph: report: no page written for {}: {}",
+                args.trace.display(),
+                out.stdout
+            );
+        }
         return Ok(Output::with_code(String::new(), out.code));
     }
     if super::ranks::is_rank_directory(&args.trace) {

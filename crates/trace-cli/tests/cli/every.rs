@@ -284,3 +284,73 @@ fn a_killed_run_leaves_every_published_bundle_valid() {
         );
     }
 }
+
+/// `demo --every --out DIR` writes over an earlier run directory only: a directory holding a
+/// `run.json` that is not a run log, or a run directory with anything else beside its bundles
+/// (a user's files), is refused with its name, and nothing in it is removed.
+#[test]
+fn the_demo_never_removes_a_directory_that_is_not_a_run_directory() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::write(project.join("run.json"), "{}").unwrap();
+    std::fs::write(project.join("notes.txt"), "mine").unwrap();
+    let r = run(&["demo", "--every", "2", "--steps", "2", "--out", s(&project)]);
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("not a run log: not removed"),
+        "{}",
+        r.stderr
+    );
+    assert!(project.join("notes.txt").is_file() && project.join("src").is_dir());
+
+    let (run_dir, _) = demo_every(dir.path(), "run", "4", "0", &[]);
+    std::fs::write(run_dir.join("notes.txt"), "mine").unwrap();
+    let args = ["demo", "--every", "2", "--steps", "4", "--sample-hz", "0"];
+    let r = run(&[&args[..], &["--out", s(&run_dir)]].concat());
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("(notes.txt): not removed"),
+        "{}",
+        r.stderr
+    );
+    assert!(run_dir.join("notes.txt").is_file());
+    assert!(run_dir.join("step-00000002").join("bundle.json").is_file());
+    // without the stranger the earlier run is written anew
+    std::fs::remove_file(run_dir.join("notes.txt")).unwrap();
+    demo_every(dir.path(), "run", "4", "0", &[]);
+
+    // a run whose bundle was edited: `report` writes no page and says why (exit 1)
+    let trace = run_dir.join("step-00000002").join("trace.jsonl");
+    let mut bytes = std::fs::read(&trace).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] = if bytes[at] == b'1' { b'2' } else { b'1' };
+    std::fs::write(&trace, bytes).unwrap();
+    let page = dir.path().join("run.html");
+    let r = run(&["report", s(&run_dir), "-o", s(&page)]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("report: no page written for"),
+        "{}",
+        r.stderr
+    );
+    assert!(!page.exists());
+}
+
+/// A schedule the run never reaches is refused before training, with what to give instead,
+/// and leaves no run directory behind.
+#[test]
+fn a_schedule_beyond_the_run_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("never");
+    let r = run(&["demo", "--every", "20", "--steps", "10", "--out", s(&out)]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("nothing would be captured; give --steps 20 or more"),
+        "{}",
+        r.stderr
+    );
+    assert!(!out.exists());
+}

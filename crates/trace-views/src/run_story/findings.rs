@@ -291,12 +291,13 @@ fn pooled(s: &[OpPoint]) -> Option<Share> {
     trace_ops::wilson(k, n, trace_ops::Z_95)
 }
 
-/// `op_share_change` for each op (`(op, pass)` → its points by step), the surest first (the
-/// gap between the pooled 95% intervals over their summed widths: an op that appears from
-/// nothing is surer than a large op that moves by more among large noise), at most
-/// [`OP_SHARE_MAX_FINDINGS`].
+/// `op_share_change` for each op (`(op, pass)` → its points by step): the rises before the
+/// falls (shares sum to one: where new time went is the cause a user looks for, the others'
+/// falls its echo), each the surest first (the gap between the pooled 95% intervals over their
+/// summed widths: an op that appears from nothing is surer than a large op that moves by more
+/// among large noise), at most [`OP_SHARE_MAX_FINDINGS`].
 pub fn op_share_changes(ops: &BTreeMap<(String, Option<Pass>), Vec<OpPoint>>) -> Vec<RunFinding> {
-    let mut found: Vec<(f64, RunFinding)> = ops
+    let mut found: Vec<((bool, f64), RunFinding)> = ops
         .iter()
         .filter_map(|((op, pass), points)| {
             let (split, delta) = best_split(points, |b, a| {
@@ -330,7 +331,7 @@ pub fn op_share_changes(ops: &BTreeMap<(String, Option<Pass>), Vec<OpPoint>>) ->
             let widths = (sa.high - sa.low) + (sb.high - sb.low);
             let sureness = if widths > 0.0 { gap / widths } else { f64::MAX };
             Some((
-                sureness,
+                (up, sureness),
                 RunFinding {
                     code: "op_share_change",
                     severity: if up { "warning" } else { "info" },
@@ -356,7 +357,7 @@ pub fn op_share_changes(ops: &BTreeMap<(String, Option<Pass>), Vec<OpPoint>>) ->
             ))
         })
         .collect();
-    found.sort_by(|a, b| b.0.total_cmp(&a.0));
+    found.sort_by(|a, b| b.0 .0.cmp(&a.0 .0).then(b.0 .1.total_cmp(&a.0 .1)));
     found
         .into_iter()
         .take(OP_SHARE_MAX_FINDINGS)
@@ -553,6 +554,27 @@ mod tests {
             found[0].summary.starts_with("exp (forward pass)"),
             "{found:?}"
         );
+
+        // the rises first: four large ops whose shares fall surely (by the slowdown's new time)
+        // do not push out the op that rose
+        let mut ops = BTreeMap::new();
+        let exp: Vec<OpPoint> = (1..=6)
+            .map(|i| (i * 2, if i > 3 { 12 } else { 4 }, 100))
+            .collect();
+        ops.insert(("exp".to_string(), Some(Pass::Forward)), exp);
+        for big in ["a", "b", "c", "d"] {
+            let fell: Vec<OpPoint> = (1..=6)
+                .map(|i| (i * 2, if i > 3 { 5 } else { 30 }, 100))
+                .collect();
+            ops.insert((big.to_string(), Some(Pass::Backward)), fell);
+        }
+        let found = op_share_changes(&ops);
+        assert_eq!(found.len(), OP_SHARE_MAX_FINDINGS, "{found:?}");
+        assert!(
+            found[0].summary.starts_with("exp (forward pass)"),
+            "{found:?}"
+        );
+        assert_eq!(found[0].severity, "warning");
     }
 
     #[test]
