@@ -112,13 +112,15 @@ fn mlp_budgets() -> Budgets {
 }
 
 /// The llama step's budgets: its peak (5.72 MiB), the 19 calls of `matmul.backward` (9 matmuls
-/// per block, two blocks, the head), and the
-/// backward pass's share of it (about 35%, a 95% interval of about ±6 points at 10 kHz).
+/// per block, two blocks, the head), and the backward pass's share of it: about 35% on a quiet
+/// machine, a 95% interval of about ±6 points at 10 kHz, but 60.7% (53.8–67.2%) seen in CI's
+/// parallel tests — the samples are wall-clock, and a matmul waits longer for gemm's worker
+/// threads on a loaded machine — so the budget is 75%.
 fn llama_budgets() -> Budgets {
     Budgets::new()
         .peak_at_most(6 << 20)
         .op_calls("matmul.backward", 19)
-        .op_share_at_most("matmul.backward", Pass::Backward, 0.50)
+        .op_share_at_most("matmul.backward", Pass::Backward, 0.75)
 }
 
 #[test]
@@ -161,8 +163,8 @@ fn the_llama_step_is_within_its_budgets_and_a_doubled_hidden_size_is_not() -> Re
     llama_budgets().check(&figures)?;
     let doubled = capture(ModelKind::Llama, llama_doubled(), 2..=2, Seeded::None)?;
     let report = llama_budgets().evaluate(&doubled);
-    // the peak fails; matmul.backward's share may also cross 50% with matmuls 4× the work
-    // (55% [51%, 60%] once under load), so only the peak's failure is asserted
+    // the peak fails; matmul.backward's share is not asserted (with matmuls 4× the work it
+    // rises, by more on a loaded machine: 55% [51%, 60%] once), only the peak's failure
     assert_eq!(report.checked[0].outcome, Outcome::Fail, "{report}");
     let message = &report.checked[0].message;
     eprintln!("{message}");
