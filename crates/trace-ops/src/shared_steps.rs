@@ -9,17 +9,21 @@ use rustc_hash::FxHashMap as HashMap;
 use trace_memory::SpanIndex;
 use trace_schema::{FrameEvent, SampleTable, TraceDocument};
 
-use crate::classify::{classify_roles, OpKind, StackClass};
+use crate::classify::{classify_with_io, OpKind, StackClass};
 use crate::modules::ModuleSource;
 use crate::modules::Modules;
-use crate::rules::FrameRole;
+use crate::rules::{self, FrameRole};
 
 /// Reusable buffers for one stack's frames and their roles (innermost first), so classifying
-/// many stacks allocates once.
+/// many stacks allocates once; whether a frame reads or opens files is asked once per frame
+/// id, however many stacks hold it.
 #[derive(Default)]
 pub(crate) struct StackFrames<'d> {
     frames: Vec<&'d FrameEvent>,
     roles: Vec<FrameRole>,
+    io: Vec<bool>,
+    /// Per frame id: 0 not asked yet, 1 no file I/O, 2 file I/O ([`rules::is_file_io`]).
+    io_memo: Vec<u8>,
 }
 
 impl<'d> StackFrames<'d> {
@@ -33,17 +37,30 @@ impl<'d> StackFrames<'d> {
     ) -> (&[&'d FrameEvent], &[FrameRole]) {
         self.frames.clear();
         self.roles.clear();
+        self.io.clear();
+        if self.io_memo.len() < table.frames.len() {
+            self.io_memo.resize(table.frames.len(), 0);
+        }
         for &f in stack {
             let frame = &table.frames[f as usize];
             self.frames.push(frame);
             self.roles.push(role_of(f, frame));
+            let memo = &mut self.io_memo[f as usize];
+            if *memo == 0 {
+                *memo = 1 + u8::from(rules::is_file_io(frame));
+            }
+            self.io.push(*memo == 2);
         }
         (&self.frames, &self.roles)
     }
 
     /// The class of the stack last filled, from its frame `start` on (0: the whole stack).
     pub(crate) fn classify_from(&self, start: usize) -> StackClass {
-        classify_roles(&self.frames[start..], &self.roles[start..])
+        classify_with_io(
+            &self.frames[start..],
+            &self.roles[start..],
+            Some(&self.io[start..]),
+        )
     }
 }
 
