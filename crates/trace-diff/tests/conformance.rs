@@ -29,12 +29,15 @@
 //! And every pass adds up on both sides (roles + no role + outside any op + probe = the pass),
 //! and no op without a role (an unmatched row) is above 10% of its pass's gap.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::PathBuf;
 
+use common::pytorch_vs_candle as diff;
 use serde_json::Value;
-use trace_diff::{compare, DiffOptions, RowKind, Run};
+use trace_diff::RowKind;
 use trace_ops::{Framework, RoleMap};
 use trace_schema::{Pass, TraceDocument};
 
@@ -153,24 +156,6 @@ fn clock_roles(family: &str, map: &RoleMap, pass: Pass) -> (Vec<ClockRole>, i64)
     let mut ranked: Vec<ClockRole> = roles.into_values().collect();
     ranked.sort_by_key(|r| std::cmp::Reverse(r.gap().abs()));
     (ranked, no_role)
-}
-
-fn diff(b: &TraceDocument, c: &TraceDocument) -> trace_diff::TraceDiff {
-    let (ab, ac) = (trace_graph::analyze(b), trace_graph::analyze(c));
-    compare(
-        &[Run {
-            doc: b,
-            analysis: &ab,
-            label: "pytorch",
-        }],
-        &[Run {
-            doc: c,
-            analysis: &ac,
-            label: "candle",
-        }],
-        &DiffOptions::default(),
-    )
-    .unwrap()
 }
 
 /// The diff's ranked roles with their gaps and intervals.

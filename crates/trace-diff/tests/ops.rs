@@ -3,10 +3,12 @@
 //! the same MLP with stack samples (`RAYON_NUM_THREADS=1 candle-graph demo --model mlp`, gzipped
 //! into tests/data/candle-mlp.jsonl.gz).
 
+mod common;
+
 use std::io::Read;
 use std::path::PathBuf;
 
-use trace_diff::{compare, DiffOptions, Run};
+use common::pytorch_vs_candle as diff;
 use trace_ops::{Framework, TimeSource};
 use trace_schema::{Pass, TraceDocument};
 
@@ -25,24 +27,6 @@ fn candle() -> TraceDocument {
         .read_to_string(&mut text)
         .unwrap();
     trace_schema::load_str(&text).unwrap()
-}
-
-fn diff(b: &TraceDocument, c: &TraceDocument) -> trace_diff::TraceDiff {
-    let (ab, ac) = (trace_graph::analyze(b), trace_graph::analyze(c));
-    compare(
-        &[Run {
-            doc: b,
-            analysis: &ab,
-            label: "pytorch",
-        }],
-        &[Run {
-            doc: c,
-            analysis: &ac,
-            label: "candle",
-        }],
-        &DiffOptions::default(),
-    )
-    .unwrap()
 }
 
 #[test]

@@ -3,31 +3,18 @@
 //! 0.11.1 yields no gradients (its fast layer-norm has no backward): every parameter must be
 //! reported `missing`, the trace must stay structurally valid and trace-graph must say so.
 
+#[path = "support/tiny_bert.rs"]
+mod tiny_bert;
+
+use tiny_bert::tiny_config;
+
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use candle_transformers::models::bert::{BertModel, Config, HiddenAct};
+use candle_transformers::models::bert::BertModel;
 use trace_probe::{Pass, ProbedOptimizer, ProfileRun, SpanKind, TraceSession};
 use trace_schema::GradientState;
 use tracing_subscriber::layer::{Identity, SubscriberExt};
 use tracing_subscriber::{filter::LevelFilter, Layer, Registry};
-
-fn tiny_config() -> Config {
-    Config {
-        vocab_size: 50,
-        hidden_size: 16,
-        num_hidden_layers: 2,
-        num_attention_heads: 2,
-        intermediate_size: 32,
-        hidden_act: HiddenAct::Gelu,
-        hidden_dropout_prob: 0.0,
-        max_position_embeddings: 16,
-        type_vocab_size: 2,
-        initializer_range: 0.02,
-        layer_norm_eps: 1e-12,
-        pad_token_id: 0,
-        ..Config::default()
-    }
-}
 
 #[test]
 fn bert_module_spans_and_missing_gradients() -> Result<(), Box<dyn std::error::Error>> {

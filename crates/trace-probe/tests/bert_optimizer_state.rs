@@ -6,11 +6,16 @@
 //! encoder.layer.0.attention.self.query.weight (m)`, its shape and dtype), and
 //! `optimizer_state_without_gradient` gives exactly the bytes of the BERT parameters' moments.
 
+#[path = "support/tiny_bert.rs"]
+mod tiny_bert;
+
+use tiny_bert::tiny_config;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use candle_transformers::models::bert::{BertModel, Config, HiddenAct};
+use candle_transformers::models::bert::BertModel;
 use trace_graph::FindingCode;
 use trace_probe::{MemoryCategory, Pass, ProbedOptimizer, ProfileRun, TraceSession, Tracking};
 use trace_schema::labels::parse_optimizer_state_label;
@@ -20,24 +25,6 @@ use tracing_subscriber::{filter::LevelFilter, Layer, Registry};
 
 #[global_allocator]
 static ALLOC: Tracking = Tracking::system_counting();
-
-fn tiny_config() -> Config {
-    Config {
-        vocab_size: 50,
-        hidden_size: 16,
-        num_hidden_layers: 2,
-        num_attention_heads: 2,
-        intermediate_size: 32,
-        hidden_act: HiddenAct::Gelu,
-        hidden_dropout_prob: 0.0,
-        max_position_embeddings: 16,
-        type_vocab_size: 2,
-        initializer_range: 0.02,
-        layer_norm_eps: 1e-12,
-        pad_token_id: 0,
-        ..Config::default()
-    }
-}
 
 #[test]
 fn adamw_moments_of_a_bert_cut_by_layer_norm() -> Result<(), Box<dyn std::error::Error>> {

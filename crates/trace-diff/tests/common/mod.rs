@@ -334,3 +334,23 @@ pub fn mlp_step(o: Step) -> TraceText {
     }
     t
 }
+
+/// The diff of a PyTorch trace `b` (the baseline) against a Candle trace `c`, with the default
+/// options, each analysed once.
+pub fn pytorch_vs_candle(b: &TraceDocument, c: &TraceDocument) -> TraceDiff {
+    let (ab, ac) = (trace_graph::analyze(b), trace_graph::analyze(c));
+    compare(
+        &[Run {
+            doc: b,
+            analysis: &ab,
+            label: "pytorch",
+        }],
+        &[Run {
+            doc: c,
+            analysis: &ac,
+            label: "candle",
+        }],
+        &DiffOptions::default(),
+    )
+    .unwrap()
+}
