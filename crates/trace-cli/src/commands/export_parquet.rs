@@ -116,7 +116,7 @@ pub fn run_dirs(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
             names.insert(trace_views::export::parquet::partition_value(&name)),
             "two run directories are named {name:?}: the run partition would repeat"
         );
-        for bundle in trace_views::bundle::list_bundles(run)? {
+        for bundle in run_bundles(run)? {
             let v = trace_views::bundle::verify(&bundle)?;
             anyhow::ensure!(
                 v.is_valid(),
@@ -151,4 +151,24 @@ pub fn run_dirs(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
         tables: rows.into_iter().collect(),
         traces,
     })
+}
+
+/// The bundles of the run directory `run` checked against its `run.json` (as `series` reads
+/// them): each `step-*` entry that is not one of the run's bundles is left out with a warning
+/// naming it and why.
+///
+/// # Errors
+/// An unreadable or malformed `run.json`; a directory that cannot be listed.
+fn run_bundles(run: &Path) -> Result<Vec<PathBuf>> {
+    let log = trace_views::bundle::read_run_log(run)?;
+    let contents = trace_views::bundle::scan_run_dir(run, log.as_ref())
+        .with_context(|| format!("cannot read the run directory {}", run.display()))?;
+    for l in &contents.left_out {
+        eprintln!(
+            "candle-graph: warning: {}: not exported: {}",
+            trace_views::format::escape(&run.join(&l.name).display().to_string()),
+            trace_views::format::escape(&l.reason)
+        );
+    }
+    Ok(contents.bundles)
 }

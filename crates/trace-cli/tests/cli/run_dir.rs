@@ -1,0 +1,204 @@
+//! A run directory read back as its run wrote it: `series RUN_DIR` leaves out (naming each, in
+//! the text and in `--json`) the `step-*` entries that are not the run's bundles — a bundle of
+//! another run copied in, a symbolic link — and says which captures `.captures` holds that were
+//! never bundled; a `run.json` that records a step twice is refused naming both records;
+//! `series b1 b2` refuses bundles of different runs naming both; a failed Parquet export leaves
+//! nothing behind and removes nothing that was there before.
+
+use std::path::{Path, PathBuf};
+
+use crate::util::{run, s};
+
+/// `demo --every 2 --steps <steps>` into `dir/name` (captures 2, 4, …, all kept).
+fn demo_run(dir: &Path, name: &str, steps: &str) -> PathBuf {
+    let out = dir.join(name);
+    let r = run(&[
+        "demo",
+        "--every",
+        "2",
+        "--steps",
+        steps,
+        "--model",
+        "mlp",
+        "--out",
+        s(&out),
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    out
+}
+
+fn story(dir: &Path) -> (String, serde_json::Value) {
+    let text = run(&["series", s(dir)]);
+    assert_eq!(text.code, 0, "{}{}", text.stdout, text.stderr);
+    let json = run(&["series", s(dir), "--json"]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    (text.stdout, serde_json::from_str(&json.stdout).unwrap())
+}
+
+fn steps(v: &serde_json::Value) -> Vec<u64> {
+    v["captures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["step"].as_u64().unwrap())
+        .collect()
+}
+
+fn left_out(v: &serde_json::Value) -> Vec<(String, String)> {
+    v["left_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["name"].as_str().unwrap().to_string(),
+                l["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+/// A bundle of another run put in place of one of the run's bundles, and a symbolic link to a
+/// bundle of another run, are left out of the story (named, with why, in the text and in
+/// `--json`): the captures are the run's own, and the replaced step is missing.
+#[test]
+fn bundles_the_run_did_not_write_are_left_out_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = demo_run(dir.path(), "ours", "6");
+    let theirs = demo_run(dir.path(), "theirs", "8");
+    // step 6 replaced by the other run's capture of step 6; step 8 a link to theirs
+    std::fs::remove_dir_all(ours.join("step-00000006")).unwrap();
+    copy_dir(&theirs.join("step-00000006"), &ours.join("step-00000006"));
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(theirs.join("step-00000008"), ours.join("step-00000008")).unwrap();
+
+    let (text, v) = story(&ours);
+    assert_eq!(steps(&v), [2, 4], "{text}");
+    let left = left_out(&v);
+    let names: Vec<&str> = left.iter().map(|(n, _)| n.as_str()).collect();
+    #[cfg(unix)]
+    assert_eq!(names, ["step-00000006", "step-00000008"], "{left:?}");
+    assert!(
+        left[0].1.contains("a bundle of another run: run id"),
+        "{left:?}"
+    );
+    #[cfg(unix)]
+    assert!(left[1].1.contains("a symbolic link"), "{left:?}");
+    assert!(
+        text.contains("left out     step-00000006: a bundle of another run"),
+        "{text}"
+    );
+    #[cfg(unix)]
+    assert!(
+        text.contains("left out     step-00000008: a symbolic link"),
+        "{text}"
+    );
+    // the run's own capture of step 6 is missing: its bundle is not in the directory
+    let missing: Vec<u64> = v["not_kept"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(missing, [6], "{text}");
+    assert_eq!(v["unbundled_captures"], serde_json::json!([]));
+    assert!(!text.contains("unbundled"), "{text}");
+
+    // the Parquet export of the run leaves them out too, with a warning naming each
+    let tables = dir.path().join("tables");
+    let r = export(&[&ours], &tables);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("step-00000006: not exported: a bundle of another run"),
+        "{}",
+        r.stderr
+    );
+    let mut exported: Vec<String> = std::fs::read_dir(tables.join("runs").join("run=ours"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    exported.sort();
+    assert_eq!(exported, ["step=2", "step=4"]);
+}
+
+/// Traces in `.captures` (a run killed before bundling them) are named: how many, which files.
+#[test]
+fn captures_never_bundled_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = demo_run(dir.path(), "ours", "4");
+    let captures = ours.join(".captures");
+    std::fs::create_dir_all(&captures).unwrap();
+    // what kill -9 leaves: the trace of the capture being written or bundled
+    std::fs::copy(
+        ours.join("step-00000004").join("trace.jsonl"),
+        captures.join("step-00000006.jsonl"),
+    )
+    .unwrap();
+    std::fs::write(captures.join("step-00000008.jsonl"), "").unwrap();
+    let (text, v) = story(&ours);
+    assert_eq!(steps(&v), [2, 4], "{text}");
+    assert!(
+        text.contains(
+            "unbundled    2 captures in .captures were never bundled (the process ended before \
+             bundling them, or it is still running): step-00000006.jsonl ("
+        ),
+        "{text}"
+    );
+    assert!(text.contains("step-00000008.jsonl (0 B)"), "{text}");
+    let u = v["unbundled_captures"].as_array().unwrap();
+    assert_eq!(u.len(), 2, "{v}");
+    assert_eq!(u[0]["file"], "step-00000006.jsonl");
+    assert_eq!(u[0]["step"], 6);
+    assert!(u[0]["bytes"].as_u64().is_some_and(|b| b > 0), "{v}");
+    assert_eq!(u[1]["bytes"], 0);
+}
+
+/// A run log that records one step twice (kept, then failed) is refused naming the file, the
+/// step and both records: the step has no one meaning.
+#[test]
+fn a_run_log_recording_a_step_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = demo_run(dir.path(), "ours", "4");
+    let log_path = ours.join("run.json");
+    let mut log: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&log_path).unwrap()).unwrap();
+    let captures = log["captures"].as_array_mut().unwrap();
+    captures.push(serde_json::json!({"step": 4, "state": "failed", "reason": "bundling failed"}));
+    std::fs::write(&log_path, serde_json::to_vec_pretty(&log).unwrap()).unwrap();
+    for json in [false, true] {
+        let mut args = vec!["series", s(&ours)];
+        if json {
+            args.push("--json");
+        }
+        let r = run(&args);
+        assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+        assert!(r.stderr.contains("run.json"), "{}", r.stderr);
+        assert!(
+            r.stderr
+                .contains("captures[1] (kept) and captures[2] (failed) both record step 4"),
+            "{}",
+            r.stderr
+        );
+    }
+}
+
+fn export(inputs: &[&Path], out: &Path) -> crate::util::Run {
+    let mut args = vec!["export", "--format", "parquet"];
+    args.extend(inputs.iter().map(|p| s(p)));
+    args.extend(["-o", s(out)]);
+    run(&args)
+}
