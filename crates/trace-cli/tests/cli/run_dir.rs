@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::util::{run, s};
+use crate::util::{run, s, SMALL_TRACE};
 
 /// `demo --every 2 --steps <steps>` into `dir/name` (captures 2, 4, …, all kept).
 fn demo_run(dir: &Path, name: &str, steps: &str) -> PathBuf {
@@ -194,6 +194,113 @@ fn a_run_log_recording_a_step_twice_is_refused() {
             r.stderr
         );
     }
+}
+
+/// The small trace as another capture: `meta` edited by `edit`, bundled into `dir/name`.
+fn small_bundle(dir: &Path, name: &str, edit: impl Fn(&mut serde_json::Value)) -> PathBuf {
+    let (meta, rest) = SMALL_TRACE.split_once('\n').unwrap();
+    let mut meta: serde_json::Value = serde_json::from_str(meta).unwrap();
+    edit(&mut meta);
+    let trace = dir.join(format!("{name}.jsonl"));
+    std::fs::write(&trace, format!("{meta}\n{rest}")).unwrap();
+    let out = dir.join(name);
+    let r = run(&["bundle", s(&trace), "-o", s(&out)]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    out
+}
+
+/// `series b1 b2` refuses two bundles of different runs (entrypoint, phase, device, rank or
+/// world size) naming both and the field; an undeclared value is not a value spelled "none".
+#[test]
+fn bundles_of_different_runs_are_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let set =
+        |k: &'static str, v: serde_json::Value| move |m: &mut serde_json::Value| m[k] = v.clone();
+    let undeclared = |m: &mut serde_json::Value| {
+        m.as_object_mut().unwrap().remove("device");
+    };
+    let first = small_bundle(d, "first", |_| {});
+    let no_device = small_bundle(d, "no-device", undeclared);
+    // (the first bundle, the field that differs, the second bundle's edit, what the text says
+    // of the first's value)
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let cases: Vec<(&PathBuf, &str, Edit, &str)> = vec![
+        (
+            &first,
+            "entrypoint",
+            Box::new(set("entrypoint", "other::train_step".into())),
+            "\"tiny::train_step\"",
+        ),
+        (
+            &first,
+            "phase",
+            Box::new(set("phase", "infer".into())),
+            "\"train\"",
+        ),
+        (
+            &first,
+            "device",
+            Box::new(set("device", "cuda:0".into())),
+            "\"cpu\"",
+        ),
+        (
+            &first,
+            "rank",
+            Box::new(set("rank", 1.into())),
+            "not declared",
+        ),
+        (
+            &first,
+            "world_size",
+            Box::new(set("world_size", 4.into())),
+            "not declared",
+        ),
+        // a device labelled "none" is not an undeclared device
+        (
+            &no_device,
+            "device",
+            Box::new(set("device", "none".into())),
+            "not declared",
+        ),
+    ];
+    for (i, (a, field, edit, says)) in cases.iter().enumerate() {
+        let b = small_bundle(d, &format!("other{i}"), |m| {
+            m["capture_step"] = 3.into();
+            m["run_id"] = format!("run-other-{i}").into();
+            if *a == &no_device {
+                undeclared(m);
+            }
+            edit(m);
+        });
+        let r = run(&["series", s(a), s(&b)]);
+        assert_eq!(r.code, 1, "{field}: {}{}", r.stdout, r.stderr);
+        let (a, b) = (a.display(), b.display());
+        assert!(
+            r.stdout.contains(&format!(
+                "{a} and {b} are different runs: {field} is {says} in {a} and "
+            )),
+            "{field}: {}",
+            r.stdout
+        );
+        assert!(
+            r.stdout.trim_end().ends_with(&format!(" in {b}")),
+            "{}",
+            r.stdout
+        );
+    }
+    // --json: the code, the field, both bundles; an undeclared value is null, not a string
+    let other = d.join("other3");
+    let r = run(&["series", s(&first), s(&other), "--json"]);
+    assert_eq!(r.code, 1);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let refused = &v["refused"];
+    assert_eq!(refused["code"], "different_runs", "{v}");
+    assert_eq!(refused["field"], "rank", "{v}");
+    assert_eq!(refused["first_bundle"], s(&first));
+    assert_eq!(refused["second_bundle"], s(&other));
+    assert_eq!(refused["first"], serde_json::Value::Null, "{v}");
+    assert_eq!(refused["second"], "1", "{v}");
 }
 
 fn export(inputs: &[&Path], out: &Path) -> crate::util::Run {
