@@ -303,9 +303,110 @@ fn bundles_of_different_runs_are_refused_naming_both() {
     assert_eq!(refused["second"], "1", "{v}");
 }
 
+/// Every path under `dir` (relative) with each file's bytes.
+fn tree(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+            if p.is_dir() {
+                out.push((rel, None));
+                stack.push(p);
+            } else {
+                out.push((rel, Some(std::fs::read(&p).unwrap())));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 fn export(inputs: &[&Path], out: &Path) -> crate::util::Run {
     let mut args = vec!["export", "--format", "parquet"];
     args.extend(inputs.iter().map(|p| s(p)));
     args.extend(["-o", s(out)]);
     run(&args)
+}
+
+/// A Parquet export of run directories that fails part-way (a bundle that does not verify, a
+/// partition exported already) leaves no partition behind, and removes nothing that was there.
+#[test]
+fn a_failed_parquet_export_of_run_directories_leaves_the_output_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ours = demo_run(d, "ours", "4");
+    let theirs = demo_run(d, "theirs", "4");
+    let broken = d.join("broken");
+    copy_dir(&theirs, &broken);
+    std::fs::write(broken.join("step-00000004").join("figures.json"), "{}").unwrap();
+
+    // one input does not verify: nothing is written, not even the output directory
+    let fresh = d.join("out").join("fresh");
+    let r = export(&[&ours, &broken], &fresh);
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("fails verification"), "{}", r.stderr);
+    assert!(!d.join("out").exists(), "{:?}", tree(d));
+
+    // a partition exported already: the other run's partitions are not left beside it, and
+    // what the output held stays as it was
+    let tables = d.join("tables");
+    let r = export(&[&theirs], &tables);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    std::fs::write(tables.join("notes.txt"), "mine").unwrap();
+    let before = tree(&tables);
+    let r = export(&[&ours, &theirs], &tables);
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("exists already"), "{}", r.stderr);
+    assert_eq!(tree(&tables), before);
+    let beside: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert_eq!(beside, Vec::<String>::new());
+
+    // and a whole export still lands
+    let r = export(&[&ours], &tables);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(tables
+        .join("runs")
+        .join("run=ours")
+        .join("step=4")
+        .join("part-0.parquet")
+        .is_file());
+}
+
+/// A Parquet export of traces with one unreadable input writes nothing and keeps the tables an
+/// earlier export left.
+#[test]
+fn a_failed_parquet_export_of_traces_leaves_the_output_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = d.join("good.jsonl");
+    std::fs::write(&good, SMALL_TRACE).unwrap();
+    let bad = d.join("bad.jsonl");
+    std::fs::write(&bad, "not a trace\n").unwrap();
+    let fresh = d.join("fresh");
+    let r = export(&[&good, &bad], &fresh);
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("bad.jsonl"), "{}", r.stderr);
+    assert!(!fresh.exists(), "{:?}", tree(&fresh));
+
+    let tables = d.join("tables");
+    let r = export(&[&good], &tables);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    std::fs::write(tables.join("notes.txt"), "mine").unwrap();
+    let before = tree(&tables);
+    let r = export(&[&good, &bad], &tables);
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    assert_eq!(tree(&tables), before);
+    assert_eq!(
+        tree(d)
+            .iter()
+            .filter(|(p, _)| p.to_string_lossy().starts_with('.'))
+            .count(),
+        0
+    );
 }
