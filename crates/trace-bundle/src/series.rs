@@ -38,18 +38,18 @@ pub enum SeriesError {
         bundle: PathBuf,
     },
     /// Two bundles are captures of different runs.
-    #[error("{} and {} are different runs: {field} is {first:?} and {second:?}", first_bundle.display(), second_bundle.display())]
+    #[error("{} and {} are different runs: {field} is {} in {} and {} in {}", first_bundle.display(), second_bundle.display(), said(first), first_bundle.display(), said(second), second_bundle.display())]
     DifferentRuns {
         /// The field that differs (`entrypoint`, `phase`, `device`, `rank`, `world_size`).
         field: &'static str,
         /// The first bundle (the series' reference).
         first_bundle: PathBuf,
-        /// Its value.
-        first: String,
+        /// Its value (`null`: not declared).
+        first: Option<String>,
         /// The bundle that differs.
         second_bundle: PathBuf,
-        /// Its value.
-        second: String,
+        /// Its value (`null`: not declared).
+        second: Option<String>,
     },
     /// Two bundles capture the same step.
     #[error("{} and {} both capture step {step}", first_bundle.display(), second_bundle.display())]
@@ -77,6 +77,12 @@ pub enum SeriesError {
         #[serde(serialize_with = "display")]
         BundleError,
     ),
+}
+
+/// A run field's value as a refusal says it.
+fn said(v: &Option<String>) -> String {
+    v.as_ref()
+        .map_or_else(|| "not declared".to_string(), |v| format!("{v:?}"))
 }
 
 fn display<S: serde::Serializer>(e: &BundleError, s: S) -> Result<S::Ok, S::Error> {
@@ -118,14 +124,14 @@ pub struct Series {
     pub steps: Vec<SeriesStep>,
 }
 
-/// The fields that make two captures one run.
-fn run_fields(r: &RunIdentity) -> [(&'static str, String); 5] {
-    let s = |v: &Option<String>| v.clone().unwrap_or_else(|| "none".into());
-    let n = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_else(|| "none".into());
+/// The fields that make two captures one run (`None`: not declared, which no declared value
+/// equals).
+fn run_fields(r: &RunIdentity) -> [(&'static str, Option<String>); 5] {
+    let n = |v: Option<u32>| v.map(|x| x.to_string());
     [
-        ("entrypoint", r.entrypoint.clone()),
-        ("phase", s(&r.phase)),
-        ("device", s(&r.device)),
+        ("entrypoint", Some(r.entrypoint.clone())),
+        ("phase", r.phase.clone()),
+        ("device", r.device.clone()),
         ("rank", n(r.rank)),
         ("world_size", n(r.world_size)),
     ]

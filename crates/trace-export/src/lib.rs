@@ -32,6 +32,7 @@
 
 mod error;
 pub mod partitioned;
+pub mod staged;
 pub mod table;
 pub mod tables;
 
@@ -43,6 +44,7 @@ use trace_schema::{MemoryAction, MemoryOrder, TraceDocument};
 
 pub use crate::error::ExportError;
 pub use crate::partitioned::{export_partition, partition_value, PART_FILE};
+pub use crate::staged::Staging;
 use crate::table::{TableWriter, Value};
 use crate::tables::TABLES;
 

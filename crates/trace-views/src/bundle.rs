@@ -14,7 +14,9 @@ use trace_graph::Analysis;
 use trace_schema::{Pass, TraceDocument};
 
 /// Run directories of scheduled captures (trace-bundle's `run`), re-exported.
-pub use trace_bundle::run::{is_run_dir, list_bundles, read_run_log, RunLog, RUN_FILE};
+pub use trace_bundle::run::{
+    is_run_dir, list_bundles, read_run_log, scan as scan_run_dir, RunContents, RunLog, RUN_FILE,
+};
 /// Publishing and verifying bundles, and the series across them (trace-bundle), re-exported
 /// for programs that depend on trace-views alone.
 pub use trace_bundle::{

@@ -10,7 +10,9 @@ pub use trace_report::window::{Window, WindowError};
 /// The Parquet tables of one or more traces (trace-export).
 #[cfg(feature = "parquet")]
 pub mod parquet {
-    pub use trace_export::{export_partition, partition_value, ParquetExport, Written, PART_FILE};
+    pub use trace_export::{
+        export_partition, partition_value, ParquetExport, Staging, Written, PART_FILE,
+    };
 }
 
 /// The findings of `analysis` as the exports and the report carry them (one text each).

@@ -15,8 +15,10 @@
 
 mod record;
 pub mod retention;
+pub mod scan;
 
 pub use record::{CaptureRecord, CaptureState};
+pub use scan::{scan, LeftOut, RunContents, Unbundled};
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -77,7 +79,9 @@ pub struct RunLog {
 /// Reads `dir/run.json` (`Ok(None)` when absent).
 ///
 /// # Errors
-/// An unreadable file, or one that is not a run log of this schema.
+/// An unreadable file, one that is not a run log of this schema, or one that records a step
+/// twice (the writer replaces a step's record, never repeats it: a step both kept and failed
+/// has no one meaning, so the file is refused naming both records).
 pub fn read_run_log(dir: &Path) -> Result<Option<RunLog>, BundleError> {
     let path = dir.join(RUN_FILE);
     let bytes = match std::fs::read(&path) {
@@ -98,7 +102,35 @@ pub fn read_run_log(dir: &Path) -> Result<Option<RunLog>, BundleError> {
             )),
         });
     }
+    if let Some(problem) = repeated_step(&log.captures) {
+        return Err(BundleError::Io {
+            path,
+            source: std::io::Error::other(problem),
+        });
+    }
     Ok(Some(log))
+}
+
+/// The first step recorded twice in `captures`, named with both records' places and states.
+fn repeated_step(captures: &[CaptureRecord]) -> Option<String> {
+    let mut seen = std::collections::BTreeMap::new();
+    for (i, c) in captures.iter().enumerate() {
+        if let Some(first) = seen.insert(c.step, i) {
+            let state = |r: &CaptureRecord| match r.state {
+                CaptureState::Kept => "kept",
+                CaptureState::Dropped => "dropped",
+                CaptureState::Failed => "failed",
+            };
+            return Some(format!(
+                "captures[{first}] ({}) and captures[{i}] ({}) both record step {}: a run log \
+                 records each step once",
+                state(&captures[first]),
+                state(c),
+                c.step
+            ));
+        }
+    }
+    None
 }
 
 /// The bundles of a run directory: its `step-*` subdirectories holding a manifest, by step
@@ -371,5 +403,45 @@ impl RunDir {
             .and_then(|()| f.sync_all())
             .map_err(io(&tmp))?;
         std::fs::rename(&tmp, &path).map_err(io(&path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_that_records_a_step_twice_is_refused_naming_both_records() {
+        let tmp = tempfile::tempdir().unwrap();
+        let schedule = RunSchedule {
+            every: 2,
+            first_step: 2,
+            repeat: 0,
+            keep_last: 8,
+        };
+        let mut dir = RunDir::create(tmp.path(), "m::step", schedule).unwrap();
+        dir.record_failure(2, "no trace".into()).unwrap();
+        // the writer replaces a step's record
+        dir.record_failure(2, "again".into()).unwrap();
+        let log = read_run_log(tmp.path()).unwrap().unwrap();
+        assert_eq!(log.captures.len(), 1);
+        // a log edited (or written by another tool) with step 4 both kept and failed
+        let mut log = log;
+        let mut kept = CaptureRecord::new(4, CaptureState::Kept);
+        kept.bundle = Some(bundle_dir_name(4));
+        log.captures.push(kept);
+        log.captures
+            .push(CaptureRecord::new(4, CaptureState::Failed));
+        std::fs::write(
+            tmp.path().join(RUN_FILE),
+            serde_json::to_vec_pretty(&log).unwrap(),
+        )
+        .unwrap();
+        let err = read_run_log(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains(RUN_FILE), "{err}");
+        assert!(
+            err.contains("captures[1] (kept) and captures[2] (failed) both record step 4"),
+            "{err}"
+        );
     }
 }

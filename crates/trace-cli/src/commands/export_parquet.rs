@@ -1,13 +1,15 @@
 //! `candle-graph export --format parquet TRACE_OR_DIR… -o DIR`: the traces as typed Parquet
 //! tables (`trace_export`; the schema is in the README). A directory input is its
 //! `trace.jsonl`, or every rank trace (`trace.rank<N>.jsonl`) in it. Traces are read one at a
-//! time (each analysed in full detail, written, dropped), so memory holds one trace.
+//! time (each analysed in full detail, written, dropped), so memory holds one trace. The tables
+//! are written into a hidden directory beside the output and moved into it once all are
+//! written ([`Staging`]): a failed export leaves the output as it was.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use trace_views::export::parquet::{ParquetExport, Written};
+use trace_views::export::parquet::{ParquetExport, Staging, Written};
 
 use crate::input;
 
@@ -43,7 +45,7 @@ pub fn trace_files(inputs: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>> {
 ///
 /// # Errors
 /// A trace that cannot be loaded (named), no readable trace at all, or export errors naming the
-/// file; the temporary files are removed.
+/// file; what the export wrote is removed (tables it replaced are put back).
 pub fn run(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
     let runs = inputs
         .iter()
@@ -57,8 +59,9 @@ pub fn run(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
         return run_dirs(inputs, dir);
     }
     let files = trace_files(inputs)?;
-    let mut export = ParquetExport::create(dir)
-        .with_context(|| format!("cannot write the tables into {}", dir.display()))?;
+    let cannot = || format!("cannot write the tables into {}", dir.display());
+    let staging = Staging::new(dir).with_context(cannot)?;
+    let mut export = ParquetExport::create(staging.dir()).with_context(cannot)?;
     let mut skipped = 0usize;
     for (file, from_dir) in &files {
         let loaded = input::analyze_without_graph(file);
@@ -90,7 +93,17 @@ pub fn run(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
         export.abandon();
         anyhow::bail!("no readable trace to export ({skipped} skipped)");
     }
-    Ok(export.finish()?)
+    let written = export.finish()?;
+    let tables = written
+        .tables
+        .into_iter()
+        .map(|(p, n)| (staging.final_path(&p), n))
+        .collect();
+    staging.commit(true).with_context(cannot)?;
+    Ok(Written {
+        tables,
+        traces: written.traces,
+    })
 }
 
 /// Run directories (`demo --every`, `ProfileRun::every`): every bundle's trace exported into
@@ -100,9 +113,12 @@ pub fn run(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
 /// their rows (summed) and the traces exported.
 ///
 /// # Errors
-/// Two run directories of one name; a bundle that does not verify or load; export errors.
+/// Two run directories of one name; a bundle that does not verify or load; a partition that
+/// exists already; export errors. Nothing is left in `dir` on failure.
 pub fn run_dirs(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
     use trace_views::export::parquet::export_partition;
+    let staging = Staging::new(dir)
+        .with_context(|| format!("cannot write the tables into {}", dir.display()))?;
     let mut names = std::collections::BTreeSet::new();
     let mut traces = 0u64;
     let mut rows: std::collections::BTreeMap<PathBuf, u64> = Default::default();
@@ -116,7 +132,7 @@ pub fn run_dirs(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
             names.insert(trace_views::export::parquet::partition_value(&name)),
             "two run directories are named {name:?}: the run partition would repeat"
         );
-        for bundle in trace_views::bundle::list_bundles(run)? {
+        for bundle in run_bundles(run)? {
             let v = trace_views::bundle::verify(&bundle)?;
             anyhow::ensure!(
                 v.is_valid(),
@@ -131,7 +147,7 @@ pub fn run_dirs(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
             })?;
             let source = file.display().to_string();
             let files = export_partition(
-                dir,
+                staging.dir(),
                 &[("run", &name), ("step", &step.to_string())],
                 &source,
                 &trace.doc,
@@ -140,15 +156,38 @@ pub fn run_dirs(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
             .with_context(|| format!("cannot export {source}"))?;
             for (f, n) in files {
                 if let Some(table_dir) = f.ancestors().nth(3) {
-                    *rows.entry(table_dir.to_path_buf()).or_default() += n;
+                    *rows.entry(staging.final_path(table_dir)).or_default() += n;
                 }
             }
             traces += 1;
         }
     }
     anyhow::ensure!(traces > 0, "no bundle in the run directories to export");
+    staging
+        .commit(false)
+        .with_context(|| format!("cannot move the tables into {}", dir.display()))?;
     Ok(Written {
         tables: rows.into_iter().collect(),
         traces,
     })
+}
+
+/// The bundles of the run directory `run` checked against its `run.json` (as `series` reads
+/// them): each `step-*` entry that is not one of the run's bundles is left out with a warning
+/// naming it and why.
+///
+/// # Errors
+/// An unreadable or malformed `run.json`; a directory that cannot be listed.
+fn run_bundles(run: &Path) -> Result<Vec<PathBuf>> {
+    let log = trace_views::bundle::read_run_log(run)?;
+    let contents = trace_views::bundle::scan_run_dir(run, log.as_ref())
+        .with_context(|| format!("cannot read the run directory {}", run.display()))?;
+    for l in &contents.left_out {
+        eprintln!(
+            "candle-graph: warning: {}: not exported: {}",
+            trace_views::format::escape(&run.join(&l.name).display().to_string()),
+            trace_views::format::escape(&l.reason)
+        );
+    }
+    Ok(contents.bundles)
 }

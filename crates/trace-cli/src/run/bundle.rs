@@ -115,12 +115,34 @@ pub fn run_series(paths: &[std::path::PathBuf], json: bool) -> Result<Output> {
     })
 }
 
+/// The run directory's bundles checked against its log: the `step-*` entries that are not the
+/// run's bundles are left out of the story, each named with why.
+fn trace_bundle_scan(
+    dir: &std::path::Path,
+    log: Option<&views::RunLog>,
+) -> Result<views::RunContents> {
+    views::scan_run_dir(dir, log)
+        .with_context(|| format!("cannot read the run directory {}", dir.display()))
+}
+
 /// The story of the run directory `dir` (exit 1 with the typed reason when its bundles are
 /// refused as a series); with `html`, its page written there too.
 fn run_story(dir: &std::path::Path, json: bool, html: Option<&std::path::Path>) -> Result<Output> {
     let log = views::read_run_log(dir)?;
-    let bundles = views::list_bundles(dir)?;
-    let series = match views::build_series(&bundles) {
+    let contents = trace_bundle_scan(dir, log.as_ref())?;
+    if contents.bundles.is_empty() && !contents.left_out.is_empty() {
+        let why: Vec<String> = contents
+            .left_out
+            .iter()
+            .map(|l| format!("{}: {}", l.name, l.reason))
+            .collect();
+        anyhow::bail!(
+            "{} holds no bundle of its run; left out: {}",
+            dir.display(),
+            trace_views::format::escape(&why.join("; "))
+        );
+    }
+    let series = match views::build_series(&contents.bundles) {
         Ok(s) => s,
         Err(views::SeriesError::Bundle(e)) => return Err(e.into()),
         Err(e) => {
@@ -131,8 +153,10 @@ fn run_story(dir: &std::path::Path, json: bool, html: Option<&std::path::Path>) 
             return Ok(Output::with_code(stdout, 1));
         }
     };
-    let story = trace_views::run_story::build(&series, log.as_ref())
+    let mut story = trace_views::run_story::build(&series, log.as_ref())
         .with_context(|| format!("the story of the run directory {}", dir.display()))?;
+    story.left_out = contents.left_out;
+    story.unbundled_captures = contents.unbundled;
     if let Some(file) = html {
         let page = trace_views::run_story::html::html(&story, &dir.display().to_string());
         crate::output_file::write(file, page.as_bytes(), "run.html")?;

@@ -20,6 +20,7 @@ mod ops;
 mod query;
 mod ranks;
 mod report;
+mod run_dir;
 mod sites;
 mod snapshots;
 mod steps;

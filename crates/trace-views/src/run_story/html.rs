@@ -247,6 +247,19 @@ pub fn build(story: &RunStory, dir: &str) -> Page {
             )],
         });
     }
+    let left_out: Vec<Text> = story
+        .left_out
+        .iter()
+        .map(|l| Text::trace(&format!("{}: {}", l.name, l.reason)))
+        .chain(super::text::unbundled_line(story).map(|l| Text::trace(&l)))
+        .collect();
+    if !left_out.is_empty() {
+        sections.push(Section {
+            id: "left-out".into(),
+            title: "Left out of the story".into(),
+            blocks: vec![Block::List(left_out)],
+        });
+    }
     sections.push(Section {
         id: "text".into(),
         title: "As the terminal prints it".into(),

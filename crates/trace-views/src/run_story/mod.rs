@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
-use trace_bundle::run::{CaptureRecord, CaptureState, RunLog, RunSchedule};
+use trace_bundle::run::{CaptureRecord, CaptureState, LeftOut, RunLog, RunSchedule, Unbundled};
 use trace_bundle::{digest_reader, Series, TRACE_FILE};
 use trace_graph::Detail;
 use trace_ops::GroupBy;
@@ -121,6 +121,13 @@ pub struct RunStory {
     /// Captures the log lists without a bundle here: dropped to bound the directory (their
     /// figures kept) or failed (why).
     pub not_kept: Vec<CaptureRecord>,
+    /// The `step-*` entries of the run directory that are not the run's bundles (a symbolic
+    /// link, a bundle of another run, one `run.json` does not record as kept), left out of the
+    /// story, each with why (empty for a story of bundles named one by one).
+    pub left_out: Vec<LeftOut>,
+    /// The capture traces in `.captures` never bundled: the process ended (killed) before
+    /// bundling them, or it is still running.
+    pub unbundled_captures: Vec<Unbundled>,
     /// Findings across the captures.
     pub findings: Vec<RunFinding>,
 }
@@ -138,7 +145,8 @@ pub enum StoryError {
     },
 }
 
-/// The story of `series`, with the run directory's `log` when there is one.
+/// The story of `series`, with the run directory's `log` when there is one (the caller that
+/// scanned the directory sets [`RunStory::left_out`] and [`RunStory::unbundled_captures`]).
 ///
 /// # Errors
 /// [`StoryError::Trace`] when a bundle's trace no longer matches its manifest or does not load.
@@ -166,6 +174,8 @@ pub fn build(series: &Series, log: Option<&RunLog>) -> Result<RunStory, StoryErr
         schedule: log.map(|l| l.schedule),
         captures,
         not_kept,
+        left_out: Vec::new(),
+        unbundled_captures: Vec::new(),
         findings,
     })
 }

@@ -43,6 +43,7 @@ pub fn render(story: &RunStory) -> String {
             format!(", {} not kept", story.not_kept.len())
         }
     );
+    left_out(story, &mut out);
     captures_table(story, &mut out);
     trends(story, &mut out);
     op_table(story, &mut out);
@@ -70,6 +71,46 @@ pub fn render(story: &RunStory) -> String {
         );
     }
     out
+}
+
+/// The lines under the header on what the story leaves out: `step-*` entries that are not the
+/// run's bundles, and traces in `.captures` never bundled.
+fn left_out(story: &RunStory, out: &mut String) {
+    for l in &story.left_out {
+        let _ = writeln!(
+            out,
+            "left out     {}: {}",
+            trace_format::escape(&l.name),
+            trace_format::escape(&l.reason)
+        );
+    }
+    if let Some(line) = unbundled_line(story) {
+        let _ = writeln!(out, "unbundled    {}", trace_format::escape(&line));
+    }
+}
+
+/// What the text and the page say of the traces in `.captures` never bundled.
+pub fn unbundled_line(story: &RunStory) -> Option<String> {
+    let u = &story.unbundled_captures;
+    if u.is_empty() {
+        return None;
+    }
+    let files: Vec<String> = u
+        .iter()
+        .map(|c| format!("{} ({})", c.file, opt_bytes(c.bytes)))
+        .collect();
+    Some(format!(
+        "{} in .captures {} never bundled (the process ended before bundling {}, or it is \
+         still running): {}",
+        if u.len() == 1 {
+            "1 capture".to_string()
+        } else {
+            format!("{} captures", u.len())
+        },
+        if u.len() == 1 { "was" } else { "were" },
+        if u.len() == 1 { "it" } else { "them" },
+        files.join(", ")
+    ))
 }
 
 fn captures_table(story: &RunStory, out: &mut String) {
