@@ -36,8 +36,9 @@ fn demo_every(
     let r = run(&args);
     assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
     assert!(
-        r.stderr
-            .contains(&format!("captured every {every} steps into the run directory")),
+        r.stderr.contains(&format!(
+            "captured every {every} steps into the run directory"
+        )),
         "{}",
         r.stderr
     );
@@ -91,7 +92,12 @@ fn a_seeded_run_tells_its_leak_and_its_slowdown_and_a_plain_one_does_not() {
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["schema"], "candle-graph/run-story/1");
     let step_of = |c: &serde_json::Value| c["step"].as_u64().unwrap();
-    let kept: Vec<u64> = v["captures"].as_array().unwrap().iter().map(step_of).collect();
+    let kept: Vec<u64> = v["captures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(step_of)
+        .collect();
     assert_eq!(kept.len(), bundles.len());
     let mut steps: Vec<u64> = kept.clone();
     steps.extend(v["not_kept"].as_array().unwrap().iter().map(step_of));
