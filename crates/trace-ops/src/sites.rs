@@ -46,7 +46,10 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 use trace_memory::SpanIndex;
-use trace_schema::{MemoryAction, MemoryItem, MemoryOrder, Pass, Sym, TraceDocument};
+use trace_schema::{
+    document::SiteTable, MemoryAction, MemoryItem, MemoryOrder, Pass, SampleTable, Sym,
+    TraceDocument,
+};
 
 use crate::classify::{OpKind, StackClass};
 use crate::profile::ModuleSource;
@@ -249,7 +252,7 @@ fn hook_frames(roles: &[FrameRole]) -> usize {
 /// Every site's stack classified once (a frame's role once per site frame), and each site's
 /// call context: the op frame (by function and op) and its [`CALLER_FRAMES`] nearest callers,
 /// interned.
-fn classify_sites(doc: &TraceDocument) -> (Vec<StackClass>, Vec<u32>) {
+fn classify_sites(doc: &TraceDocument) -> (Vec<StackClass>, Vec<u32>, Vec<u32>) {
     let table = &doc.samples;
     let sites = &doc.sites;
     let mut role_cache: HashMap<u32, FrameRole> = HashMap::default();
@@ -259,6 +262,7 @@ fn classify_sites(doc: &TraceDocument) -> (Vec<StackClass>, Vec<u32>) {
     let mut context_ids: HashMap<(u32, Vec<u32>), u32> = HashMap::default();
     let mut fn_ids: HashMap<(Option<&str>, Option<&str>, String), u32> = HashMap::default();
     let mut buf = StackFrames::default();
+    let same_as = same_source_sites(table, sites);
     for site in &sites.sites {
         let stack = &table.stacks[site.stack as usize];
         let (_, roles) = buf.fill(table, &stack.frames, |f, frame| {
@@ -299,7 +303,42 @@ fn classify_sites(doc: &TraceDocument) -> (Vec<StackClass>, Vec<u32>) {
         contexts.push(*context_ids.entry(key).or_insert(next));
         classes.push(class);
     }
-    (classes, contexts)
+    (classes, contexts, same_as)
+}
+
+/// Per site: the first site whose stack reads the same (every frame's function, file and line
+/// alike), itself when none before it does. An optimised caller holds one source line at
+/// several addresses (an unrolled loop calls `softmax` from two copies of its line): each copy
+/// is a site of its own, but the same place in the source, so a call meeting it again is
+/// another call.
+fn same_source_sites(table: &SampleTable, sites: &SiteTable) -> Vec<u32> {
+    // each frame by its source identity (the frames of one address are one frame already)
+    let mut frame_ids: HashMap<(Option<&str>, Option<&str>, Option<u32>), u32> = HashMap::default();
+    let source_of: Vec<u32> = table
+        .frames
+        .iter()
+        .map(|f| {
+            let next = frame_ids.len() as u32;
+            *frame_ids
+                .entry((f.function.as_deref(), f.file.as_deref(), f.line))
+                .or_insert(next)
+        })
+        .collect();
+    let mut first: HashMap<Vec<u32>, u32> = HashMap::default();
+    sites
+        .sites
+        .iter()
+        .enumerate()
+        .map(|(i, site)| {
+            let stack = &table.stacks[site.stack as usize];
+            let key: Vec<u32> = stack
+                .frames
+                .iter()
+                .map(|&f| source_of[f as usize])
+                .collect();
+            *first.entry(key).or_insert(i as u32)
+        })
+        .collect()
 }
 
 /// Every span boundary (start or end), sorted, each once: an interval ends at the next one.
@@ -362,7 +401,7 @@ impl SitePass {
         if sites.storages.is_empty() {
             return None;
         }
-        let (classes, contexts) = classify_sites(doc);
+        let (classes, contexts, same_as) = classify_sites(doc);
         let mut modules = crate::modules::Modules::new(doc, spans);
         let stack_modules = stack_modules(&mut modules, &classes);
         let region = closed_region(doc, spans);
@@ -371,6 +410,7 @@ impl SitePass {
         let (site_ops, _) = op_ids(&classes);
         let replay = Replay {
             contexts,
+            same_as,
             stack_modules,
             site_ops,
             region,
@@ -469,6 +509,9 @@ enum ArmRole {
 struct Replay {
     /// Per site: its call context.
     contexts: Vec<u32>,
+    /// Per site: the first site of the same source lines ([`same_source_sites`]): a call's
+    /// sites are told apart by it.
+    same_as: Vec<u32>,
     /// Per site: its stack's model module.
     stack_modules: Vec<Option<u32>>,
     /// Per site: its op id.
@@ -587,6 +630,7 @@ impl Replay {
         }
         let context = self.contexts[s.site as usize];
         let role = arm_role(doc, &classes[s.site as usize], s.site);
+        let site = self.same_as[s.site as usize];
         let no_boundary_since = |from: u64| {
             self.boundaries[self.boundaries.partition_point(|&b| b <= from)..]
                 .first()
@@ -603,7 +647,7 @@ impl Replay {
             ArmRole::Arm(line) => {
                 let carried = prev.and_then(|p| p.arm);
                 let starts_over = |a: &ArmCall| {
-                    a.sites.first() == Some(&s.site)
+                    a.sites.first() == Some(&site)
                         || matches!((a.line, line), (Some(x), Some(y)) if y < x)
                 };
                 let (continues, sites) = match carried {
@@ -635,7 +679,7 @@ impl Replay {
                     Some(p)
                         if p.span == m.span
                             && p.context == context
-                            && !p.sites.contains(&s.site)
+                            && !p.sites.contains(&site)
                             && no_boundary_since(p.start_ns) =>
                     {
                         (true, p.sites)
@@ -653,7 +697,7 @@ impl Replay {
         if !continues {
             self.rows[row as usize].calls += 1;
         }
-        call_sites.push(s.site);
+        call_sites.push(site);
         let arm = match (role, arm) {
             (ArmRole::Arm(_), Some(mut a)) => {
                 a.sites.clone_from(&call_sites);
