@@ -46,6 +46,30 @@ fn pass_words(p: Option<Pass>) -> &'static str {
     }
 }
 
+/// Where an op's samples are, in words: its passes (`in the forward pass and the backward
+/// pass`), every pass's name once (`in the forward, backward and optimizer passes`), and those
+/// outside any pass last (`and outside any pass`).
+fn passes_words(passes: &[Option<Pass>]) -> String {
+    let named: Vec<&str> = passes
+        .iter()
+        .filter_map(|p| p.map(|p| &pass_words(Some(p))["the ".len()..]))
+        .map(|w| w.trim_end_matches(" pass"))
+        .collect();
+    let outside = passes.contains(&None);
+    let list = |items: &[&str]| match items {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    };
+    match (named.len(), outside) {
+        (0, _) => "outside any pass".to_string(),
+        (1, false) => format!("in the {} pass", named[0]),
+        (_, false) => format!("in the {} passes", list(&named)),
+        (1, true) => format!("in the {} pass and outside any pass", named[0]),
+        (_, true) => format!("in the {} passes and outside any pass", list(&named)),
+    }
+}
+
 /// The operation findings, appended to `out` when operations are available (sampled).
 pub(crate) fn operation_findings(
     profile: Option<&OpProfile>,
@@ -169,9 +193,8 @@ fn large_share_findings(p: &OpProfile, ctx: &Sampled, finest: &[&OpRow], out: &m
             OpKind::Op => format!("operation {op}"),
             OpKind::BackwardOp => format!("backward operation {op}"),
             OpKind::NonOp => format!("{op} (no Candle operation)"),
-            OpKind::Probe => format!("the probe ({op})"),
+            OpKind::Probe => "the probe's own frames".to_string(),
         };
-        let wheres: Vec<&str> = passes.iter().map(|&p| pass_words(p)).collect();
         let module = modules.first().map(|&(m, k)| {
             format!(
                 ", mostly in {m} ({:.0}% of its samples)",
@@ -186,10 +209,15 @@ fn large_share_findings(p: &OpProfile, ctx: &Sampled, finest: &[&OpRow], out: &m
                 Severity::Info
             },
             summary: format!(
-                "{what} takes {} of the sampled step{}, in {}{}{few}",
+                "{what} {} {} of the sampled step{}, {}{}{few}",
+                if kind == OpKind::Probe {
+                    "take"
+                } else {
+                    "takes"
+                },
                 share_text(&share, r.samples, ctx.n),
                 ctx.estimate(&share),
-                wheres.join(" and "),
+                passes_words(&passes),
                 module.unwrap_or_default()
             ),
             evidence: Evidence {
@@ -319,4 +347,33 @@ fn accumulation_finding(ctx: &Sampled, finest: &[&OpRow]) -> Option<Finding> {
                 },
                 requires: vec![CapabilityKind::Operations],
             })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passes_read_as_one_list() {
+        let (f, b, o) = (
+            Some(Pass::Forward),
+            Some(Pass::Backward),
+            Some(Pass::Optimizer),
+        );
+        assert_eq!(passes_words(&[f]), "in the forward pass");
+        assert_eq!(passes_words(&[f, b]), "in the forward and backward passes");
+        assert_eq!(
+            passes_words(&[f, b, o]),
+            "in the forward, backward and optimizer passes"
+        );
+        assert_eq!(
+            passes_words(&[None, f, b, o]),
+            "in the forward, backward and optimizer passes and outside any pass"
+        );
+        assert_eq!(passes_words(&[None]), "outside any pass");
+        assert_eq!(
+            passes_words(&[None, o]),
+            "in the optimizer pass and outside any pass"
+        );
+    }
 }
