@@ -6,9 +6,9 @@ use std::sync::atomic::Ordering;
 
 use crate::ring::{self, DataBuffer, RawEvent};
 use crate::state::{
-    self, ARMED, ARMED_ALLOC_CALLS, ARMED_NET_BYTES, BLOCK_SIZE, COUNTING_SEEN, DATA_PTR_OFFSET,
-    HEAP_SHARDS, HOLD, IGNORE_DEPTH, INSTALLED, LAST_FREE, PROBE_THREAD, PROBE_THREADS_NET,
-    RELEASING, SHARDS, SITE_CALIB, STATE, TENSOR_BLOCK_SIZE, TENSOR_STORAGE_OFFSET, THREAD_NET,
+    self, ARMED, BLOCK_SIZE, COUNTING_SEEN, DATA_PTR_OFFSET, HEAP_SHARDS, HOLD, IGNORE_DEPTH,
+    INSTALLED, LAST_FREE, PROBE_THREAD, PROBE_THREADS_NET, RELEASING, SHARDS, SITE_CALIB, STATE,
+    TENSOR_BLOCK_SIZE, TENSOR_STORAGE_OFFSET, THREAD_NET,
 };
 use crate::{hold, sites, watch};
 
@@ -106,8 +106,9 @@ impl<A: GlobalAlloc> Tracking<A> {
 
 #[inline]
 fn log_alloc(ptr: *mut u8, size: usize) {
-    ARMED_ALLOC_CALLS.fetch_add(1, Ordering::Relaxed);
-    ARMED_NET_BYTES.fetch_add(size as i64, Ordering::Relaxed);
+    let shard = state::armed_shard();
+    shard.alloc_calls.fetch_add(1, Ordering::Relaxed);
+    shard.net_bytes.fetch_add(size as i64, Ordering::Relaxed);
     if ptr.is_null() || IGNORE_DEPTH.with(|d| d.get()) != 0 {
         return;
     }
@@ -155,7 +156,9 @@ unsafe fn block_holds(block: *const u8, size: usize, data: usize) -> bool {
 
 #[inline]
 fn on_dealloc(ptr: *mut u8, size: usize) {
-    ARMED_NET_BYTES.fetch_sub(size as i64, Ordering::Relaxed);
+    state::armed_shard()
+        .net_bytes
+        .fetch_sub(size as i64, Ordering::Relaxed);
     let (last_ptr, last_size) = LAST_FREE.with(|c| c.replace((ptr as usize, size)));
     if size == TENSOR_BLOCK_SIZE.load(Ordering::Relaxed) {
         let off = TENSOR_STORAGE_OFFSET.load(Ordering::Relaxed);
@@ -259,7 +262,9 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
         if s & ARMED != 0 && !new.is_null() {
             // The old block is gone, the new one is logged as an allocation (a grown Vec that
             // becomes a storage's data buffer is joined on its final address).
-            ARMED_NET_BYTES.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+            state::armed_shard()
+                .net_bytes
+                .fetch_sub(layout.size() as i64, Ordering::Relaxed);
             let old = layout.size();
             if old == BLOCK_SIZE.load(Ordering::Relaxed)
                 || old == TENSOR_BLOCK_SIZE.load(Ordering::Relaxed)
@@ -285,8 +290,10 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
 /// block sizes, is logged to the ring. Resets the armed counters ([`crate::armed_net_bytes`],
 /// [`crate::armed_alloc_calls`]) and fixes the process clock base. Call outside the hook.
 pub fn arm() {
-    ARMED_NET_BYTES.store(0, Ordering::Relaxed);
-    ARMED_ALLOC_CALLS.store(0, Ordering::Relaxed);
+    for shard in &state::ARMED_SHARDS {
+        shard.net_bytes.store(0, Ordering::Relaxed);
+        shard.alloc_calls.store(0, Ordering::Relaxed);
+    }
     state::epoch();
     STATE.fetch_or(ARMED, Ordering::SeqCst);
 }

@@ -9,6 +9,8 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use crate::state::Line;
+
 pub use crate::sites::SiteTag;
 
 /// Physical capacity in events.
@@ -119,10 +121,11 @@ const KIND_BLOCK_FREE: u64 = 2;
 /// Thread ids keep 22 bits in a slot (thread keys count up from 1).
 const THREAD_MASK: u64 = 0x3f_ffff;
 
-/// Next index to claim.
-static HEAD: AtomicU64 = AtomicU64::new(0);
-/// Next index to read (written by the consumer only).
-static TAIL: AtomicU64 = AtomicU64::new(0);
+/// Next index to claim (alone on its line: the producers' compare-and-swap does not then meet
+/// the consumer's writes of [`TAIL`]).
+static HEAD: Line<AtomicU64> = Line(AtomicU64::new(0));
+/// Next index to read (written by the consumer only; alone on its line).
+static TAIL: Line<AtomicU64> = Line(AtomicU64::new(0));
 /// Effective capacity (≤ [`RING_CAPACITY`]); lowered by tests.
 static CAPACITY: AtomicUsize = AtomicUsize::new(RING_CAPACITY);
 /// Events dropped because the ring was full, since process start.

@@ -23,8 +23,23 @@ pub(crate) const HOLD: u8 = 4;
 /// hook walks that thread's next large allocation both ways, without logging anything.
 pub(crate) const SITE_CALIB: u8 = 8;
 
-/// Installation and arming flags; the disarmed hook does exactly one relaxed load of it.
-pub(crate) static STATE: AtomicU8 = AtomicU8::new(0);
+/// Installation and arming flags; the disarmed hook does exactly one relaxed load of it. Alone
+/// on its cache line: every allocation of every thread reads it, and a line that other threads
+/// write to (a counter) would make that read a miss.
+pub(crate) static STATE: Line<AtomicU8> = Line(AtomicU8::new(0));
+
+/// A value alone on its cache line (128 bytes: two 64-byte lines, as x86's adjacent-line
+/// prefetcher pairs them). A hot atomic that some threads write does not then share a line
+/// with one that every allocation reads or writes (false sharing).
+#[repr(align(128))]
+pub(crate) struct Line<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for Line<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
 
 /// Calibrated size in bytes of a storage's `Arc` block (`ArcInner<RwLock<Storage>>`); 0 until
 /// calibration succeeded.
@@ -58,11 +73,31 @@ pub(crate) static HEAP_SHARDS: [Shard; SHARDS] = [const { Shard(AtomicI64::new(0
 /// Number of heap counter shards (a power of two).
 pub(crate) const SHARDS: usize = 32;
 
-/// Bytes allocated minus bytes freed through the armed hook since the last arming.
-pub(crate) static ARMED_NET_BYTES: AtomicI64 = AtomicI64::new(0);
+/// Per shard (a thread's id modulo [`SHARDS`]): bytes allocated minus bytes freed through the
+/// armed hook since the last arming, and the allocation calls it saw; summed by
+/// [`armed_net_bytes`] and [`armed_alloc_calls`]. Sharded as the heap counters are: the
+/// training thread and the probe's writer both allocate while a step is captured, and one
+/// shared counter would bounce its line between their cores at every allocation.
+pub(crate) static ARMED_SHARDS: [Line<ArmedShard>; SHARDS] = [const {
+    Line(ArmedShard {
+        net_bytes: AtomicI64::new(0),
+        alloc_calls: AtomicU64::new(0),
+    })
+}; SHARDS];
 
-/// Total allocation calls seen by the armed hook since the last arming.
-pub(crate) static ARMED_ALLOC_CALLS: AtomicU64 = AtomicU64::new(0);
+/// One shard of the armed counters.
+pub(crate) struct ArmedShard {
+    /// Bytes allocated minus bytes freed.
+    pub(crate) net_bytes: AtomicI64,
+    /// Allocation calls.
+    pub(crate) alloc_calls: AtomicU64,
+}
+
+/// The calling thread's shard of [`ARMED_SHARDS`].
+#[inline]
+pub(crate) fn armed_shard() -> &'static ArmedShard {
+    &ARMED_SHARDS[(thread_id() as usize) & (SHARDS - 1)]
+}
 
 /// One cache-line-sized heap counter.
 #[repr(align(64))]
@@ -83,8 +118,9 @@ thread_local! {
     pub(crate) static PROBE_THREAD: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Bytes allocated minus bytes freed by the threads marked with [`mark_probe_thread`].
-pub(crate) static PROBE_THREADS_NET: AtomicI64 = AtomicI64::new(0);
+/// Bytes allocated minus bytes freed by the threads marked with [`mark_probe_thread`] (alone on
+/// its line: only the probe's threads write it, at every allocation of theirs).
+pub(crate) static PROBE_THREADS_NET: Line<AtomicI64> = Line(AtomicI64::new(0));
 
 /// Marks the calling thread as the probe's own background work (a thread that reads and writes
 /// files, never the program's tensors): from now on its heap bytes also count in
@@ -167,12 +203,18 @@ pub fn thread_heap_net_bytes() -> Option<i64> {
 /// Bytes allocated minus bytes freed through the armed hook since the last arming (may be
 /// negative: frees of memory allocated before arming count).
 pub fn armed_net_bytes() -> i64 {
-    ARMED_NET_BYTES.load(Ordering::Relaxed)
+    ARMED_SHARDS
+        .iter()
+        .map(|s| s.net_bytes.load(Ordering::Relaxed))
+        .fold(0i64, i64::wrapping_add)
 }
 
 /// Allocation calls (alloc, alloc_zeroed, realloc) seen by the armed hook since the last arming.
 pub fn armed_alloc_calls() -> u64 {
-    ARMED_ALLOC_CALLS.load(Ordering::Relaxed)
+    ARMED_SHARDS
+        .iter()
+        .map(|s| s.alloc_calls.load(Ordering::Relaxed))
+        .fold(0u64, u64::wrapping_add)
 }
 
 /// RAII guard: while alive, allocations made *by this thread* are not logged (frees still are,
