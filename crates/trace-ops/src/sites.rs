@@ -306,6 +306,9 @@ fn classify_sites(doc: &TraceDocument) -> (Vec<StackClass>, Vec<u32>, Vec<u32>) 
     (classes, contexts, same_as)
 }
 
+/// A frame by where it is in the source: function, file, line.
+type SourceFrame<'a> = (Option<&'a str>, Option<&'a str>, Option<u32>);
+
 /// Per site: the first site whose stack reads the same (every frame's function, file and line
 /// alike), itself when none before it does. An optimised caller holds one source line at
 /// several addresses (an unrolled loop calls `softmax` from two copies of its line): each copy
@@ -313,7 +316,7 @@ fn classify_sites(doc: &TraceDocument) -> (Vec<StackClass>, Vec<u32>, Vec<u32>) 
 /// another call.
 fn same_source_sites(table: &SampleTable, sites: &SiteTable) -> Vec<u32> {
     // each frame by its source identity (the frames of one address are one frame already)
-    let mut frame_ids: HashMap<(Option<&str>, Option<&str>, Option<u32>), u32> = HashMap::default();
+    let mut frame_ids: HashMap<SourceFrame<'_>, u32> = HashMap::default();
     let source_of: Vec<u32> = table
         .frames
         .iter()
