@@ -50,10 +50,7 @@ fn main() -> ExitCode {
         Err(err) => {
             // Errors quote trace text (an unknown kind, an enum value): escaped like every other
             // piece of trace text before it reaches a terminal.
-            eprintln!(
-                "candle-graph: error: {}",
-                trace_views::format::escape(&format!("{err:#}"))
-            );
+            eprintln!("candle-graph: error: {}", output::error_text(&err));
             ExitCode::from(2)
         }
     }

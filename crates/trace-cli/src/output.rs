@@ -101,3 +101,46 @@ pub fn summary(trace: &LoadedTrace, analysis: &Analysis, json: bool) -> Result<O
 pub fn count(n: u64, noun: &str) -> String {
     format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
+
+/// An error and its causes for the terminal: each cause once, after a `: ` (a cause whose text
+/// its error already quotes — `path: not a run log: …` over that same `not a run log: …` — is
+/// not printed again), every line escaped as trace text is (errors quote trace text: an
+/// unknown kind, a name), the lines of a multi-line report kept as lines.
+pub fn error_text(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text.lines()
+        .map(|l| trace_views::format::escape(l).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_says_each_cause_once_and_keeps_its_lines() {
+        let io = std::io::Error::other("not a run log: EOF at line 30");
+        let err = anyhow::Error::new(io)
+            .context("run/run.json: not a run log: EOF at line 30")
+            .context("series refused");
+        assert_eq!(
+            error_text(&err),
+            "series refused: run/run.json: not a run log: EOF at line 30"
+        );
+        let err = anyhow::anyhow!("NOT VERIFIED b: 1 problem\n  - trace.jsonl: sha256\x1b[31m");
+        let text = error_text(&err);
+        assert!(text.contains("1 problem\n  - trace.jsonl"), "{text}");
+        assert!(!text.contains('\x1b'), "{text}");
+    }
+}

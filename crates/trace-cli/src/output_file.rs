@@ -35,6 +35,55 @@ pub fn commit(tmp: &Path, output: &Path) -> Result<()> {
     })
 }
 
+/// Refuses an `output` that would overwrite or change the `input` it is made from: the input
+/// file itself, a file inside the input directory (a run directory's `run.json`, a bundle's
+/// files), or a file inside the bundle an input trace is in (a bundle holds only its listed
+/// files). Compared canonicalised (the output's directory when the output does not exist yet);
+/// a path that cannot be resolved is not refused here (writing it reports its own error).
+///
+/// # Errors
+/// The refusal, naming both paths.
+pub fn refuse_input(output: &Path, input: &Path) -> Result<()> {
+    let Ok(input) = input.canonicalize() else {
+        return Ok(());
+    };
+    let out = match output.canonicalize() {
+        Ok(p) => p,
+        Err(_) => {
+            let parent = output
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            match (parent.canonicalize(), output.file_name()) {
+                (Ok(p), Some(name)) => p.join(name),
+                _ => return Ok(()),
+            }
+        }
+    };
+    let protected = if input.is_dir() {
+        Some(input.clone())
+    } else {
+        input
+            .parent()
+            .filter(|d| d.join(trace_views::bundle::MANIFEST_FILE).is_file())
+            .map(Path::to_path_buf)
+    };
+    if out == input {
+        anyhow::bail!(
+            "will not write {}: it is the input; give another -o",
+            output.display()
+        );
+    }
+    if let Some(dir) = protected.filter(|d| out.starts_with(d)) {
+        anyhow::bail!(
+            "will not write {} inside {}: it would change the input (a run directory or a bundle holds only what the run wrote); give a path outside it",
+            output.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
 /// Writes `bytes` to `output` through a temporary file (see the module docs).
 ///
 /// # Errors
@@ -65,6 +114,33 @@ mod tests {
         write(&out, b"<p>x</p>", "page.html").unwrap();
         assert_eq!(std::fs::read(&out).unwrap(), b"<p>x</p>");
         assert!(!temporary_name(&out, "page.html").exists());
+    }
+
+    #[test]
+    fn an_output_over_its_input_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("trace.jsonl");
+        std::fs::write(&trace, "x").unwrap();
+        let err = refuse_input(&trace, &trace).unwrap_err();
+        assert!(format!("{err:#}").contains("it is the input"), "{err:#}");
+        // a run directory's files and new files inside it
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        std::fs::write(run.join("run.json"), "{}").unwrap();
+        for out in [run.join("run.json"), run.join("page.html")] {
+            let err = refuse_input(&out, &run).unwrap_err();
+            assert!(format!("{err:#}").contains("inside"), "{err:#}");
+        }
+        // a trace inside a bundle: the bundle's directory is the input's too
+        let bundle = dir.path().join("step-00000002");
+        std::fs::create_dir(&bundle).unwrap();
+        std::fs::write(bundle.join("bundle.json"), "{}").unwrap();
+        std::fs::write(bundle.join("trace.jsonl"), "x").unwrap();
+        let err = refuse_input(&bundle.join("page.html"), &bundle.join("trace.jsonl")).unwrap_err();
+        assert!(format!("{err:#}").contains("inside"), "{err:#}");
+        // beside the input is fine
+        refuse_input(&dir.path().join("page.html"), &run).unwrap();
+        refuse_input(&dir.path().join("page.html"), &trace).unwrap();
     }
 
     #[test]

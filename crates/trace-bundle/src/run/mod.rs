@@ -33,6 +33,8 @@ use crate::{figures_file, publish, BundleError, DerivedFile};
 pub const RUN_SCHEMA: &str = "candle-graph/run/1";
 /// File name of the run log at the run directory's root.
 pub const RUN_FILE: &str = "run.json";
+/// The largest `run.json` read, in bytes (256 MiB: about 400,000 capture records).
+pub const MAX_RUN_LOG_BYTES: u64 = 256 << 20;
 /// Hidden directory of the traces not yet bundled.
 pub const CAPTURES_DIR: &str = ".captures";
 
@@ -83,12 +85,34 @@ pub struct RunLog {
 /// twice (the writer replaces a step's record, never repeats it: a step both kept and failed
 /// has no one meaning, so the file is refused naming both records).
 pub fn read_run_log(dir: &Path) -> Result<Option<RunLog>, BundleError> {
+    use std::io::Read as _;
     let path = dir.join(RUN_FILE);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(BundleError::Io { path, source }),
     };
+    // the run writes run.json as a regular file; a link or a device is not its log
+    if !meta.is_file() {
+        return Err(BundleError::Io {
+            path,
+            source: std::io::Error::other(
+                "not a regular file (a symbolic link, a directory or a device): not a run log",
+            ),
+        });
+    }
+    let mut bytes = Vec::new();
+    let read = std::fs::File::open(&path)
+        .and_then(|f| f.take(MAX_RUN_LOG_BYTES + 1).read_to_end(&mut bytes));
+    if let Err(source) = read {
+        return Err(BundleError::Io { path, source });
+    }
+    if bytes.len() as u64 > MAX_RUN_LOG_BYTES {
+        return Err(BundleError::Io {
+            path,
+            source: std::io::Error::other(format!("over {MAX_RUN_LOG_BYTES} bytes: not a run log")),
+        });
+    }
     let log: RunLog = serde_json::from_slice(&bytes).map_err(|e| BundleError::Io {
         path: path.clone(),
         source: std::io::Error::other(format!("not a run log: {e}")),
@@ -443,5 +467,18 @@ mod tests {
             err.contains("captures[1] (kept) and captures[2] (failed) both record step 4"),
             "{err}"
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_run_log_that_is_a_link_or_a_device_is_refused_unread() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/zero", tmp.path().join(RUN_FILE)).unwrap();
+        let err = read_run_log(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+        std::fs::remove_file(tmp.path().join(RUN_FILE)).unwrap();
+        std::fs::create_dir(tmp.path().join(RUN_FILE)).unwrap();
+        let err = read_run_log(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
     }
 }

@@ -147,7 +147,7 @@ fn clear_run_dir(dir: &std::path::Path) -> Result<()> {
     if !dir.join(trace_views::bundle::RUN_FILE).is_file() {
         return Ok(());
     }
-    trace_views::bundle::read_run_log(dir).with_context(|| {
+    let earlier = trace_views::bundle::read_run_log(dir).with_context(|| {
         format!(
             "{} has a run.json that is not a run log: not removed; give an empty or new --out",
             dir.display()
@@ -177,8 +177,19 @@ fn clear_run_dir(dir: &std::path::Path) -> Result<()> {
             if strangers.len() > shown { ", …" } else { "" }
         );
     }
+    let (captures, kept) = earlier.as_ref().map_or((0, 0), |log| {
+        let kept = log.captures.iter().filter(|c| c.bundle.is_some()).count();
+        (log.captures.len(), kept)
+    });
     std::fs::remove_dir_all(dir)
         .with_context(|| format!("removing the earlier run directory {}", dir.display()))?;
+    // said, not silent: the earlier run is gone
+    eprintln!(
+        "candle-graph: removed the earlier run in {} ({} recorded, {} kept): this run replaces it",
+        dir.display(),
+        crate::output::count(captures as u64, "capture"),
+        crate::output::count(kept as u64, "bundle")
+    );
     Ok(())
 }
 

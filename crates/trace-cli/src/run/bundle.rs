@@ -68,10 +68,22 @@ pub fn verify(args: &VerifyArgs) -> Result<Output> {
 /// # Errors
 /// A bundle that cannot be read.
 pub fn series(args: &SeriesArgs) -> Result<Output> {
+    if let Some(page) = &args.html {
+        for input in &args.bundles {
+            crate::output_file::refuse_input(page, input)?;
+        }
+    }
     if let [dir] = args.bundles.as_slice() {
         if is_run_directory(dir) {
             return run_story(dir, args.json, args.html.as_deref());
         }
+    }
+    // a run directory is a story of its own: with others it is not one of the bundles
+    if let Some(dir) = args.bundles.iter().find(|d| is_run_directory(d)) {
+        anyhow::bail!(
+            "{} is a run directory: series takes one run directory (its story), or the bundles of one run (step-* directories), not a run directory beside other inputs",
+            dir.display()
+        );
     }
     anyhow::ensure!(
         args.html.is_none(),

@@ -14,6 +14,7 @@ use crate::output_file;
 /// # Errors
 /// Reading the trace; writing the page.
 pub fn run(args: &ReportArgs) -> Result<Output> {
+    output_file::refuse_input(&args.output, &args.trace)?;
     if super::bundle::is_run_directory(&args.trace) {
         let out = super::bundle::series(&crate::cli::SeriesArgs {
             bundles: vec![args.trace.clone()],

@@ -198,19 +198,26 @@ pub fn memory_growth(points: &[(u64, u64)], what: &str) -> Option<RunFinding> {
         code: "memory_growth_across_captures",
         severity: "warning",
         summary: format!(
-            "{what} at the step's end grows across captures: about +{} per 1,000 steps (Theil–Sen slope over {n} captures{set_aside}; {rising} of {pairs} pairs of captures rise), +{} over the {span} steps from step {} ({}) to step {} ({}), +{} over 10,000 more steps; it first rose after step {} — memory one step cannot show is kept between captures",
+            "{what} at the step's end grows across captures: about +{} per 1,000 steps (Theil–Sen slope over {n} captures{set_aside}; {rising} of {pairs} pairs of captures rise), the fitted line +{} over the {span} steps from step {} to step {} (measured {} → {}, {}), +{} over 10,000 more steps; it first rose after step {} — memory one step cannot show is kept between captures",
             bytes(per_1000),
             bytes(grown.round() as u64),
             first.0,
-            bytes(first.1),
             last.0,
+            bytes(first.1),
             bytes(last.1),
+            signed_bytes(i128::from(last.1) - i128::from(first.1)),
             bytes(per_1000.saturating_mul(10)),
             points[start].0,
         ),
         before_steps: before,
         after_steps: after,
     })
+}
+
+/// A change of bytes with its sign (`+19.64 MiB`, `-512 B`, `+0 B`).
+fn signed_bytes(delta: i128) -> String {
+    let magnitude = u64::try_from(delta.unsigned_abs()).unwrap_or(u64::MAX);
+    format!("{}{}", if delta < 0 { "-" } else { "+" }, bytes(magnitude))
 }
 
 /// The split `i` (≥ 2 points each side) that maximises `score(before, after)`.
@@ -413,7 +420,8 @@ mod tests {
         let f = memory_growth(&leak, "process heap").expect("fires");
         assert_eq!(f.code, "memory_growth_across_captures");
         assert!(
-            f.summary.contains("+9.00 MiB over the 1800 steps"),
+            f.summary
+                .contains("the fitted line +9.00 MiB over the 1800 steps from step 200 to step 2000 (measured 41.00 MiB → 50.00 MiB, +9.00 MiB)"),
             "{}",
             f.summary
         );
