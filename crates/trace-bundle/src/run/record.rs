@@ -27,7 +27,7 @@ pub struct CaptureRecord {
     /// Why it was dropped or failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// Why a kept bundle stays ([`retention`]'s reasons).
+    /// Why a kept bundle stays ([`super::retention`]'s reasons).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kept_for: Vec<String>,
     /// The trace's run id.
