@@ -109,12 +109,13 @@ impl Staging {
 
     /// Moves every file written into the output at its place. With `replace`, a file already
     /// there is replaced (kept aside until every file is in place, put back on failure);
-    /// without, a file already there refuses the commit before anything moves.
+    /// without, a file already there refuses the commit before anything moves. Returns the
+    /// files replaced (paths relative to the output), for the caller to say so.
     ///
     /// # Errors
     /// [`ExportError::Io`] naming the file or directory that failed; the output is then as it
     /// was before the export.
-    pub fn commit(mut self, replace: bool) -> Result<(), ExportError> {
+    pub fn commit(mut self, replace: bool) -> Result<Vec<PathBuf>, ExportError> {
         let mut files = Vec::new();
         list_files(&self.staging, Path::new(""), &mut files)?;
         if !replace {
@@ -137,7 +138,7 @@ impl Staging {
                 break;
             }
         }
-        if result.is_err() {
+        if let Err(e) = result {
             // undo in reverse: the new file out, the replaced one back
             for (to, old) in moved.iter().rev() {
                 let _ = std::fs::remove_file(to);
@@ -145,10 +146,15 @@ impl Staging {
                     let _ = std::fs::rename(old, to);
                 }
             }
-            return result;
+            return Err(e);
         }
         self.committed = true;
-        Ok(())
+        Ok(files
+            .iter()
+            .zip(&moved)
+            .filter(|(_, (_, old))| old.is_some())
+            .map(|(rel, _)| rel.clone())
+            .collect())
     }
 
     fn move_one(

@@ -126,6 +126,16 @@ pub fn read_run_log(dir: &Path) -> Result<Option<RunLog>, BundleError> {
             )),
         });
     }
+    // a schedule captures one step in `every` from `first_step` (both at least 1)
+    if log.schedule.every == 0 || log.schedule.first_step == 0 {
+        return Err(BundleError::Io {
+            path,
+            source: std::io::Error::other(format!(
+                "schedule.every {} and schedule.first_step {}: a run captures one step in every (≥ 1) from its first step (≥ 1); not a run log",
+                log.schedule.every, log.schedule.first_step
+            )),
+        });
+    }
     if let Some(problem) = repeated_step(&log.captures) {
         return Err(BundleError::Io {
             path,
@@ -480,5 +490,26 @@ mod tests {
         std::fs::create_dir(tmp.path().join(RUN_FILE)).unwrap();
         let err = read_run_log(tmp.path()).unwrap_err().to_string();
         assert!(err.contains("not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn a_schedule_of_every_zero_steps_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let schedule = RunSchedule {
+            every: 2,
+            first_step: 2,
+            repeat: 0,
+            keep_last: 8,
+        };
+        let dir = RunDir::create(tmp.path(), "m::step", schedule).unwrap();
+        let mut log = dir.log().clone();
+        log.schedule.every = 0;
+        std::fs::write(
+            tmp.path().join(RUN_FILE),
+            serde_json::to_vec_pretty(&log).unwrap(),
+        )
+        .unwrap();
+        let err = read_run_log(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("schedule.every 0"), "{err}");
     }
 }

@@ -99,7 +99,20 @@ pub fn run(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
         .into_iter()
         .map(|(p, n)| (staging.final_path(&p), n))
         .collect();
-    staging.commit(true).with_context(cannot)?;
+    let replaced = staging.commit(true).with_context(cannot)?;
+    if !replaced.is_empty() {
+        // the tables of an earlier export there are gone: said, not silent
+        let names: Vec<String> = replaced
+            .iter()
+            .map(|p| trace_views::format::escape(&p.display().to_string()).into_owned())
+            .collect();
+        eprintln!(
+            "candle-graph: replaced the earlier export's {} in {}: {}",
+            crate::output::count(names.len() as u64, "file"),
+            dir.display(),
+            names.join(", ")
+        );
+    }
     Ok(Written {
         tables,
         traces: written.traces,
