@@ -4,11 +4,12 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 
+use crate::counters::{self, Counter};
 use crate::ring::{self, DataBuffer, RawEvent};
 use crate::state::{
-    self, ARMED, BLOCK_SIZE, COUNTING_SEEN, DATA_PTR_OFFSET, HEAP_SHARDS, HOLD, IGNORE_DEPTH,
-    INSTALLED, LAST_FREE, PROBE_THREAD, PROBE_THREADS_NET, RELEASING, SHARDS, SITE_CALIB, STATE,
-    TENSOR_BLOCK_SIZE, TENSOR_STORAGE_OFFSET, THREAD_NET,
+    self, ARMED, BLOCK_SIZE, COUNTING_SEEN, DATA_PTR_OFFSET, HOLD, IGNORE_DEPTH, INSTALLED,
+    LAST_FREE, PROBE_THREAD, PROBE_THREADS_NET, RELEASING, SITE_CALIB, STATE, TENSOR_BLOCK_SIZE,
+    TENSOR_STORAGE_OFFSET, THREAD_NET,
 };
 use crate::{hold, sites, watch};
 
@@ -24,7 +25,8 @@ use crate::{hold, sites, watch};
 ///
 /// Cost:
 /// - disarmed: one relaxed atomic load per call on top of `A` (plus, only in
-///   [`Tracking::counting`] mode, one relaxed `fetch_add` on a per-thread-shard counter);
+///   [`Tracking::counting`] mode, a load and a store of the calling thread's own counter: no
+///   atomic read-modify-write for the process's first 256 threads);
 /// - armed (inside the captured step only): every allocation is logged to a static ring
 ///   (address, size, time, thread); a free of the calibrated storage-block size does one probe
 ///   of the watch table and the CPU storage drop-signature check, and is logged; a free of the
@@ -65,8 +67,9 @@ impl<A: GlobalAlloc> Tracking<A> {
     }
 
     /// Like [`Tracking::new`], and also counts live heap bytes at all times (not only while
-    /// armed), so device samples can report the absolute `used_bytes` of the heap. Costs one
-    /// relaxed `fetch_add` per call on a per-thread shard, in addition to the disarmed load.
+    /// armed), so device samples can report the absolute `used_bytes` of the heap. Costs a load
+    /// and a store of the calling thread's own counter per call (a locked add on a shared shard
+    /// for threads past the process's 256th), in addition to the disarmed load.
     pub const fn counting(inner: A) -> Self {
         Self {
             inner,
@@ -77,8 +80,7 @@ impl<A: GlobalAlloc> Tracking<A> {
     #[inline]
     fn count(&self, delta: i64) {
         if self.counting {
-            let shard = (state::thread_id() as usize) & (SHARDS - 1);
-            HEAP_SHARDS[shard].0.fetch_add(delta, Ordering::Relaxed);
+            counters::add_signed(Counter::HeapNet, delta);
             THREAD_NET.with(|n| n.set(n.get().wrapping_add(delta)));
             if PROBE_THREAD.with(Cell::get) {
                 PROBE_THREADS_NET.fetch_add(delta, Ordering::Relaxed);
@@ -106,15 +108,15 @@ impl<A: GlobalAlloc> Tracking<A> {
 
 #[inline]
 fn log_alloc(ptr: *mut u8, size: usize) {
-    let shard = state::armed_shard();
-    shard.alloc_calls.fetch_add(1, Ordering::Relaxed);
-    shard.net_bytes.fetch_add(size as i64, Ordering::Relaxed);
+    counters::add(Counter::ArmedAllocCalls, 1);
+    counters::add(Counter::ArmedNetBytes, size as u64);
     if ptr.is_null() || IGNORE_DEPTH.with(|d| d.get()) != 0 {
         return;
     }
-    let site = sites::on_alloc(size);
+    // A captured site reads the clock after its walk: that reading is the event's time too.
+    let (site, ts_ns) = sites::on_alloc(size);
     ring::push(RawEvent::Alloc {
-        ts_ns: state::now_ns(),
+        ts_ns: ts_ns.unwrap_or_else(state::now_ns),
         thread: state::thread_id(),
         addr: ptr as usize,
         size,
@@ -156,9 +158,7 @@ unsafe fn block_holds(block: *const u8, size: usize, data: usize) -> bool {
 
 #[inline]
 fn on_dealloc(ptr: *mut u8, size: usize) {
-    state::armed_shard()
-        .net_bytes
-        .fetch_sub(size as i64, Ordering::Relaxed);
+    counters::add_signed(Counter::ArmedNetBytes, -(size as i64));
     let (last_ptr, last_size) = LAST_FREE.with(|c| c.replace((ptr as usize, size)));
     if size == TENSOR_BLOCK_SIZE.load(Ordering::Relaxed) {
         let off = TENSOR_STORAGE_OFFSET.load(Ordering::Relaxed);
@@ -262,9 +262,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
         if s & ARMED != 0 && !new.is_null() {
             // The old block is gone, the new one is logged as an allocation (a grown Vec that
             // becomes a storage's data buffer is joined on its final address).
-            state::armed_shard()
-                .net_bytes
-                .fetch_sub(layout.size() as i64, Ordering::Relaxed);
+            counters::add_signed(Counter::ArmedNetBytes, -(layout.size() as i64));
             let old = layout.size();
             if old == BLOCK_SIZE.load(Ordering::Relaxed)
                 || old == TENSOR_BLOCK_SIZE.load(Ordering::Relaxed)
@@ -290,10 +288,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracking<A> {
 /// block sizes, is logged to the ring. Resets the armed counters ([`crate::armed_net_bytes`],
 /// [`crate::armed_alloc_calls`]) and fixes the process clock base. Call outside the hook.
 pub fn arm() {
-    for shard in &state::ARMED_SHARDS {
-        shard.net_bytes.store(0, Ordering::Relaxed);
-        shard.alloc_calls.store(0, Ordering::Relaxed);
-    }
+    state::ARMED_BASE.start();
     state::epoch();
     STATE.fetch_or(ARMED, Ordering::SeqCst);
 }

@@ -36,9 +36,11 @@
 //! | [`sites`] | allocation-site stacks captured inside the hook into a static pool |
 //! | [`walk`] | the frame-pointer and DWARF stack walkers (shared with `trace-sampler`) |
 //! | [`clock`] | the process clock base and the session clock |
-//! | `state`, `thread` | the flags and counters the hook reads; [`thread_key`] |
+//! | `state`, `thread` | the flags the hook reads; [`thread_key`] |
+//! | `counters` | the hook's counters, per thread, written with plain stores |
 
 pub mod clock;
+mod counters;
 pub mod hold;
 mod hook;
 pub mod layout;

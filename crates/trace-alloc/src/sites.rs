@@ -28,7 +28,8 @@
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-use crate::state;
+use crate::counters::{self, Base, Counter};
+use crate::state::{self, Line};
 use crate::walk::frame_chain;
 
 /// Stacks in the pool (a capture window's storage-sized allocations beyond this lose their
@@ -85,8 +86,9 @@ struct Pool(UnsafeCell<[[usize; POOL_FRAMES]; POOL_STACKS]>);
 unsafe impl Sync for Pool {}
 
 static POOL: Pool = Pool(UnsafeCell::new([[0; POOL_FRAMES]; POOL_STACKS]));
-/// Next pool index to claim.
-static NEXT: AtomicUsize = AtomicUsize::new(0);
+/// Next pool index to claim. Alone on its line: every captured stack writes it, and the
+/// settings beside it ([`THRESHOLD`], [`WALKER`], [`LIMIT`]) are read by every armed allocation.
+static NEXT: Line<AtomicUsize> = Line(AtomicUsize::new(0));
 /// Effective pool capacity in stacks (≤ [`POOL_STACKS`]); lowered by tests.
 static LIMIT: AtomicUsize = AtomicUsize::new(POOL_STACKS);
 /// Stacks are captured for allocations of at least this many bytes; 0: off.
@@ -94,13 +96,20 @@ static THRESHOLD: AtomicUsize = AtomicUsize::new(0);
 /// 0: libgcc, 1: frame pointers.
 static WALKER: AtomicU8 = AtomicU8::new(0);
 
-static SMALL_ALLOCS: AtomicU64 = AtomicU64::new(0);
-static SMALL_BYTES: AtomicU64 = AtomicU64::new(0);
-static CAPTURED: AtomicU64 = AtomicU64::new(0);
+/// The per-thread counters of a window (every small allocation bumps two of them: they are
+/// kept per thread, with plain stores, see `crate::counters`), from their totals at [`reset`].
+static WINDOW: Base<5> = Base::new([
+    Counter::SmallAllocs,
+    Counter::SmallBytes,
+    Counter::Captured,
+    Counter::Truncated,
+    Counter::CaptureNs,
+]);
 static LOST_FULL: AtomicU64 = AtomicU64::new(0);
 static LOST_REENTRY: AtomicU64 = AtomicU64::new(0);
-static TRUNCATED: AtomicU64 = AtomicU64::new(0);
-static CAPTURE_NS: AtomicU64 = AtomicU64::new(0);
+/// ns of DWARF walks made while libgcc is the chosen walker, for its budget (a shared counter:
+/// the budget reads it at every walk, and a walk costs microseconds anyway).
+static LIBGCC_NS: AtomicU64 = AtomicU64::new(0);
 static FP_FALLBACKS: AtomicU64 = AtomicU64::new(0);
 static LOST_BUDGET: AtomicU64 = AtomicU64::new(0);
 /// The hook's clock at the window's start (see [`reset`]).
@@ -157,56 +166,64 @@ impl SiteTag {
 }
 
 /// The hook's entry: counts a small allocation, or captures the stack of a large one. Returns
-/// the tag for the ring's `Alloc` event. Never allocates, never locks.
+/// the tag for the ring's `Alloc` event and, when a stack was walked, the hook's clock read
+/// right after the walk (the event's time: the hook reads the clock once less). Never
+/// allocates, never locks.
 #[inline]
-pub(crate) fn on_alloc(size: usize) -> SiteTag {
+pub(crate) fn on_alloc(size: usize) -> (SiteTag, Option<u64>) {
     let threshold = THRESHOLD.load(Ordering::Relaxed);
     if threshold == 0 {
-        return SiteTag(0);
+        return (SiteTag(0), None);
     }
     if size < threshold {
-        SMALL_ALLOCS.fetch_add(1, Ordering::Relaxed);
-        SMALL_BYTES.fetch_add(size as u64, Ordering::Relaxed);
-        return SiteTag(0);
+        counters::add(Counter::SmallAllocs, 1);
+        counters::add(Counter::SmallBytes, size as u64);
+        return (SiteTag(0), None);
     }
     capture()
 }
 
 #[inline(never)]
-fn capture() -> SiteTag {
+fn capture() -> (SiteTag, Option<u64>) {
     if IN_WALK.with(|w| w.replace(true)) {
         LOST_REENTRY.fetch_add(1, Ordering::Relaxed);
-        return SiteTag(0);
+        return (SiteTag(0), None);
     }
-    if WALKER.load(Ordering::Relaxed) == 0 && over_budget() {
+    let libgcc = WALKER.load(Ordering::Relaxed) == 0;
+    if libgcc && over_budget() {
         LOST_BUDGET.fetch_add(1, Ordering::Relaxed);
         IN_WALK.with(|w| w.set(false));
-        return SiteTag(0);
+        return (SiteTag(0), None);
     }
     let index = NEXT.fetch_add(1, Ordering::Relaxed);
     if index >= LIMIT.load(Ordering::Relaxed) {
         LOST_FULL.fetch_add(1, Ordering::Relaxed);
         IN_WALK.with(|w| w.set(false));
-        return SiteTag(0);
+        return (SiteTag(0), None);
     }
     let t0 = state::now_ns();
     // SAFETY: `index` was claimed above and is unique until `reset` (see `Pool`).
     let row = unsafe { &mut *(POOL.0.get() as *mut [usize; POOL_FRAMES]).add(index) };
     let (len, truncated) = walk(row);
-    CAPTURE_NS.fetch_add(state::now_ns().saturating_sub(t0), Ordering::Relaxed);
-    CAPTURED.fetch_add(1, Ordering::Relaxed);
+    let t1 = state::now_ns();
+    let spent_ns = t1.saturating_sub(t0);
+    counters::add(Counter::CaptureNs, spent_ns);
+    if libgcc {
+        LIBGCC_NS.fetch_add(spent_ns, Ordering::Relaxed);
+    }
+    counters::add(Counter::Captured, 1);
     if truncated {
-        TRUNCATED.fetch_add(1, Ordering::Relaxed);
+        counters::add(Counter::Truncated, 1);
     }
     IN_WALK.with(|w| w.set(false));
-    SiteTag::new(index, len, truncated)
+    (SiteTag::new(index, len, truncated), Some(t1))
 }
 
 /// Whether the DWARF walks so far exceed their share of the window (see
 /// [`LIBGCC_BUDGET_DIVISOR`]).
 #[inline]
 fn over_budget() -> bool {
-    let spent = CAPTURE_NS.load(Ordering::Relaxed);
+    let spent = LIBGCC_NS.load(Ordering::Relaxed);
     spent >= LIBGCC_BUDGET_FLOOR_NS
         && budget_exceeded(
             spent,
@@ -355,14 +372,11 @@ pub fn calibrate<T>(allocate: impl FnOnce() -> T) -> WalkerCalibration {
 /// pool and the counters. Call while disarmed.
 pub fn reset(threshold_bytes: usize, unwinder: Unwinder) {
     NEXT.store(0, Ordering::Relaxed);
+    WINDOW.start();
     for c in [
-        &SMALL_ALLOCS,
-        &SMALL_BYTES,
-        &CAPTURED,
         &LOST_FULL,
         &LOST_REENTRY,
-        &TRUNCATED,
-        &CAPTURE_NS,
+        &LIBGCC_NS,
         &FP_FALLBACKS,
         &LOST_BUDGET,
     ] {
@@ -416,13 +430,13 @@ pub struct SiteCounts {
 /// The hook's counts since the capture start.
 pub fn counts() -> SiteCounts {
     SiteCounts {
-        small_allocs: SMALL_ALLOCS.load(Ordering::Relaxed),
-        small_bytes: SMALL_BYTES.load(Ordering::Relaxed),
-        captured: CAPTURED.load(Ordering::Relaxed),
+        small_allocs: WINDOW.since_start(Counter::SmallAllocs),
+        small_bytes: WINDOW.since_start(Counter::SmallBytes),
+        captured: WINDOW.since_start(Counter::Captured),
         lost_pool_full: LOST_FULL.load(Ordering::Relaxed),
         lost_reentry: LOST_REENTRY.load(Ordering::Relaxed),
-        truncated: TRUNCATED.load(Ordering::Relaxed),
-        capture_ns: CAPTURE_NS.load(Ordering::Relaxed),
+        truncated: WINDOW.since_start(Counter::Truncated),
+        capture_ns: WINDOW.since_start(Counter::CaptureNs),
         fp_fallbacks: FP_FALLBACKS.load(Ordering::Relaxed),
         lost_budget: LOST_BUDGET.load(Ordering::Relaxed),
     }

@@ -9,9 +9,9 @@
 //! of `Cell<Copy>` compile to a plain TLS slot access.
 
 use std::cell::Cell;
-use std::sync::atomic::{
-    AtomicBool, AtomicI64, AtomicU16, AtomicU64, AtomicU8, AtomicUsize, Ordering,
-};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU16, AtomicU8, AtomicUsize, Ordering};
+
+use crate::counters::{self, Base, Counter};
 
 /// Bit of [`STATE`]: some call went through a [`crate::Tracking`] allocator.
 pub(crate) const INSTALLED: u8 = 1;
@@ -68,40 +68,10 @@ pub(crate) static DTYPE_BYTES: [AtomicU16; DTYPE_SLOTS] =
 /// Entries of [`DTYPE_BYTES`].
 pub(crate) const DTYPE_SLOTS: usize = 16;
 
-/// Per-shard live heap bytes (only in counting mode); summed by [`heap_live_bytes`].
-pub(crate) static HEAP_SHARDS: [Shard; SHARDS] = [const { Shard(AtomicI64::new(0)) }; SHARDS];
-/// Number of heap counter shards (a power of two).
-pub(crate) const SHARDS: usize = 32;
-
-/// Per shard (a thread's id modulo [`SHARDS`]): bytes allocated minus bytes freed through the
-/// armed hook since the last arming, and the allocation calls it saw; summed by
-/// [`armed_net_bytes`] and [`armed_alloc_calls`]. Sharded as the heap counters are: the
-/// training thread and the probe's writer both allocate while a step is captured, and one
-/// shared counter would bounce its line between their cores at every allocation.
-pub(crate) static ARMED_SHARDS: [Line<ArmedShard>; SHARDS] = [const {
-    Line(ArmedShard {
-        net_bytes: AtomicI64::new(0),
-        alloc_calls: AtomicU64::new(0),
-    })
-}; SHARDS];
-
-/// One shard of the armed counters.
-pub(crate) struct ArmedShard {
-    /// Bytes allocated minus bytes freed.
-    pub(crate) net_bytes: AtomicI64,
-    /// Allocation calls.
-    pub(crate) alloc_calls: AtomicU64,
-}
-
-/// The calling thread's shard of [`ARMED_SHARDS`].
-#[inline]
-pub(crate) fn armed_shard() -> &'static ArmedShard {
-    &ARMED_SHARDS[(thread_id() as usize) & (SHARDS - 1)]
-}
-
-/// One cache-line-sized heap counter.
-#[repr(align(64))]
-pub(crate) struct Shard(pub(crate) AtomicI64);
+/// The armed counters' totals at the last arming ([`crate::arm`]): [`armed_net_bytes`] and
+/// [`armed_alloc_calls`] are the totals since.
+pub(crate) static ARMED_BASE: Base<2> =
+    Base::new([Counter::ArmedNetBytes, Counter::ArmedAllocCalls]);
 
 thread_local! {
     /// The previous dealloc on this thread: (pointer, size). Feeds the storage drop signature.
@@ -181,11 +151,7 @@ pub fn heap_live_bytes() -> Option<u64> {
     if !COUNTING_SEEN.load(Ordering::Relaxed) {
         return None;
     }
-    let sum: i64 = HEAP_SHARDS
-        .iter()
-        .map(|s| s.0.load(Ordering::Relaxed))
-        .sum();
-    Some(sum.max(0) as u64)
+    Some((counters::total(Counter::HeapNet) as i64).max(0) as u64)
 }
 
 /// Bytes this thread allocated minus bytes it freed since it started, through a counting-mode
@@ -203,18 +169,12 @@ pub fn thread_heap_net_bytes() -> Option<i64> {
 /// Bytes allocated minus bytes freed through the armed hook since the last arming (may be
 /// negative: frees of memory allocated before arming count).
 pub fn armed_net_bytes() -> i64 {
-    ARMED_SHARDS
-        .iter()
-        .map(|s| s.net_bytes.load(Ordering::Relaxed))
-        .fold(0i64, i64::wrapping_add)
+    ARMED_BASE.since_start(Counter::ArmedNetBytes) as i64
 }
 
 /// Allocation calls (alloc, alloc_zeroed, realloc) seen by the armed hook since the last arming.
 pub fn armed_alloc_calls() -> u64 {
-    ARMED_SHARDS
-        .iter()
-        .map(|s| s.alloc_calls.load(Ordering::Relaxed))
-        .fold(0u64, u64::wrapping_add)
+    ARMED_BASE.since_start(Counter::ArmedAllocCalls)
 }
 
 /// RAII guard: while alive, allocations made *by this thread* are not logged (frees still are,

@@ -21,7 +21,7 @@ use crate::cli::{DemoArgs, ModelArg};
 ///
 /// # Errors
 /// Fewer than 2 steps; training or profiling failures with their cause chain.
-pub fn run(args: &DemoArgs, progress: bool) -> Result<(TrainReport, Vec<u64>)> {
+pub fn run(args: &DemoArgs, progress: bool) -> Result<(TrainReport, StepTimes)> {
     if args.every.is_none() && (args.capture_step < 2 || args.capture_step > args.steps) {
         bail!(
             "--capture-step {} must be within 2..={} (--steps): the steps before it are the warm-up",
@@ -89,12 +89,16 @@ pub fn run(args: &DemoArgs, progress: bool) -> Result<(TrainReport, Vec<u64>)> {
         bar.set_message(format!("training {model}"));
         bar
     });
-    // Wall time of each update (the first includes building the model: a warm-up anyway).
-    let mut step_ns = Vec::with_capacity(args.steps as usize);
-    let mut last = std::time::Instant::now();
+    // Wall and CPU time of each update (the first includes building the model: a warm-up).
+    let mut times = StepTimes::default();
+    let mut last = (std::time::Instant::now(), process_cpu_ns());
     let report = train_with_progress(&config, |_, _| {
-        let now = std::time::Instant::now();
-        step_ns.push(u64::try_from(now.duration_since(last).as_nanos()).unwrap_or(u64::MAX));
+        let now = (std::time::Instant::now(), process_cpu_ns());
+        let wall = now.0.duration_since(last.0).as_nanos();
+        times.wall_ns.push(u64::try_from(wall).unwrap_or(u64::MAX));
+        if let (Some(a), Some(b)) = (last.1, now.1) {
+            times.cpu_ns.push(b.saturating_sub(a));
+        }
         last = now;
         if let Some(bar) = &bar {
             bar.inc(1);
@@ -104,11 +108,44 @@ pub fn run(args: &DemoArgs, progress: bool) -> Result<(TrainReport, Vec<u64>)> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    Ok((report, step_ns))
+    Ok((report, times))
 }
 
-/// The median wall time of the captured steps and of the uncaptured ones after the warm-up
-/// (`None` when either set is empty), in ns: `step_ns[i]` is update `i + 1`'s.
+/// Each update's time, in ns: index `i` is update `i + 1`'s.
+#[derive(Debug, Default, Clone)]
+pub struct StepTimes {
+    /// Wall time.
+    pub wall_ns: Vec<u64>,
+    /// CPU time of the whole process (every thread: the model's, the probe's writer and
+    /// helper); empty where the process clock cannot be read.
+    pub cpu_ns: Vec<u64>,
+}
+
+/// The process's CPU time so far (`CLOCK_PROCESS_CPUTIME_ID`), ns; `None` where it cannot be read.
+fn process_cpu_ns() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `t` is a valid, writable timespec for the call's duration.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+        if rc != 0 {
+            return None;
+        }
+        let secs = u64::try_from(t.tv_sec).ok()?;
+        let nanos = u64::try_from(t.tv_nsec).ok()?;
+        secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// The median of the captured steps' times and of the uncaptured ones' after the warm-up
+/// (`None` when either set is empty), in ns, with their counts: `step_ns[i]` is update `i + 1`'s.
 pub fn step_medians(args: &DemoArgs, step_ns: &[u64]) -> Option<(u64, usize, u64, usize)> {
     let first = args.capture_step;
     let last = first + captured_steps(args) - 1;
@@ -126,6 +163,37 @@ pub fn step_medians(args: &DemoArgs, step_ns: &[u64]) -> Option<(u64, usize, u64
     let (c, cn) = median(pick(true))?;
     let (u, un) = median(pick(false))?;
     Some((c, cn, u, un))
+}
+
+/// The stderr line's step times: the captured steps' median against the uncaptured ones',
+/// wall time and the process's CPU time, and the ratio of each; empty when either set is empty.
+pub fn describe_times(args: &DemoArgs, times: &StepTimes) -> String {
+    let Some((c, cn, u, un)) = step_medians(args, &times.wall_ns) else {
+        return String::new();
+    };
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let ratio = |a: u64, b: u64| {
+        if b == 0 {
+            String::from("-")
+        } else {
+            format!("{:.2}×", a as f64 / b as f64)
+        }
+    };
+    let cpu = match step_medians(args, &times.cpu_ns) {
+        Some((cc, _, uc, _)) => format!(
+            "; CPU of the process, median: captured {:.2} ms, not captured {:.2} ms ({})",
+            ms(cc),
+            ms(uc),
+            ratio(cc, uc)
+        ),
+        None => String::new(),
+    };
+    format!(
+        "; step wall time, median: captured {:.2} ms ({cn} steps), not captured {:.2} ms ({un} after the warm-up) ({}){cpu}",
+        ms(c),
+        ms(u),
+        ratio(c, u)
+    )
 }
 
 /// How many steps the demo captures: `--capture-steps`, cut at `--steps`.
@@ -280,9 +348,10 @@ pub fn run_ranks(args: &DemoArgs, ranks: u32) -> Result<Vec<RankOutcome>> {
     Ok(outcomes)
 }
 
-/// One stderr line describing what the demo did (with `step_ns`, each update's wall time: the
-/// captured steps' median against the uncaptured ones' after the warm-up, when there are both).
-pub fn describe(args: &DemoArgs, report: &TrainReport, step_ns: &[u64]) -> String {
+/// One stderr line describing what the demo did (with `times`, each update's wall and CPU time:
+/// the captured steps' median against the uncaptured ones' after the warm-up, when there are
+/// both; see [`describe_times`]).
+pub fn describe(args: &DemoArgs, report: &TrainReport, times: &StepTimes) -> String {
     let losses: Vec<String> = report.losses.iter().map(|l| format!("{l:.4}")).collect();
     if let Some(n) = args.every {
         let (first, last) = (losses.first(), losses.last());
@@ -311,14 +380,7 @@ pub fn describe(args: &DemoArgs, report: &TrainReport, step_ns: &[u64]) -> Strin
     } else {
         format!("step {}", args.capture_step)
     };
-    let times = match step_medians(args, step_ns) {
-        Some((c, cn, u, un)) => format!(
-            "; step wall time, median: captured {:.2} ms ({cn} steps), not captured {:.2} ms ({un} after the warm-up)",
-            c as f64 / 1e6,
-            u as f64 / 1e6
-        ),
-        None => String::new(),
-    };
+    let times = describe_times(args, times);
     format!(
         "trained {:?} model ({} parameters in {} tensors) for {} steps on {}, loss {}; captured {captured} into {}{times}",
         args.model,
@@ -359,4 +421,53 @@ pub fn describe_inference(report: &candle_graph_examples::infer::InferReport) ->
         report.parameter_tensors,
         report.trace_path.display()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn demo_args(argv: &[&str]) -> DemoArgs {
+        let cli = Cli::try_parse_from(["candle-graph", "demo"].iter().chain(argv)).unwrap();
+        let Command::Demo(d) = cli.command else {
+            panic!("not demo")
+        };
+        d
+    }
+
+    #[test]
+    fn the_step_times_compare_the_captured_steps_with_the_later_ones_in_wall_and_cpu() {
+        // steps 2–3 captured of 6: update 1 is the warm-up, 4–6 are not captured
+        let args = demo_args(&["--steps", "6", "--capture-steps", "2"]);
+        let ms = |v: &[u64]| v.iter().map(|m| m * 1_000_000).collect::<Vec<u64>>();
+        let times = StepTimes {
+            wall_ns: ms(&[50, 8, 9, 4, 5, 6]),
+            cpu_ns: ms(&[60, 10, 12, 5, 5, 7]),
+        };
+        let line = describe_times(&args, &times);
+        assert!(
+            line.contains(
+                "captured 9.00 ms (2 steps), not captured 5.00 ms (3 after the warm-up) (1.80×)"
+            ),
+            "{line}"
+        );
+        assert!(
+            line.contains(
+                "CPU of the process, median: captured 12.00 ms, not captured 5.00 ms (2.40×)"
+            ),
+            "{line}"
+        );
+        // no process clock: the wall times alone
+        let wall_only = StepTimes {
+            cpu_ns: Vec::new(),
+            ..times
+        };
+        assert!(!describe_times(&args, &wall_only).contains("CPU"));
+        // nothing after the captured steps: no comparison
+        let args = demo_args(&["--steps", "3", "--capture-steps", "2"]);
+        assert_eq!(describe_times(&args, &StepTimes::default()), "");
+    }
 }

@@ -24,8 +24,8 @@ pub fn run(args: &DemoArgs) -> Result<Output> {
         return output::summary(trace, analysis, args.json);
     }
     if args.rank_worker {
-        let (report, step_ns) = demo::run(args, false)?;
-        eprintln!("{}", demo::describe(args, &report, &step_ns));
+        let (report, times) = demo::run(args, false)?;
+        eprintln!("{}", demo::describe(args, &report, &times));
         return Ok(Output::ok(String::new()));
     }
     if let Some(ranks) = args.ranks {
@@ -43,8 +43,8 @@ pub fn run(args: &DemoArgs) -> Result<Output> {
         return super::ranks::summary(&args.out, args.json);
     }
     let progress = !args.json && std::io::stderr().is_terminal();
-    let (report, step_ns) = demo::run(args, progress)?;
-    eprintln!("{}", demo::describe(args, &report, &step_ns));
+    let (report, times) = demo::run(args, progress)?;
+    eprintln!("{}", demo::describe(args, &report, &times));
     if args.every.is_some() {
         // the run directory's story: its series
         return super::bundle::run_series(std::slice::from_ref(&report.trace_path), args.json);
