@@ -10,6 +10,10 @@
 //! events out into a backlog (a copy), joined by the session's next pump; it joins again once no
 //! backlog waits. Only code that allocates faster than the drainer empties the ring drops events; drops stay counted and written into the trace.
 //!
+//! At each poll of an open window it also faults in the allocation-site pool's next pages
+//! ([`trace_alloc::sites::populate_ahead`]), so the captured thread does not take those page
+//! faults inside its allocations.
+//!
 //! The thread is started once per process (at the first window), parks while no window is
 //! open, and ignores its own allocations ([`IgnoreAllocs`]). It takes the capture lock only when
 //! the ring holds events, so an idle window costs one atomic load per poll. While
@@ -129,6 +133,8 @@ fn run() {
             }
             continue;
         }
+        // the site pool's next pages, faulted in here rather than in the captured thread's hook
+        trace_alloc::sites::populate_ahead();
         let capacity = ring::ring_capacity();
         let pending = ring::pending_events();
         if capacity == ring::RING_CAPACITY && pending >= (capacity / 4) as u64 {
