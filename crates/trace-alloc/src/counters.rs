@@ -20,7 +20,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::state::{thread_id, Line};
+use crate::line::Line;
+use crate::thread::thread_key;
 
 /// Threads with keys `1..=OWNED_SLOTS` count in a slot of their own (plain stores).
 pub(crate) const OWNED_SLOTS: usize = 256;
@@ -69,7 +70,7 @@ static SHARED: [Line<Slot>; SHARED_SLOTS] = [const { Line(Slot::new()) }; SHARED
 /// counter `c`. Never allocates, never locks; on an owned slot, no atomic read-modify-write.
 #[inline]
 pub(crate) fn add(c: Counter, delta: u64) {
-    let key = thread_id() as usize;
+    let key = thread_key() as usize;
     match key.checked_sub(1) {
         Some(i) if i < OWNED_SLOTS => {
             // Only this thread writes its owned slot, so a load and a store lose no update.

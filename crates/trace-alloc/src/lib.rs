@@ -38,12 +38,14 @@
 //! | [`clock`] | the process clock base and the session clock |
 //! | `state`, `thread` | the flags the hook reads; [`thread_key`] |
 //! | `counters` | the hook's counters, per thread, written with plain stores |
+//! | `line` | a value alone on its cache line |
 
 pub mod clock;
 mod counters;
 pub mod hold;
 mod hook;
 pub mod layout;
+mod line;
 pub mod ring;
 pub mod sites;
 mod state;

@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::state::Line;
+use crate::line::Line;
 
 pub use crate::sites::SiteTag;
 

@@ -29,7 +29,8 @@ use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use crate::counters::{self, Base, Counter};
-use crate::state::{self, Line};
+use crate::line::Line;
+use crate::state;
 use crate::walk::frame_chain;
 
 /// Stacks in the pool (a capture window's storage-sized allocations beyond this lose their

@@ -12,6 +12,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU16, AtomicU8, AtomicUsize, Ordering};
 
 use crate::counters::{self, Base, Counter};
+use crate::line::Line;
 
 /// Bit of [`STATE`]: some call went through a [`crate::Tracking`] allocator.
 pub(crate) const INSTALLED: u8 = 1;
@@ -27,19 +28,6 @@ pub(crate) const SITE_CALIB: u8 = 8;
 /// on its cache line: every allocation of every thread reads it, and a line that other threads
 /// write to (a counter) would make that read a miss.
 pub(crate) static STATE: Line<AtomicU8> = Line(AtomicU8::new(0));
-
-/// A value alone on its cache line (128 bytes: two 64-byte lines, as x86's adjacent-line
-/// prefetcher pairs them). A hot atomic that some threads write does not then share a line
-/// with one that every allocation reads or writes (false sharing).
-#[repr(align(128))]
-pub(crate) struct Line<T>(pub(crate) T);
-
-impl<T> std::ops::Deref for Line<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
 
 /// Calibrated size in bytes of a storage's `Arc` block (`ArcInner<RwLock<Storage>>`); 0 until
 /// calibration succeeded.
