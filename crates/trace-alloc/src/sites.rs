@@ -13,7 +13,7 @@
 //! # Walkers
 //! - `libgcc`: [`crate::walk::dwarf::capture_cut`], the DWARF unwinder (`_Unwind_Backtrace`
 //!   through the `backtrace` crate): works on any build, costs microseconds per stack.
-//! - `frame_pointers`: a bounds-checked walk of the frame-pointer chain ([`fp_walk`]): every
+//! - `frame_pointers`: a bounds-checked walk of the frame-pointer chain (`fp_walk`): every
 //!   frame pointer must lie inside `[sp, stack top)` of the thread (bounds read outside the hook,
 //!   with `pthread_getattr_np`, at capture start or when a thread joins), be aligned and be
 //!   strictly above the previous one. Only correct when every frame on the stack keeps a frame
@@ -34,7 +34,7 @@ use crate::state;
 use crate::walk::frame_chain;
 
 /// Stacks in the pool (a capture window's storage-sized allocations beyond this lose their
-/// stack, counted in [`SiteCounts::lost`]).
+/// stack, counted in [`SiteCounts::lost_pool_full`]).
 pub const POOL_STACKS: usize = 1 << 14;
 /// Return addresses kept per stack (deeper stacks keep their innermost frames and count as
 /// truncated).
