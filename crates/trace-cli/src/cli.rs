@@ -228,8 +228,10 @@ pub const DEMO_SAMPLE_HZ: u32 = 1_000;
 /// the 100 below which `ops` says "few samples".
 pub const DEMO_CAPTURE_STEPS: u64 = 16;
 
-/// The demo's training steps: one warm-up, the captured ones, one after.
-pub const DEMO_STEPS: u64 = DEMO_CAPTURE_STEPS + 2;
+/// The demo's training steps: one warm-up, the captured ones, then as many uncaptured, so that
+/// the stderr line compares the captured steps' median time with the uncaptured steps' (the
+/// first of them runs beside the probe's symbolisation of the samples).
+pub const DEMO_STEPS: u64 = 2 * DEMO_CAPTURE_STEPS + 1;
 
 /// `device-check` arguments.
 #[derive(Debug, Args)]
@@ -494,7 +496,7 @@ mod tests {
             ),
             (
                 ModelArg::Llama,
-                18,
+                33,
                 PathBuf::from("out/demo"),
                 DeviceSpec::Cpu,
                 false,
