@@ -13,8 +13,11 @@ pub use crate::finding::{
 };
 use crate::finding::{describe, TOP_STORAGES};
 
-/// The largest host self time in the measured subtree.
+/// The largest host self time in the measured subtree, the span named by its path
+/// (`llama::train_step/step 6/backward`, as the summary's slowest spans are).
 pub(crate) fn largest_self_time(
+    doc: &TraceDocument,
+    spans: &trace_memory::SpanIndex,
     graph: &ExecutionGraph,
     caps: &CapabilityMatrix,
 ) -> Option<Finding> {
@@ -42,7 +45,9 @@ pub(crate) fn largest_self_time(
         severity: Severity::Info,
         summary: format!(
             "span {} ({}) has the largest host self time: {}{share}",
-            top.name,
+            spans
+                .indexed_path_of_id(doc, &top.id)
+                .unwrap_or_else(|| top.name.to_string()),
             top.id,
             duration(top.host_self_time_ns)
         ),

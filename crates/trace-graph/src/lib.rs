@@ -230,7 +230,12 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
 
     let mut findings: Vec<findings::Finding> = advice::warm_up_finding(doc).into_iter().collect();
     if let Some(g) = &graph {
-        findings.extend(findings::largest_self_time(g, &capabilities));
+        findings.extend(findings::largest_self_time(
+            doc,
+            &index.spans,
+            g,
+            &capabilities,
+        ));
     }
     operations::operation_findings(operations.as_ref().ok(), &capabilities, &mut findings);
     let mut what_ifs = what_if::WhatIfs::default();

@@ -105,7 +105,8 @@ impl WhatIf {
 
     /// `drop the loss before the step: the optimizer pass's peak 5.72 → 4.52 MiB; the run's
     /// peak 5.72 → 5.64 MiB (−1.4%), now in the backward pass` — with `at best` for a bound
-    /// and `a small saving` below [`SMALL_SAVING_SHARE`].
+    /// and `a small saving` below [`SMALL_SAVING_SHARE`]; `the run's peak stays 5.72 MiB` when the
+    /// replay leaves it where it was.
     pub fn sentence(&self) -> String {
         let bound = if self.exact { "" } else { "at best " };
         let mut s = format!("{}: ", self.action);
@@ -118,11 +119,19 @@ impl WhatIf {
             ));
         }
         let pct = self.saving_share() * 100.0;
-        s.push_str(&format!(
-            "the run's peak {} → {bound}{} (−{pct:.1}%)",
-            human_bytes(self.baseline_run_peak_bytes),
-            human_bytes(self.run_peak_bytes),
-        ));
+        if self.run_peak_bytes == self.baseline_run_peak_bytes {
+            // no "(−0.0%)": the replay left the run's peak where it was
+            s.push_str(&format!(
+                "the run's peak stays {}",
+                human_bytes(self.baseline_run_peak_bytes)
+            ));
+        } else {
+            s.push_str(&format!(
+                "the run's peak {} → {bound}{} (−{pct:.1}%)",
+                human_bytes(self.baseline_run_peak_bytes),
+                human_bytes(self.run_peak_bytes),
+            ));
+        }
         if self.run_peak_pass != self.baseline_run_peak_pass {
             if let Some(p) = self.run_peak_pass {
                 s.push_str(&format!(", now in the {} pass", p.as_str()));
@@ -302,5 +311,17 @@ mod tests {
         assert!(s.contains("→ at best 5.90 MiB (−1.6%)"), "{s}");
         assert!(s.contains("a small saving"), "{s}");
         assert!(s.contains("(a bound:"), "{s}");
+    }
+
+    #[test]
+    fn a_what_if_that_leaves_the_run_peak_says_it_stays_without_a_zero_percentage() {
+        let mut w = what_if(false, 6 << 20);
+        w.run_peak_pass = Some(Pass::Optimizer);
+        let s = w.sentence();
+        assert!(
+            s.contains("the run's peak stays 6.00 MiB: it does not lower the run's peak"),
+            "{s}"
+        );
+        assert!(!s.contains("0.0%"), "{s}");
     }
 }

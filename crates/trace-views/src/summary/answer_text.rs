@@ -117,10 +117,12 @@ pub(super) fn answer_held(out: &mut String, a: &AnswerRecord, peak_bytes: u64) {
             .top_groups
             .iter()
             .map(|g| {
+                // a key in parentheses, "(before capture)", is read without them beside the count
+                let key = g.key.strip_prefix('(').and_then(|k| k.strip_suffix(')'));
                 format!(
                     "{bound}{} {} ({} storage{})",
                     bytes(g.bytes),
-                    escape(&trace_format::elide_middle(&g.key, 60)),
+                    escape(&trace_format::elide_middle(key.unwrap_or(&g.key), 60)),
                     g.storages,
                     if g.storages == 1 { "" } else { "s" }
                 )

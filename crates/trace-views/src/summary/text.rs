@@ -9,10 +9,11 @@ use std::fmt::Write as _;
 use trace_format::{bytes, duration, escape, opt_duration};
 use trace_graph::{Analysis, CapabilityLevel};
 
-/// `validity, completeness (n errors, m warnings)`.
+/// `validity, completeness (n errors, m warnings)` ("1 error", "1 warning" in the singular).
 pub fn health_line(h: &HealthRecord) -> String {
+    let plural = |n: u64, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     format!(
-        "{}, {} ({} errors, {} warnings)",
+        "{}, {} ({}, {})",
         if h.structurally_valid {
             "valid"
         } else {
@@ -23,8 +24,8 @@ pub fn health_line(h: &HealthRecord) -> String {
         } else {
             "incomplete"
         },
-        h.error_count,
-        h.warning_count
+        plural(h.error_count, "error"),
+        plural(h.warning_count, "warning")
     )
 }
 
