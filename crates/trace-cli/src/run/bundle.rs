@@ -141,6 +141,14 @@ fn trace_bundle_scan(
 /// refused as a series); with `html`, its page written there too.
 fn run_story(dir: &std::path::Path, json: bool, html: Option<&std::path::Path>) -> Result<Output> {
     let log = views::read_run_log(dir)?;
+    if log.is_none() {
+        eprintln!(
+            "candle-graph: warning: {} has no run.json (the run log): every step-* bundle in it \
+             is read as the run's, and the run's schedule and its dropped or failed captures are \
+             not known",
+            trace_views::format::escape(&dir.display().to_string())
+        );
+    }
     let contents = trace_bundle_scan(dir, log.as_ref())?;
     if contents.bundles.is_empty() && !contents.left_out.is_empty() {
         let why: Vec<String> = contents

@@ -167,6 +167,27 @@ fn captures_never_bundled_are_named() {
     assert_eq!(u[1]["bytes"], 0);
 }
 
+/// A run directory whose `run.json` is gone is still read (its bundles verify themselves), with
+/// a warning that the schedule and the captures not kept are unknown.
+#[test]
+fn a_run_directory_without_its_log_is_read_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = demo_run(dir.path(), "ours", "4");
+    let (_, with_log) = story(&ours);
+    assert!(with_log["schedule"].is_object(), "{with_log}");
+    std::fs::remove_file(ours.join("run.json")).unwrap();
+    let r = run(&["series", s(&ours)]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("has no run.json (the run log)"),
+        "{}",
+        r.stderr
+    );
+    let (_, v) = story(&ours);
+    assert_eq!(steps(&v), [2, 4], "{v}");
+    assert!(v.get("schedule").is_none(), "{v}");
+}
+
 /// A run log that records one step twice (kept, then failed) is refused naming the file, the
 /// step and both records: the step has no one meaning.
 #[test]
