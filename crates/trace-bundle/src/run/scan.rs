@@ -112,11 +112,19 @@ fn why_left_out(step: u64, name: &str, path: &Path, log: Option<&RunLog>) -> Opt
             "run.json records step {step} as {state}, not kept: not the run's bundle"
         ));
     }
-    if record.bundle.as_deref() != Some(name) {
-        return Some(format!(
-            "run.json's bundle of step {step} is {:?}, not this one",
-            record.bundle.as_deref().unwrap_or("none")
-        ));
+    match record.bundle.as_deref() {
+        Some(b) if b == name => {}
+        Some(b) => {
+            return Some(format!(
+                "run.json's bundle of step {step} is {b:?}, not this one"
+            ))
+        }
+        None => {
+            return Some(format!(
+                "run.json records step {step} as kept but names no bundle for it: \
+                 not known to be the run's bundle"
+            ))
+        }
     }
     // an unreadable manifest stays in: verification names what is wrong with it
     let manifest = read_manifest(path)?;
@@ -240,6 +248,7 @@ mod tests {
         std::fs::create_dir(d.join("step-00000014")).unwrap(); // no manifest
         #[cfg(unix)]
         std::os::unix::fs::symlink(d.join("step-00000002"), d.join("step-00000016")).unwrap();
+        fake_bundle(d, "step-00000018", 18, "run-a18", "m::step"); // kept, but no name logged
         let l = log(vec![
             kept(2, "run-a2"),
             kept(4, "run-a4"),
@@ -248,6 +257,10 @@ mod tests {
             kept(12, "run-a12"),
             kept(14, "run-a14"),
             kept(16, "run-a16"),
+            CaptureRecord {
+                bundle: None,
+                ..kept(18, "run-a18")
+            },
         ]);
         let c = scan(d, Some(&l)).unwrap();
         assert_eq!(c.bundles, [d.join("step-00000002")]);
@@ -266,9 +279,14 @@ mod tests {
         assert!(why("step-00000014").contains("no bundle.json"));
         #[cfg(unix)]
         assert!(why("step-00000016").contains("symbolic link"));
+        assert!(
+            why("step-00000018").contains("as kept but names no bundle for it"),
+            "{}",
+            why("step-00000018")
+        );
         // without a log, the bundles are the directories holding a manifest
         let c = scan(d, None).unwrap();
-        assert_eq!(c.bundles.len(), 6, "{:?}", c.bundles);
+        assert_eq!(c.bundles.len(), 7, "{:?}", c.bundles);
     }
 
     #[test]
