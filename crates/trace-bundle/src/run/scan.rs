@@ -30,9 +30,13 @@ pub struct Unbundled {
     pub file: String,
     /// The captured step its name gives.
     pub step: u64,
-    /// Its size, bytes (absent when it could not be read).
+    /// Its size, bytes (absent when it could not be read, or is not a regular file).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
+    /// What it is when it is not a regular file: `"a symbolic link"`, `"a directory"`,
+    /// `"not a regular file"` (a FIFO, a socket, a device), `"unreadable"` (absent for a file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_a_file: Option<&'static str>,
 }
 
 /// What [`scan`] found.
@@ -179,8 +183,22 @@ fn unbundled(dir: &Path) -> Result<Vec<Unbundled>, BundleError> {
         .filter_map(|e| {
             let file = e.file_name().to_string_lossy().into_owned();
             let step = step_of_dir_name(file.strip_suffix(".jsonl")?)?;
-            let bytes = e.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
-            Some(Unbundled { file, step, bytes })
+            // the entry itself, not what a link points to
+            let meta = std::fs::symlink_metadata(e.path()).ok();
+            let bytes = meta.as_ref().filter(|m| m.is_file()).map(|m| m.len());
+            let not_a_file = match &meta {
+                None => Some("unreadable"),
+                Some(m) if m.file_type().is_symlink() => Some("a symbolic link"),
+                Some(m) if m.is_dir() => Some("a directory"),
+                Some(m) if !m.is_file() => Some("not a regular file"),
+                Some(_) => None,
+            };
+            Some(Unbundled {
+                file,
+                step,
+                bytes,
+                not_a_file,
+            })
         })
         .collect();
     out.sort_by(|a, b| (a.step, &a.file).cmp(&(b.step, &b.file)));
@@ -300,19 +318,29 @@ mod tests {
         std::fs::write(captures.join("step-00000008.jsonl"), "xyz").unwrap();
         std::fs::write(captures.join("notes.txt"), "").unwrap();
         std::fs::create_dir(captures.join("dropped-step-00000002-7")).unwrap();
-        let u = scan(d, None).unwrap().unbundled;
+        std::fs::create_dir(captures.join("step-00000012.jsonl")).unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink("/dev/null", captures.join("step-00000014.jsonl")).unwrap();
+        let mut u = scan(d, None).unwrap().unbundled;
+        assert_eq!(u[2].not_a_file, Some("a directory"));
+        assert_eq!(u[2].bytes, None);
+        #[cfg(unix)]
+        assert_eq!(u[3].not_a_file, Some("a symbolic link"));
+        u.truncate(2);
         assert_eq!(
             u,
             [
                 Unbundled {
                     file: "step-00000008.jsonl".into(),
                     step: 8,
-                    bytes: Some(3)
+                    bytes: Some(3),
+                    not_a_file: None,
                 },
                 Unbundled {
                     file: "step-00000010.jsonl".into(),
                     step: 10,
-                    bytes: Some(1)
+                    bytes: Some(1),
+                    not_a_file: None,
                 },
             ]
         );

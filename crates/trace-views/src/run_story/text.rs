@@ -97,7 +97,10 @@ pub fn unbundled_line(story: &RunStory) -> Option<String> {
     }
     let files: Vec<String> = u
         .iter()
-        .map(|c| format!("{} ({})", c.file, opt_bytes(c.bytes)))
+        .map(|c| match c.not_a_file {
+            Some(what) => format!("{} ({what})", c.file),
+            None => format!("{} ({})", c.file, opt_bytes(c.bytes)),
+        })
         .collect();
     Some(format!(
         "{} in .captures {} never bundled (the process ended before bundling {}, or it is \
