@@ -126,13 +126,14 @@ pub fn run(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
 /// their rows (summed) and the traces exported.
 ///
 /// # Errors
-/// Two run directories of one name; a bundle that does not verify or load; a partition that
+/// Two run directories whose names give one partition (both named); a bundle that does not verify or load; a partition that
 /// exists already; export errors. Nothing is left in `dir` on failure.
 pub fn run_dirs(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
     use trace_views::export::parquet::export_partition;
     let staging = Staging::new(dir)
         .with_context(|| format!("cannot write the tables into {}", dir.display()))?;
-    let mut names = std::collections::BTreeSet::new();
+    // partition value → the run directory that gave it
+    let mut names: std::collections::BTreeMap<String, &PathBuf> = Default::default();
     let mut traces = 0u64;
     let mut rows: std::collections::BTreeMap<PathBuf, u64> = Default::default();
     for run in inputs {
@@ -141,10 +142,26 @@ pub fn run_dirs(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
             .ok()
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_else(|| "run".into());
-        anyhow::ensure!(
-            names.insert(trace_views::export::parquet::partition_value(&name)),
-            "two run directories are named {name:?}: the run partition would repeat"
-        );
+        let value = trace_views::export::parquet::partition_value(&name);
+        if let Some(earlier) = names.get(&value) {
+            anyhow::bail!(
+                "the run directories {} and {} both give the partition run={value}: rename one \
+                 (a partition keeps ASCII letters, digits, '.', '_' and '-' of the directory's \
+                 name, anything else becomes '_')",
+                earlier.display(),
+                run.display()
+            );
+        }
+        if value != name {
+            eprintln!(
+                "candle-graph: note: the run directory {} is the partition run={value} (its name \
+                 {:?} made path-safe: ASCII letters, digits, '.', '_' and '-' kept, anything else \
+                 '_', at most 100 characters)",
+                trace_views::format::escape(&run.display().to_string()),
+                trace_views::format::escape(&name)
+            );
+        }
+        names.insert(value, run);
         for bundle in run_bundles(run)? {
             let v = trace_views::bundle::verify(&bundle)?;
             anyhow::ensure!(

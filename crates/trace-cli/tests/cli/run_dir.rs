@@ -431,3 +431,34 @@ fn a_failed_parquet_export_of_traces_leaves_the_output_as_it_was() {
         0
     );
 }
+
+/// A run directory's name becomes its `run` partition made path-safe, and the export says so;
+/// two directories whose names give one partition are refused naming both.
+#[test]
+fn run_partition_names_are_explained_and_a_clash_names_both_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let first = demo_run(d, "run a=1", "4");
+    let r = export(&[&first], &d.join("tables"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("is the partition run=run_a_1 (its name \"run a=1\" made path-safe"),
+        "{}",
+        r.stderr
+    );
+    assert!(d.join("tables/runs/run=run_a_1").is_dir());
+    let second = d.join("run_a_1");
+    copy_dir(&first, &second);
+    let r = export(&[&first, &second], &d.join("clash"));
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "the run directories {} and {} both give the partition run=run_a_1",
+            first.display(),
+            second.display()
+        )),
+        "{}",
+        r.stderr
+    );
+    assert!(!d.join("clash").exists(), "nothing is left behind");
+}
