@@ -200,6 +200,16 @@ pub fn elide(s: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Display columns a name gets in a header line (an entrypoint, a run id, a device): a longer
+/// one is elided in the middle ([`name`]), so that hostile or generated names keep the line
+/// bounded. JSON outputs keep names whole.
+pub const NAME_COLUMNS: usize = 120;
+
+/// `s` elided in the middle to [`NAME_COLUMNS`] and escaped for a terminal or a page's text.
+pub fn name(s: &str) -> String {
+    escape(&elide_middle(s, NAME_COLUMNS)).into_owned()
+}
+
 /// `s` cut to at most `max` display columns by dropping its middle for one `…`: a third of the
 /// room keeps the start, the rest the end — for paths (`train_step/…/attn.q_proj`), whose
 /// last part names the module. Short strings and `max` below 3 as [`elide`].

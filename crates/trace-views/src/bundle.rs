@@ -113,7 +113,7 @@ pub fn render_series(s: &Series) -> String {
     let _ = writeln!(
         out,
         "series       {} · {} · {} · {} captures",
-        trace_format::escape(&s.entrypoint),
+        trace_format::name(&s.entrypoint),
         s.phase.as_deref().unwrap_or("-"),
         s.device.as_deref().unwrap_or("-"),
         s.steps.len()

@@ -55,7 +55,7 @@ pub fn render(r: &RankReport, dir: &str) -> String {
             "world size counted from the files"
         },
         first
-            .map(|f| trace_format::escape(&f.entrypoint).into_owned())
+            .map(|f| trace_format::name(&f.entrypoint))
             .unwrap_or_else(|| "-".into()),
         first
             .and_then(|f| f.capture_step)

@@ -267,7 +267,10 @@ pub fn build(r: &RankReport, dir: &str) -> Page {
         }],
     });
     Page {
-        title: Text::trace(&format!("candle-graph report · ranks · {entrypoint}")),
+        title: Text::trace(&format!(
+            "candle-graph report · ranks · {}",
+            trace_format::elide_middle(entrypoint, trace_format::NAME_COLUMNS)
+        )),
         subtitle: Text::trace(&format!("{} ranks{step} · {dir}", r.ranks.len())),
         sections,
         // no charts: the script only makes the table sortable

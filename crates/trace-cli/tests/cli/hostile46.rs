@@ -195,3 +195,38 @@ fn an_endless_input_is_refused_not_read_whole() {
         r.stderr
     );
 }
+
+/// A 700-character entrypoint and run id: every header line stays bounded (the names elided in
+/// the middle), and the JSON keeps them whole.
+#[test]
+fn long_names_are_elided_in_header_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let entrypoint = format!("m::{}::train_step", "x".repeat(700));
+    let run_id = format!("run-{}", "7".repeat(700));
+    let trace = crate::util::SMALL_TRACE
+        .replacen("tiny::train_step", &entrypoint, 1)
+        .replacen("\"run-1\"", &format!("\"{run_id}\""), 1);
+    let path = dir.path().join("trace.jsonl");
+    std::fs::write(&path, trace).unwrap();
+    for args in [vec!["summary", s(&path)], vec!["diff", s(&path), s(&path)]] {
+        let r = run(&args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        // the lines that name the run (findings are long sentences of their own)
+        for line in r
+            .stdout
+            .lines()
+            .filter(|l| l.contains("xxxx") || l.contains("7777"))
+        {
+            assert!(
+                line.chars().count() <= 300,
+                "{args:?}: a line of {} characters: {}…",
+                line.chars().count(),
+                line.chars().take(120).collect::<String>()
+            );
+        }
+        assert!(r.stdout.contains("m::xxx"), "{args:?}: {}", r.stdout);
+    }
+    let json = run(&["summary", s(&path), "--json"]);
+    let v: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(v["run"]["entrypoint"], entrypoint.as_str());
+}

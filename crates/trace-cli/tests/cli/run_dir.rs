@@ -442,7 +442,8 @@ fn run_partition_names_are_explained_and_a_clash_names_both_directories() {
     let r = export(&[&first], &d.join("tables"));
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
-        r.stderr.contains("is the partition run=run_a_1 (its name \"run a=1\" made path-safe"),
+        r.stderr
+            .contains("is the partition run=run_a_1 (its name \"run a=1\" made path-safe"),
         "{}",
         r.stderr
     );

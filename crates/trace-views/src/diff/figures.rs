@@ -89,7 +89,7 @@ pub(crate) fn cell(d: &Delta, unit: Unit) -> String {
 
 /// A run as one line: entrypoint · device · phase · step.
 pub(crate) fn identity(r: &RunIdentity) -> String {
-    let mut s = r.entrypoint.clone();
+    let mut s = trace_format::elide_middle(&r.entrypoint, trace_format::NAME_COLUMNS).into_owned();
     if let Some(d) = &r.device {
         let _ = write!(s, " · {d}");
     }

@@ -64,7 +64,10 @@ pub fn build(doc: &TraceDocument, analysis: &Analysis, path: &str) -> Page {
     sections.push(health_section(analysis));
     let run = &summary.run;
     Page {
-        title: Text::trace(&format!("candle-graph report · {}", run.entrypoint)),
+        title: Text::trace(&format!(
+            "candle-graph report · {}",
+            trace_format::elide_middle(&run.entrypoint, trace_format::NAME_COLUMNS)
+        )),
         subtitle: Text::trace(&identity(&summary)),
         sections,
         data,

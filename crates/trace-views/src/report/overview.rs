@@ -11,7 +11,11 @@ use trace_report::page::{Block, Fact, Section, Text};
 /// candle V`.
 pub(super) fn identity(r: &SummaryReport) -> String {
     let run = &r.run;
-    let mut s = format!("{} · {}", run.entrypoint, run.run_id);
+    let mut s = format!(
+        "{} · {}",
+        trace_format::elide_middle(&run.entrypoint, trace_format::NAME_COLUMNS),
+        trace_format::elide_middle(&run.run_id, trace_format::NAME_COLUMNS)
+    );
     if let Some(phase) = &run.phase {
         s.push_str(&format!(" · {phase}"));
     }

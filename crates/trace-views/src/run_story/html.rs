@@ -269,7 +269,10 @@ pub fn build(story: &RunStory, dir: &str) -> Page {
         }],
     });
     Page {
-        title: Text::trace(&format!("candle-graph report · run · {}", story.entrypoint)),
+        title: Text::trace(&format!(
+            "candle-graph report · run · {}",
+            trace_format::elide_middle(&story.entrypoint, trace_format::NAME_COLUMNS)
+        )),
         subtitle: Text::trace(&format!("{} captures · {dir}", story.captures.len())),
         sections,
         data: serde_json::json!({ "view": "run" }),

@@ -33,9 +33,9 @@ pub fn render(story: &RunStory) -> String {
     let _ = writeln!(
         out,
         "run          {} · {} · {}{schedule} · {} captures kept{}",
-        trace_format::escape(&story.entrypoint),
+        trace_format::name(&story.entrypoint),
         story.phase.as_deref().unwrap_or("-"),
-        trace_format::escape(story.device.as_deref().unwrap_or("-")),
+        trace_format::name(story.device.as_deref().unwrap_or("-")),
         story.captures.len(),
         if story.not_kept.is_empty() {
             String::new()

@@ -54,7 +54,11 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
     let mut out = String::new();
     let run = &r.run;
     let _ = writeln!(out, "trace        {}", escape(path));
-    let mut identity = format!("{} · {}", run.entrypoint, run.run_id);
+    let mut identity = format!(
+        "{} · {}",
+        trace_format::elide_middle(&run.entrypoint, trace_format::NAME_COLUMNS),
+        trace_format::elide_middle(&run.run_id, trace_format::NAME_COLUMNS)
+    );
     if let Some(phase) = &run.phase {
         let _ = write!(identity, " · {phase}");
     }
