@@ -234,9 +234,8 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
     }
     operations::operation_findings(operations.as_ref().ok(), &capabilities, &mut findings);
     let mut what_ifs = what_if::WhatIfs::default();
-    // The memory findings (the retention pass), the optimizer's (two passes) and the
-    // earlier-steps one (a pass) read the log apart: on two cores at once, their findings
-    // appended in this order.
+    // The memory findings (the retention pass) and the earlier-steps one (a pass) on one core,
+    // the optimizer's (two passes) on the other; their findings kept in this order.
     let mut optimizer_what_ifs = what_if::WhatIfs::default();
     let (mut optimizer_findings, mut earlier_findings) = (Vec::new(), Vec::new());
     rayon::join(
@@ -250,7 +249,8 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
                 time_origin_ns,
                 &mut what_ifs,
                 &mut findings,
-            )
+            );
+            earlier::finding(doc, &index.spans, &capabilities, &mut earlier_findings);
         },
         || {
             optimizer::finding(
@@ -261,8 +261,7 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
                 health.memory_lower_bound,
                 &mut optimizer_what_ifs,
                 &mut optimizer_findings,
-            );
-            earlier::finding(doc, &index.spans, &capabilities, &mut earlier_findings);
+            )
         },
     );
     what_ifs.append(optimizer_what_ifs, findings.len());
