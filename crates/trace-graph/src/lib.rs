@@ -239,26 +239,39 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
     }
     operations::operation_findings(operations.as_ref().ok(), &capabilities, &mut findings);
     let mut what_ifs = what_if::WhatIfs::default();
-    findings::memory_findings(
-        doc,
-        &index,
-        logical,
-        &health,
-        &capabilities,
-        time_origin_ns,
-        &mut what_ifs,
-        &mut findings,
+    // The memory findings (the retention pass) and the earlier-steps one (a pass) on one core,
+    // the optimizer's (two passes) on the other; their findings kept in this order.
+    let mut optimizer_what_ifs = what_if::WhatIfs::default();
+    let (mut optimizer_findings, mut earlier_findings) = (Vec::new(), Vec::new());
+    rayon::join(
+        || {
+            findings::memory_findings(
+                doc,
+                &index,
+                logical,
+                &health,
+                &capabilities,
+                time_origin_ns,
+                &mut what_ifs,
+                &mut findings,
+            );
+            earlier::finding(doc, &index.spans, &capabilities, &mut earlier_findings);
+        },
+        || {
+            optimizer::finding(
+                doc,
+                &index.spans,
+                sites.as_ref(),
+                &capabilities,
+                health.memory_lower_bound,
+                &mut optimizer_what_ifs,
+                &mut optimizer_findings,
+            )
+        },
     );
-    optimizer::finding(
-        doc,
-        &index.spans,
-        sites.as_ref(),
-        &capabilities,
-        health.memory_lower_bound,
-        &mut what_ifs,
-        &mut findings,
-    );
-    earlier::finding(doc, &index.spans, &capabilities, &mut findings);
+    what_ifs.append(optimizer_what_ifs, findings.len());
+    findings.append(&mut optimizer_findings);
+    findings.append(&mut earlier_findings);
     let steps = steps::steps_with(doc, &index.spans, step_memory);
     steps::finding(doc, &steps, &capabilities, &mut findings);
     let gradient_context = findings::GradientContext {

@@ -187,6 +187,14 @@ impl WhatIfs {
         });
     }
 
+    /// Adds the requests of `other`, made for findings that now start at index `offset`.
+    pub fn append(&mut self, other: WhatIfs, offset: usize) {
+        self.0.extend(other.0.into_iter().map(|p| Pending {
+            finding: p.finding + offset,
+            ..p
+        }));
+    }
+
     /// Replays every requested plan with the baseline in one pass: each finding's index, its
     /// what-if, and whether the sentence ends its summary (`. What-if, replayed: …`).
     pub fn replay(self, doc: &TraceDocument) -> Vec<(usize, WhatIf, bool)> {

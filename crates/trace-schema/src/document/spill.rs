@@ -5,9 +5,11 @@
 //! Two orders are served: file order, and replay order — `(timestamp_ns, file order)`, the order
 //! the memory analysis applies events in. The writer records where the timestamps step back; the
 //! log is then a few sorted runs (one for a time-ordered trace, a handful for the probe's
-//! pre-existing allocations), merged on the fly. With more than [`MAX_MERGED_RUNS`] runs the log
-//! is first sorted externally, in blocks, into a second log. Either way a pass holds one buffer
-//! per run, never the events.
+//! pre-existing allocations). The first pass in replay order writes the log sorted, as one run,
+//! into a second log that every later pass reads: a merge of the runs, or with more than
+//! [`MAX_MERGED_RUNS`] runs a window sliding over file order (events out of order only
+//! locally), else an external sort in blocks (module `sort`). A pass holds one buffer per run
+//! (or the window), never the events.
 
 use std::io;
 use std::sync::Arc;
@@ -17,9 +19,11 @@ use crate::intern::{ShapeId, Sym};
 use crate::spill_buffer::{SpillWriter, SpilledBytes, FILE_APPEND_BYTES};
 use crate::varint::{get, put};
 
+mod sort;
+
 /// Past this many bytes the log moves from a buffer to a temporary file.
 pub const SPILL_TO_FILE_BYTES: usize = 16 << 20;
-/// Runs merged directly; more are sorted externally first.
+/// Runs merged directly; more are sorted in a sliding window, or externally first.
 pub const MAX_MERGED_RUNS: usize = 64;
 /// Records per block of the external sort.
 const SORT_BLOCK: usize = if cfg!(test) { 1 << 10 } else { 1 << 18 };
@@ -293,12 +297,13 @@ fn decode<'a>(
 }
 
 /// Where a sorted run starts: byte offset, index of its first record, timestamp of the record
-/// before it.
+/// before it, timestamp of its first record (the smallest of the run).
 #[derive(Debug, Clone, Copy)]
 struct Run {
     offset: u64,
     index: u32,
     prev_ts: u64,
+    first_ts: u64,
 }
 
 /// An immutable log of memory events (see the module docs).
@@ -355,6 +360,7 @@ impl MemoryLogWriter {
                 offset: self.bytes.written_bytes(),
                 index: if self.with_index { m.index } else { self.len },
                 prev_ts: self.prev_ts,
+                first_ts: m.timestamp_ns,
             });
         }
         encode(self.bytes.buffer(), m, self.prev_ts, self.with_index);
@@ -444,16 +450,45 @@ impl<'l> Cursor<'l> {
 
     /// Decodes the next record (`None` at the end of the run).
     fn next(&mut self) -> io::Result<Option<MemoryItem<'_>>> {
+        let Some((raw, _)) = self.advance()? else {
+            return Ok(None);
+        };
+        match raw.with_ids(&self.buf[..self.filled]) {
+            Some(item) => Ok(Some(item)),
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "memory log holds an id that is not UTF-8",
+            )),
+        }
+    }
+
+    /// The next record's timestamp, index and encoded bytes as stored (its ids not checked):
+    /// what a sort moves without decoding the record.
+    fn next_encoded(&mut self) -> io::Result<Option<(u64, u32, &[u8])>> {
+        let Some((raw, start)) = self.advance()? else {
+            return Ok(None);
+        };
+        Ok(Some((
+            raw.item.timestamp_ns,
+            raw.item.index,
+            &self.buf[start..self.pos],
+        )))
+    }
+
+    /// Moves past the next record: it and where it starts in the buffer (`None` at the end of
+    /// the run).
+    fn advance(&mut self) -> io::Result<Option<(Raw, usize)>> {
         if self.done() {
             return Ok(None);
         }
-        // a whole record in the buffer (its ids' UTF-8 checked once, below)
-        let raw = loop {
+        // a whole record in the buffer (its ids' UTF-8 checked by the caller, once)
+        let (raw, start) = loop {
             let index = (!self.log.with_index).then_some(self.next_index);
             let mut pos = self.pos;
             if let Some(raw) = decode_raw(&self.buf[..self.filled], &mut pos, self.prev_ts, index) {
+                let start = self.pos;
                 self.pos = pos;
-                break raw;
+                break (raw, start);
             }
             if self.offset >= self.end {
                 return Err(io::Error::new(
@@ -466,13 +501,7 @@ impl<'l> Cursor<'l> {
         self.prev_ts = raw.item.timestamp_ns;
         self.next_index += 1;
         self.left = self.left.saturating_sub(1);
-        match raw.with_ids(&self.buf[..self.filled]) {
-            Some(item) => Ok(Some(item)),
-            None => Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "memory log holds an id that is not UTF-8",
-            )),
-        }
+        Ok(Some((raw, start)))
     }
 
     /// Moves the unread bytes to the front and reads more (growing the buffer for a record
@@ -571,31 +600,37 @@ impl MemoryLog {
     }
 
     /// The log in replay order, as one sorted run: made by the first pass in replay order (a
-    /// merge of the runs, after an external sort in blocks when there are more than
-    /// [`MAX_MERGED_RUNS`]), then kept, so that every later pass reads it straight through
+    /// merge of the runs; with more than [`MAX_MERGED_RUNS`], a window sliding over file
+    /// order, else an external sort in blocks and a merge), then kept, so that every later pass reads it straight through
     /// (no merge, no second decode of each record to compare it). Two passes that ask at the
     /// same time may both make it; one copy is kept.
     fn sorted_copy(&self) -> io::Result<&MemoryLog> {
         if let Some(sorted) = self.sorted_copy.get() {
             return Ok(sorted);
         }
-        let mut out = MemoryLogWriter {
+        let writer = || MemoryLogWriter {
             with_index: true,
             ..MemoryLogWriter::with_file_threshold(FILE_APPEND_BYTES)
         };
-        let mut err = None;
-        let mut push = |m: &MemoryItem<'_>| {
-            if err.is_none() {
-                err = out.push(m).err();
+        let mut out = writer();
+        // thousands of runs are most often events out of order only locally: a window first
+        let windowed = self.runs.len() > MAX_MERGED_RUNS && self.sort_in_window(&mut out)?;
+        if !windowed {
+            out = writer();
+            let mut err = None;
+            let mut push = |m: &MemoryItem<'_>| {
+                if err.is_none() {
+                    err = out.push(m).err();
+                }
+            };
+            if self.runs.len() <= MAX_MERGED_RUNS {
+                self.merge(&mut push)?;
+            } else {
+                self.sorted()?.merge(&mut push)?;
             }
-        };
-        if self.runs.len() <= MAX_MERGED_RUNS {
-            self.merge(&mut push)?;
-        } else {
-            self.sorted()?.merge(&mut push)?;
-        }
-        if let Some(e) = err {
-            return Err(e);
+            if let Some(e) = err {
+                return Err(e);
+            }
         }
         // a file: the copy is as large as the log
         out.bytes.flush_to_file()?;
@@ -624,74 +659,6 @@ impl MemoryLog {
             }
         }
         Ok(())
-    }
-
-    /// The log sorted by `(timestamp, index)` in blocks of [`SORT_BLOCK`] records (each a run of
-    /// the new log, which stores indices).
-    fn sorted(&self) -> io::Result<MemoryLog> {
-        // Appended to the file at every FILE_APPEND_BYTES: the sorted copy is as large as the log.
-        let mut out = MemoryLogWriter {
-            with_index: true,
-            ..MemoryLogWriter::with_file_threshold(FILE_APPEND_BYTES)
-        };
-        let mut block: Vec<u8> = Vec::new();
-        let mut entries: Vec<(u64, u32, u32, u32)> = Vec::new(); // ts, index, start, end
-        let flush = |block: &mut Vec<u8>,
-                     entries: &mut Vec<(u64, u32, u32, u32)>,
-                     out: &mut MemoryLogWriter|
-         -> io::Result<()> {
-            entries.sort_unstable_by_key(|e| (e.0, e.1));
-            out.prev_ts = u64::MAX; // force a new run
-            for &(ts, index, start, _) in entries.iter() {
-                let mut pos = start as usize;
-                let m = decode(block, &mut pos, 0, None).expect("encoded here");
-                let m = MemoryItem {
-                    timestamp_ns: ts,
-                    ..m
-                };
-                if out.prev_ts == u64::MAX {
-                    out.runs.push(Run {
-                        offset: out.bytes.written_bytes(),
-                        index,
-                        prev_ts: 0,
-                    });
-                    out.prev_ts = 0;
-                    encode(out.bytes.buffer(), &m, 0, true);
-                } else {
-                    encode(out.bytes.buffer(), &m, out.prev_ts, true);
-                }
-                out.prev_ts = ts;
-                out.len += 1;
-                out.bytes.end_record()?;
-            }
-            block.clear();
-            entries.clear();
-            Ok(())
-        };
-        let mut err = None;
-        self.for_each(MemoryOrder::File, |m| {
-            if err.is_some() {
-                return;
-            }
-            let start = block.len() as u32;
-            // Each record of a block is encoded on its own (timestamp relative to 0).
-            encode(&mut block, m, 0, true);
-            entries.push((m.timestamp_ns, m.index, start, block.len() as u32));
-            if entries.len() >= SORT_BLOCK {
-                if let Err(e) = flush(&mut block, &mut entries, &mut out) {
-                    err = Some(e);
-                }
-            }
-        })?;
-        if let Some(e) = err {
-            return Err(e);
-        }
-        if !entries.is_empty() {
-            flush(&mut block, &mut entries, &mut out)?;
-        }
-        // Always a file: the sorted copy is as large as the log.
-        out.bytes.flush_to_file()?;
-        out.finish()
     }
 }
 
@@ -746,14 +713,7 @@ mod tests {
     }
 
     fn check(timestamps: &[u64]) {
-        let ids = ids();
-        let mut w = MemoryLogWriter::with_file_threshold(4096);
-        for (i, &ts) in timestamps.iter().enumerate() {
-            let mut m = item(i as u32, ts, "x");
-            m.storage = Some(ids[i % 5]);
-            w.push(&m).unwrap();
-        }
-        let log = w.finish().unwrap();
+        let log = log_of(timestamps);
         let file = collect(&log, MemoryOrder::File);
         let want_file: Vec<(u32, u64)> = (0..timestamps.len() as u32)
             .zip(timestamps.iter().copied())
@@ -776,6 +736,43 @@ mod tests {
         assert_eq!(copy.is_some(), log.runs.len() > 1);
         assert!(copy.is_none_or(|c| c.runs.len() == 1));
         assert_eq!(collect(&log, MemoryOrder::File), want_file);
+    }
+
+    /// A log of `timestamps` (ids and fields as [`item`]) on disk past 4 KiB.
+    fn log_of(timestamps: &[u64]) -> MemoryLog {
+        let ids = ids();
+        let mut w = MemoryLogWriter::with_file_threshold(4096);
+        for (i, &ts) in timestamps.iter().enumerate() {
+            let mut m = item(i as u32, ts, "x");
+            m.storage = Some(ids[i % 5]);
+            w.push(&m).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    /// Whether the window sorts `timestamps` (else the external sort does).
+    fn windowed(timestamps: &[u64]) -> bool {
+        let log = log_of(timestamps);
+        assert!(log.runs.len() > MAX_MERGED_RUNS);
+        let mut out = MemoryLogWriter {
+            with_index: true,
+            ..MemoryLogWriter::with_file_threshold(4096)
+        };
+        log.sort_in_window(&mut out).unwrap()
+    }
+
+    #[test]
+    fn events_out_of_order_locally_are_sorted_in_a_window_else_externally() {
+        // thousands of runs three records long, each record up to 30 ns behind the one before
+        let local: Vec<u64> = (0..5000u64).map(|i| 100 + i * 10 - (i % 3) * 15).collect();
+        assert!(windowed(&local));
+        check(&local);
+        // then runs back at the start of time, late in the file: the window would hold
+        // nearly every record
+        let mut far = local.clone();
+        far.extend((0..200u64).map(|i| (i % 2) * 5));
+        assert!(!windowed(&far));
+        check(&far);
     }
 
     #[test]
