@@ -49,11 +49,9 @@ pub fn issue_codes_suffix(h: &HealthRecord) -> String {
 /// Issue codes the summary's health line names.
 pub const SHOWN_CODES: usize = 4;
 
-/// Renders the report as text.
-pub fn render(r: &SummaryReport, path: &str) -> String {
-    let mut out = String::new();
-    let run = &r.run;
-    let _ = writeln!(out, "trace        {}", escape(path));
+/// The summary's `run` line: entrypoint · run id · phase · steps after warm-up · device ·
+/// candle version (names elided in the middle to [`trace_format::NAME_COLUMNS`]; not escaped).
+fn run_line(run: &super::records::RunRecord) -> String {
     let mut identity = format!(
         "{} · {}",
         trace_format::elide_middle(&run.entrypoint, trace_format::NAME_COLUMNS),
@@ -81,6 +79,15 @@ pub fn render(r: &SummaryReport, path: &str) -> String {
     if let Some(c) = &run.candle_version {
         let _ = write!(identity, " · candle {c}");
     }
+    identity
+}
+
+/// Renders the report as text.
+pub fn render(r: &SummaryReport, path: &str) -> String {
+    let mut out = String::new();
+    let run = &r.run;
+    let _ = writeln!(out, "trace        {}", escape(path));
+    let identity = run_line(run);
     let _ = writeln!(out, "run          {}", escape(&identity));
     render_answer(&mut out, r);
     let _ = writeln!(
