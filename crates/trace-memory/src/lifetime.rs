@@ -51,7 +51,7 @@ pub struct StorageLifetime {
     pub end_ns: Option<u64>,
     /// Index of the alloc event among the document's memory events
     /// ([`trace_schema::MemoryItem::index`]): the key of its allocation site
-    /// ([`trace_schema::SiteTable::of_memory`]); `None` when not known (not serialized).
+    /// ([`trace_schema::document::SiteTable::of_memory`]); `None` when not known (not serialized).
     #[serde(skip)]
     pub alloc_event: Option<u32>,
 }

@@ -11,7 +11,7 @@
 //! - `subtree_peak_live_bytes`: the highest, over the events at times in `[s, e)` (applied one
 //!   at a time, as everywhere in this crate), of the bytes of storages allocated at or after
 //!   `s` and live after the event — "allocated during the interval", clipped to the interval. It starts from zero: storages already live when the
-//!   node began are not the node's (they are in the step peak, see [`crate::StepPeak`]).
+//!   node began are not the node's (they are in the step peak).
 //! - `subtree_residual_bytes`: bytes of storages allocated in `[s, e)` and not freed by `e`
 //!   (free after `e`, or never); `None` for a span never closed.
 //! - `output_dense_bytes`: an operation's output element count × dtype size.

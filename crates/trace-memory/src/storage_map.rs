@@ -2,7 +2,7 @@
 //! events and found by the event's borrowed strings, so a replay allocates a key only when a
 //! storage is first inserted, never on a lookup or a free.
 //!
-//! Identity follows the logical replay ([`crate::replay`]): the device, then the storage id,
+//! Identity follows the logical replay (the `replay` module): the device, then the storage id,
 //! or, for a trace without storage ids (before trace/7), the tensor id, told apart from a
 //! storage id of the same text. An event with neither has no identity ([`StorageRef::of`] is
 //! `None`).

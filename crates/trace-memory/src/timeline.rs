@@ -2,7 +2,7 @@
 //! its display series: points spaced by time, each the highest value of its time bucket.
 //!
 //! A full-detail profile keeps the change list in memory ([`LogicalTimeline::totals`],
-//! [`LogicalTimeline::changes`]); a summary profile keeps it in a [`TimelineLog`] (a
+//! [`LogicalTimeline::changes`]); a summary profile keeps it in a `TimelineLog` (a
 //! [`SpillWriter`]: a buffer, then an unnamed temporary file) and reads it back for each
 //! query. Every query streams the list ([`LogicalTimeline::for_each`]), so both answer alike.
 

@@ -1,4 +1,4 @@
-//! The loader: line-aligned chunks parsed in parallel ([`crate::chunk`], on the rayon pool),
+//! The loader: line-aligned chunks parsed in parallel (the `chunk` module, on the rayon pool),
 //! applied in file order by one consumer that enforces the stream-shape rules (meta first and
 //! once, nothing after terminal, supported schema) and the truncation rule exactly as the
 //! sequential [`crate::TraceReader`] does, and builds the document.

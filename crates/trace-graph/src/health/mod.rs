@@ -25,7 +25,7 @@ pub use issues::{HealthCode, HealthIssue, IssueLocation, Severity, MAX_ISSUES_PE
 pub(crate) use memory::{lifetime_label, retained};
 pub(crate) use references::MemorySpans;
 
-/// Result of [`analyze_health`].
+/// Result of `analyze_health`.
 #[derive(Debug, Clone, Serialize)]
 pub struct TraceHealth {
     /// No issue has severity error.
