@@ -504,8 +504,30 @@ mod tests {
         ]);
         assert_eq!((c.kind, c.op.as_str()), (OpKind::Op, "matmul"));
         // user code under the profiler's step wrapper: user code
-        let c = class(&[f("llama::batch::{{closure}}", "", 0), main, harness]);
+        let c = class(&[
+            f("llama::batch::{{closure}}", "", 0),
+            main.clone(),
+            harness.clone(),
+        ]);
         assert_eq!((c.kind, c.op.as_str()), (OpKind::NonOp, "llama::batch"));
+        // the probe's event encoding (trace-wire) under its gradient registration: the probe
+        let c = class(&[
+            f("__libc_malloc", "", 0),
+            f(
+                "<alloc::string::String as core::clone::Clone>::clone",
+                "",
+                0,
+            ),
+            f(
+                "<trace_wire::event::Event as core::clone::Clone>::clone",
+                "",
+                0,
+            ),
+            f("trace_probe::grads::register_grads", "", 0),
+            main,
+            harness,
+        ]);
+        assert_eq!(c.kind, OpKind::Probe, "{}", c.op);
     }
 
     #[test]

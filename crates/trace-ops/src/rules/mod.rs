@@ -157,9 +157,10 @@ pub const OP_TRAITS: &[&str] = &["core::ops::arith::", "candle_core::indexer::In
 /// The crate of the probe: a frame of it more inner than every op frame is the probe's cost.
 pub const PROBE_CRATE: &str = "trace_probe";
 
-/// Every crate of the probe: [`PROBE_CRATE`] and the two it is built on, the allocator hook
-/// (`trace_alloc`) and the stack sampler (`trace_sampler`).
-pub const PROBE_CRATES: &[&str] = &[PROBE_CRATE, "trace_alloc", "trace_sampler"];
+/// Every crate of the probe: [`PROBE_CRATE`] and the three it is built on, the allocator hook
+/// (`trace_alloc`), the stack sampler (`trace_sampler`) and the trace's events and writer
+/// (`trace_wire`).
+pub const PROBE_CRATES: &[&str] = &[PROBE_CRATE, "trace_alloc", "trace_sampler", "trace_wire"];
 
 /// Crates whose frames never name what a sample is doing: the standard library, the unwinder
 /// and symboliser the probe links (`backtrace` and its `gimli`, `addr2line`, `object`,
