@@ -20,8 +20,8 @@ pub use trace_bundle::run::{
 /// Publishing and verifying bundles, and the series across them (trace-bundle), re-exported
 /// for programs that depend on trace-views alone.
 pub use trace_bundle::{
-    build_series, publish, semantic_problems, verify, RunIdentity, SeriesError, MANIFEST_FILE,
-    TRACE_FILE,
+    build_series, publish, read_trace_identity, semantic_problems, verify, RunIdentity,
+    SeriesError, MANIFEST_FILE, TRACE_FILE,
 };
 
 use crate::envelope::to_json;

@@ -354,7 +354,11 @@ impl RunDir {
         }
         let name = bundle_dir_name(step);
         let out = self.root.join(&name);
-        let v = publish(trace, &RunIdentity::of(&doc.meta), &derived, &out)?;
+        // the identity as the trace's meta line writes it (verification reads it there): the
+        // loaded document holds a name longer than 1 KiB as its head and tail only
+        let identity =
+            crate::read_trace_identity(trace).unwrap_or_else(|_| RunIdentity::of(&doc.meta));
+        let v = publish(trace, &identity, &derived, &out)?;
         let mut r = CaptureRecord::new(step, CaptureState::Kept);
         r.bundle = Some(name);
         r.run_id = Some(doc.meta.run_id.clone());

@@ -21,7 +21,10 @@ pub fn publish(args: &BundleArgs) -> Result<Output> {
         trace.path.display()
     );
     let derived = views::derive(&trace.doc, analysis)?;
-    let run = views::RunIdentity::of(&trace.doc.meta);
+    // the identity as the trace's meta line writes it (verification reads it there): the
+    // loaded document holds a name longer than 1 KiB as its head and tail only
+    let run = views::read_trace_identity(&trace.path)
+        .unwrap_or_else(|_| views::RunIdentity::of(&trace.doc.meta));
     let v = views::publish(&trace.path, &run, &derived, &args.output)
         .with_context(|| format!("cannot publish the bundle {}", args.output.display()))?;
     output::record("bundle", Some(trace), args.json, &v, |v| {

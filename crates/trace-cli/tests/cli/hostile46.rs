@@ -230,3 +230,22 @@ fn long_names_are_elided_in_header_lines() {
     let v: Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(v["run"]["entrypoint"], entrypoint.as_str());
 }
+
+/// A name longer than the loader keeps whole (1 KiB) bundles and verifies: the manifest holds
+/// the name as the trace's meta line writes it.
+#[test]
+fn a_trace_with_a_name_over_a_kib_bundles_and_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let entrypoint = format!("m::{}::train_step", "e".repeat(2000));
+    let trace = crate::util::SMALL_TRACE.replacen("tiny::train_step", &entrypoint, 1);
+    let path = dir.path().join("trace.jsonl");
+    std::fs::write(&path, trace).unwrap();
+    let bundle = dir.path().join("b");
+    let r = run(&["bundle", s(&path), "-o", s(&bundle)]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let r = run(&["verify", s(&bundle)]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("bundle.json")).unwrap()).unwrap();
+    assert_eq!(manifest["run"]["entrypoint"], entrypoint.as_str());
+}
