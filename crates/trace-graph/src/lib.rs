@@ -52,7 +52,9 @@ mod timing;
 pub mod what_if;
 
 use serde::Serialize;
-use trace_memory::{analyze_memory_observed, node_memory_metrics, MemoryProfile, SpanIndex};
+use trace_memory::{
+    analyze_memory_observed, node_memory_metrics, MemoryProfile, SpanIndex, StepMemory,
+};
 use trace_schema::{MemoryOrder, TraceDocument};
 
 pub use trace_memory::Detail;
@@ -196,7 +198,11 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
     if let Some(seen) = seen {
         memory_spans = seen;
     }
-    let step_memory = step_pass.map_or_else(Vec::new, |p| p.finish(doc, &spans));
+    let mut step_memory = step_pass.map_or_else(Vec::new, |p| p.finish(doc, &spans));
+    if memory.logical_overflow.is_some() {
+        // no logical figure is computed: no step's byte figure is real either
+        step_memory.iter_mut().for_each(StepMemory::forget_bytes);
+    }
     let sites = site_pass.map(|p| p.finish(doc));
     let logical = memory.logical.as_ref();
     let index = index::TraceIndex::new(spans, ops);

@@ -43,29 +43,51 @@ pub struct StepMemory {
     /// End of the step span, ns; `None` when it never closed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end_ns: Option<u64>,
-    /// Live bytes (all devices) when the step began.
-    pub live_at_start_bytes: u64,
-    /// Live bytes when it ended; `None` when it never closed.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Live bytes (all devices) when the step began; `None` (null) when the trace's byte
+    /// counts overflow (see [`StepMemory::forget_bytes`]).
+    pub live_at_start_bytes: Option<u64>,
+    /// Live bytes when it ended; `None` (null) when it never closed or the byte counts overflow.
     pub live_at_end_bytes: Option<u64>,
-    /// The largest live total inside the step, bytes.
-    pub peak_bytes: u64,
-    /// When that peak was first reached, ns since session start.
-    pub peak_timestamp_ns: u64,
+    /// The largest live total inside the step, bytes; `None` (null) when the byte counts
+    /// overflow.
+    pub peak_bytes: Option<u64>,
+    /// When that peak was first reached, ns since session start; `None` (null) when the byte
+    /// counts overflow (there is no peak to place).
+    pub peak_timestamp_ns: Option<u64>,
     /// Storages the step allocated (aliases and `pre_existing` storages excluded).
     pub allocation_count: u64,
-    /// Their bytes.
-    pub allocated_bytes: u64,
+    /// Their bytes; `None` (null) when the byte counts overflow.
+    pub allocated_bytes: Option<u64>,
     /// Storages allocated in the step and still live at its end; `None` when it never closed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retained_count: Option<u64>,
-    /// Their bytes.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Their bytes; `None` (null) when it never closed or the byte counts overflow.
     pub retained_bytes: Option<u64>,
     /// They, grouped by allocating span, op, shape and dtype, largest first (at most
     /// [`RETAINED_GROUPS`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub retained: Vec<RetainedGroup>,
+}
+
+impl StepMemory {
+    /// Drops every byte figure of the step (they become `None`, null in JSON) and the
+    /// retained groups: when the trace's byte counts add up past `u64::MAX` no live, peak or
+    /// allocated figure can be real, and a saturated or wrapped sum must never be shown as one.
+    /// Counts of storages stay.
+    pub fn forget_bytes(&mut self) {
+        self.live_at_start_bytes = None;
+        self.live_at_end_bytes = None;
+        self.peak_bytes = None;
+        self.peak_timestamp_ns = None;
+        self.allocated_bytes = None;
+        self.retained_bytes = None;
+        self.retained.clear();
+    }
+
+    /// Whether the step's byte figures were refused ([`StepMemory::forget_bytes`]).
+    pub fn bytes_unknown(&self) -> bool {
+        self.peak_bytes.is_none()
+    }
 }
 
 /// Storages of one kind a step left live at its end.
@@ -186,6 +208,8 @@ pub struct StepMemoryPass {
     open: Option<Open>,
     /// Once a step never closed, later steps are not read (their start cannot be placed).
     stopped: bool,
+    /// A byte sum passed `u64::MAX`: no step's byte figure is real.
+    overflowed: bool,
 }
 
 impl StepMemoryPass {
@@ -204,6 +228,7 @@ impl StepMemoryPass {
             next: 0,
             open: None,
             stopped: false,
+            overflowed: false,
         })
     }
 
@@ -217,12 +242,13 @@ impl StepMemoryPass {
             next,
             open,
             stopped,
+            overflowed,
         } = self;
         loop {
             if let Some(o) = &*open {
                 if out[o.step].end_ns.is_some_and(|e| e < ts) {
                     let o = open.take().expect("open step");
-                    finalize(o, live, *live_bytes, out, groups);
+                    *overflowed |= finalize(o, live, *live_bytes, out, groups);
                     continue;
                 }
             }
@@ -234,10 +260,10 @@ impl StepMemoryPass {
                         *open = Some(o);
                         break;
                     }
-                    finalize(o, live, *live_bytes, out, groups);
+                    *overflowed |= finalize(o, live, *live_bytes, out, groups);
                 }
-                out[*next].live_at_start_bytes = *live_bytes;
-                out[*next].peak_bytes = *live_bytes;
+                out[*next].live_at_start_bytes = Some(*live_bytes);
+                out[*next].peak_bytes = Some(*live_bytes);
                 *open = Some(Open {
                     step: *next,
                     owned: Vec::new(),
@@ -260,7 +286,10 @@ impl StepMemoryPass {
                     return; // an alias: one lifetime, bytes once
                 }
                 let bytes = m.bytes.unwrap_or(0);
-                self.live_bytes = self.live_bytes.saturating_add(bytes);
+                self.live_bytes = self.live_bytes.checked_add(bytes).unwrap_or_else(|| {
+                    self.overflowed = true;
+                    u64::MAX
+                });
                 if let Some(k) = key {
                     self.live.insert(
                         k,
@@ -274,7 +303,9 @@ impl StepMemoryPass {
                     if !m.pre_existing {
                         let step = &mut self.out[o.step];
                         step.allocation_count += 1;
-                        step.allocated_bytes = step.allocated_bytes.saturating_add(bytes);
+                        step.allocated_bytes =
+                            step.allocated_bytes.and_then(|a| a.checked_add(bytes));
+                        self.overflowed |= step.allocated_bytes.is_none();
                         o.owned.push(Owned {
                             key: key.map(StorageRef::to_key),
                             alloc: m.index,
@@ -292,9 +323,9 @@ impl StepMemoryPass {
         }
         if let Some(o) = &self.open {
             let step = &mut self.out[o.step];
-            if self.live_bytes > step.peak_bytes {
-                step.peak_bytes = self.live_bytes;
-                step.peak_timestamp_ns = ts;
+            if step.peak_bytes.is_some_and(|p| self.live_bytes > p) {
+                step.peak_bytes = Some(self.live_bytes);
+                step.peak_timestamp_ns = Some(ts);
             }
         }
     }
@@ -305,7 +336,7 @@ impl StepMemoryPass {
         let mut stopped = self.stopped;
         if let Some(o) = self.open.take() {
             if out[o.step].end_ns.is_some() {
-                finalize(o, &self.live, self.live_bytes, &mut out, &mut groups);
+                self.overflowed |= finalize(o, &self.live, self.live_bytes, &mut out, &mut groups);
             } else {
                 stopped = true;
             }
@@ -318,6 +349,9 @@ impl StepMemoryPass {
             out.truncate(self.next);
         }
         name_retained_groups(doc, spans, &mut out, groups);
+        if self.overflowed {
+            out.iter_mut().for_each(StepMemory::forget_bytes);
+        }
         out
     }
 }
@@ -333,12 +367,12 @@ fn empty_steps(doc: &TraceDocument, steps: &[(usize, u64)]) -> Vec<StepMemory> {
                 span_id: doc.str(s.id).to_string(),
                 start_ns: s.start_ns,
                 end_ns: s.end_ns(),
-                live_at_start_bytes: 0,
+                live_at_start_bytes: Some(0),
                 live_at_end_bytes: None,
-                peak_bytes: 0,
-                peak_timestamp_ns: s.start_ns,
+                peak_bytes: Some(0),
+                peak_timestamp_ns: Some(s.start_ns),
                 allocation_count: 0,
-                allocated_bytes: 0,
+                allocated_bytes: Some(0),
                 retained_count: None,
                 retained_bytes: None,
                 retained: Vec::new(),
@@ -348,16 +382,16 @@ fn empty_steps(doc: &TraceDocument, steps: &[(usize, u64)]) -> Vec<StepMemory> {
 }
 
 /// Closes the step `o`: its live bytes at the end and what it allocated that is still live
-/// (counted, and added to the step's groups).
+/// (counted, and added to the step's groups). True when a byte sum passed `u64::MAX`.
 fn finalize(
     o: Open,
     live: &StorageMap<Live>,
     live_bytes: u64,
     out: &mut [StepMemory],
     groups: &mut [BTreeMap<GroupKey, (u64, u64)>],
-) {
+) -> bool {
     let step = &mut out[o.step];
-    let (mut count, mut bytes) = (0u64, 0u64);
+    let (mut count, mut bytes, mut overflowed) = (0u64, 0u64, false);
     for owned in o.owned {
         let still = match &owned.key {
             Some(k) => live.get(k.as_ref()).is_some_and(|l| l.alloc == owned.alloc),
@@ -365,15 +399,18 @@ fn finalize(
         };
         if still {
             count += 1;
-            bytes = bytes.saturating_add(owned.bytes);
             let g = groups[o.step].entry(owned.group).or_insert((0, 0));
             g.0 += 1;
-            g.1 = g.1.saturating_add(owned.bytes);
+            match (bytes.checked_add(owned.bytes), g.1.checked_add(owned.bytes)) {
+                (Some(b), Some(gb)) => (bytes, g.1) = (b, gb),
+                _ => overflowed = true,
+            }
         }
     }
     step.live_at_end_bytes = Some(live_bytes);
     step.retained_count = Some(count);
     step.retained_bytes = Some(bytes);
+    overflowed
 }
 
 /// Steps after the last memory event saw none: their live bytes are the last known. Returns
@@ -381,8 +418,8 @@ fn finalize(
 fn read_tail_steps(out: &mut [StepMemory], next: &mut usize, live_bytes: u64) -> bool {
     while *next < out.len() {
         let step = &mut out[*next];
-        step.live_at_start_bytes = live_bytes;
-        step.peak_bytes = live_bytes;
+        step.live_at_start_bytes = Some(live_bytes);
+        step.peak_bytes = Some(live_bytes);
         if step.end_ns.is_some() {
             step.live_at_end_bytes = Some(live_bytes);
             step.retained_count = Some(0);
@@ -429,7 +466,7 @@ pub fn memory_growth(steps: &[StepMemory]) -> Option<MemoryGrowth> {
     if steps.len() < 2 {
         return None;
     }
-    let mut before = steps[0].live_at_start_bytes;
+    let mut before = steps[0].live_at_start_bytes?;
     let mut per_step = Vec::with_capacity(steps.len());
     for s in steps {
         let end = s.live_at_end_bytes?;
@@ -456,7 +493,7 @@ pub fn memory_growth(steps: &[StepMemory]) -> Option<MemoryGrowth> {
         .all(|(&b, &g)| bytes_per_step.checked_mul(g) == Some(b));
     Some(MemoryGrowth {
         steps: n,
-        start_bytes: steps[0].live_at_start_bytes,
+        start_bytes: steps[0].live_at_start_bytes?,
         end_bytes: before,
         bytes_per_step,
         constant,
@@ -476,12 +513,12 @@ mod tests {
             span_id: "s2".into(),
             start_ns: 0,
             end_ns: Some(1),
-            live_at_start_bytes: start,
+            live_at_start_bytes: Some(start),
             live_at_end_bytes: end,
-            peak_bytes: 0,
-            peak_timestamp_ns: 0,
+            peak_bytes: Some(0),
+            peak_timestamp_ns: Some(0),
             allocation_count: 0,
-            allocated_bytes: 0,
+            allocated_bytes: Some(0),
             retained_count: None,
             retained_bytes: None,
             retained: Vec::new(),
@@ -515,10 +552,10 @@ mod tests {
         assert_eq!((a.step_index, a.span_id.as_str()), (2, "s2"));
         assert_eq!(
             (a.live_at_start_bytes, a.live_at_end_bytes),
-            (100, Some(110))
+            (Some(100), Some(110))
         );
-        assert_eq!((a.peak_bytes, a.peak_timestamp_ns), (160, 13));
-        assert_eq!((a.allocation_count, a.allocated_bytes), (2, 60));
+        assert_eq!((a.peak_bytes, a.peak_timestamp_ns), (Some(160), Some(13)));
+        assert_eq!((a.allocation_count, a.allocated_bytes), (2, Some(60)));
         assert_eq!((a.retained_count, a.retained_bytes), (Some(1), Some(10)));
         assert_eq!(a.retained.len(), 1);
         let g = &a.retained[0];
@@ -531,9 +568,9 @@ mod tests {
         // alloc is an alias.
         assert_eq!(
             (b.live_at_start_bytes, b.live_at_end_bytes),
-            (117, Some(120))
+            (Some(117), Some(120))
         );
-        assert_eq!((b.allocation_count, b.allocated_bytes), (1, 10));
+        assert_eq!((b.allocation_count, b.allocated_bytes), (1, Some(10)));
         assert_eq!((b.retained_count, b.retained_bytes), (Some(1), Some(10)));
         let growth = memory_growth(&steps).expect("grows");
         assert_eq!(growth.per_step_bytes, vec![10, 10]);

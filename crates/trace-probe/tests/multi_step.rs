@@ -108,8 +108,9 @@ fn assert_four_steps(doc: &trace_schema::TraceDocument, a: &Analysis, training: 
             assert_eq!(r.name, format!("call {}", r.step_index));
         }
         let m = r.memory.as_ref().expect("memory");
-        assert!(m.peak_bytes >= m.live_at_start_bytes);
-        assert!(m.peak_bytes >= m.live_at_end_bytes.expect("closed"));
+        let peak = m.peak_bytes.expect("bytes known");
+        assert!(peak >= m.live_at_start_bytes.expect("bytes known"));
+        assert!(peak >= m.live_at_end_bytes.expect("closed"));
         assert!(m.allocation_count > 0, "{m:?}");
     }
     let root_end = root.end_ns().expect("root closed");

@@ -99,3 +99,42 @@ fn several_steps_get_a_table_and_growth_is_a_finding() {
         serde_json::from_str(&stdout(&["summary", s(&path), "--json"])).unwrap();
     assert!(v.get("steps").is_none(), "{v}");
 }
+
+/// Byte counts that add up past `u64::MAX` (a parameter of 2^64 − 1 bytes and a step's
+/// 1,024 B): every step memory figure is null in JSON and `overflow` in the table, never a
+/// saturated or wrapped sum (a new user's trial showed 16.00 EiB per step).
+#[test]
+fn overflowed_byte_counts_give_no_step_memory_figure() {
+    let trace = two_steps(true).replace(
+        r#""bytes":4096,"category":"parameter""#,
+        &format!(r#""bytes":{},"category":"parameter""#, u64::MAX),
+    );
+    let (_dir, path) = write("overflow.jsonl", trace.as_bytes());
+    let p = s(&path);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&["summary", p, "--json"])).unwrap();
+    let rows = v["steps"]["rows"].as_array().expect("step rows");
+    assert_eq!(rows.len(), 2, "{v}");
+    for row in rows {
+        let m = &row["memory"];
+        for key in [
+            "live_at_start_bytes",
+            "live_at_end_bytes",
+            "peak_bytes",
+            "peak_timestamp_ns",
+            "allocated_bytes",
+            "retained_bytes",
+        ] {
+            assert!(m[key].is_null(), "{key} of {m}");
+        }
+        assert_eq!(m["allocation_count"], 1, "{m}");
+    }
+    assert!(v["steps"].get("growth").is_none(), "{v}");
+    let text = stdout(&["summary", p]);
+    assert!(
+        text.contains("2 captured (2–3) · memory unknown: byte counts overflow 2^64"),
+        "{text}"
+    );
+    assert!(!text.contains("EiB"), "{text}");
+    assert!(text.contains("overflow     overflow   overflow"), "{text}");
+    assert!(text.contains("no step's memory figure is real"), "{text}");
+}

@@ -216,6 +216,11 @@ pub fn render_steps(out: &mut String, steps: &trace_graph::Steps) -> bool {
     if steps.rows.len() < 2 {
         return false;
     }
+    // the trace's byte counts add up past u64::MAX: no step's byte figure is real
+    let overflowed = steps
+        .rows
+        .iter()
+        .any(|r| r.memory.as_ref().is_some_and(|m| m.bytes_unknown()));
     let first = steps.rows.first().map_or(0, |r| r.step_index);
     let last = steps.rows.last().map_or(0, |r| r.step_index);
     let growth = match &steps.growth {
@@ -228,6 +233,7 @@ pub fn render_steps(out: &mut String, steps: &trace_graph::Steps) -> bool {
             },
             bytes(g.bytes_per_step)
         ),
+        None if overflowed => " · memory unknown: byte counts overflow 2^64".to_string(),
         None if steps.rows.iter().all(|r| r.memory.is_some()) => {
             " · no growth across steps".to_string()
         }
@@ -259,16 +265,38 @@ pub fn render_steps(out: &mut String, steps: &trace_graph::Steps) -> bool {
             pass(r, Pass::Forward),
             pass(r, Pass::Backward),
             pass(r, Pass::Optimizer),
-            m.map_or("-".to_string(), |m| bytes(m.peak_bytes)),
-            m.and_then(|m| m.live_at_end_bytes)
-                .map_or("-".to_string(), bytes),
-            m.and_then(|m| m.retained_bytes.zip(m.retained_count))
-                .map_or("-".to_string(), |(b, n)| format!("{} in {n}", bytes(b))),
+            step_bytes(m, |m| m.peak_bytes, bytes),
+            step_bytes(m, |m| m.live_at_end_bytes, bytes),
+            step_bytes(
+                m,
+                |m| m.retained_bytes.zip(m.retained_count),
+                |(b, n)| format!("{} in {n}", bytes(b)),
+            ),
         ]);
     }
     out.push_str(&t.render("  "));
     out.push_str("  (LEFT LIVE: storages the step allocated and still live at its end)\n");
+    if overflowed {
+        out.push_str(
+            "  (overflow: the trace's allocation sizes add up past 2^64 bytes, so no step's \
+             memory figure is real (health: memory_bytes_overflow))\n",
+        );
+    }
     true
+}
+
+/// A step's byte figure for the table: `-` without memory or when unmeasured (a step that never
+/// closed), `overflow` when the trace's byte counts overflow (never a saturated number).
+fn step_bytes<T>(
+    m: Option<&trace_memory::StepMemory>,
+    figure: impl Fn(&trace_memory::StepMemory) -> Option<T>,
+    show: impl Fn(T) -> String,
+) -> String {
+    match m {
+        Some(m) if m.bytes_unknown() => "overflow".to_string(),
+        Some(m) => figure(m).map_or("-".to_string(), show),
+        None => "-".to_string(),
+    }
 }
 
 /// Renders findings with their advice.
