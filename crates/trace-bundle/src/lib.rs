@@ -43,6 +43,14 @@ pub use verify::{
     MAX_META_LINE_BYTES, VERIFICATION_SCHEMA,
 };
 
+/// A name read from a trace, a manifest or `run.json` as a message quotes it: elided in the
+/// middle to [`trace_format::NAME_COLUMNS`] and escaped for a terminal ([`trace_format::name`]),
+/// in double quotes — never Rust's `Debug` form, which neither bounds nor escapes it the way the
+/// rest of the output does.
+pub(crate) fn quoted(s: &str) -> String {
+    format!("\"{}\"", trace_format::name(s))
+}
+
 /// One derived output: its path inside the bundle and its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DerivedFile {

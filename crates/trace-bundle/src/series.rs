@@ -82,7 +82,7 @@ pub enum SeriesError {
 /// A run field's value as a refusal says it.
 fn said(v: &Option<String>) -> String {
     v.as_ref()
-        .map_or_else(|| "not declared".to_string(), |v| format!("{v:?}"))
+        .map_or_else(|| "not declared".to_string(), |v| crate::quoted(v))
 }
 
 fn display<S: serde::Serializer>(e: &BundleError, s: S) -> Result<S::Ok, S::Error> {
@@ -231,8 +231,9 @@ fn read_figures(
         serde_json::from_slice(&bytes).map_err(|e| fail(format!("not step figures: {e}")))?;
     if figures.run_id != run.run_id {
         return Err(fail(format!(
-            "figures of run {:?}, the bundle is run {:?}",
-            figures.run_id, run.run_id
+            "figures of run {}, the bundle is run {}",
+            crate::quoted(&figures.run_id),
+            crate::quoted(&run.run_id)
         )));
     }
     Ok(figures)

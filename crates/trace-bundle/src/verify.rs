@@ -126,7 +126,11 @@ pub enum Problem {
         reason: String,
     },
     /// The manifest's run identity differs from the trace's meta.
-    #[error("{TRACE_FILE}: meta {field} is {trace:?}, the manifest says {manifest:?}")]
+    #[error(
+        "{TRACE_FILE}: meta {field} is {}, the manifest says {}",
+        crate::quoted(trace),
+        crate::quoted(manifest)
+    )]
     IdentityMismatch {
         /// The field (`run_id`, `entrypoint`, …).
         field: &'static str,

@@ -121,8 +121,8 @@ pub fn read_run_log(dir: &Path) -> Result<Option<RunLog>, BundleError> {
         return Err(BundleError::Io {
             path,
             source: std::io::Error::other(format!(
-                "schema {:?}, expected {RUN_SCHEMA:?}",
-                log.schema
+                "schema {}, expected {RUN_SCHEMA:?}",
+                crate::quoted(&log.schema)
             )),
         });
     }

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::{step_of_dir_name, CaptureState, RunLog, CAPTURES_DIR};
 use crate::manifest::{Manifest, MANIFEST_FILE};
 use crate::verify::MAX_MANIFEST_BYTES;
-use crate::BundleError;
+use crate::{quoted, BundleError};
 
 /// A `step-*` entry of a run directory that is not one of the run's bundles.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -120,7 +120,8 @@ fn why_left_out(step: u64, name: &str, path: &Path, log: Option<&RunLog>) -> Opt
         Some(b) if b == name => {}
         Some(b) => {
             return Some(format!(
-                "run.json's bundle of step {step} is {b:?}, not this one"
+                "run.json's bundle of step {step} is {}, not this one",
+                quoted(b)
             ))
         }
         None => {
@@ -135,8 +136,9 @@ fn why_left_out(step: u64, name: &str, path: &Path, log: Option<&RunLog>) -> Opt
     let run = &manifest.run;
     if run.entrypoint != log.entrypoint {
         return Some(format!(
-            "a bundle of another run: entrypoint {:?}, the run's is {:?}",
-            run.entrypoint, log.entrypoint
+            "a bundle of another run: entrypoint {}, the run's is {}",
+            quoted(&run.entrypoint),
+            quoted(&log.entrypoint)
         ));
     }
     if run.capture_step != Some(step) {
@@ -147,8 +149,9 @@ fn why_left_out(step: u64, name: &str, path: &Path, log: Option<&RunLog>) -> Opt
     }
     match &record.run_id {
         Some(id) if *id != run.run_id => Some(format!(
-            "a bundle of another run: run id {:?}, run.json's capture of step {step} is {id:?}",
-            run.run_id
+            "a bundle of another run: run id {}, run.json's capture of step {step} is {}",
+            quoted(&run.run_id),
+            quoted(id)
         )),
         _ => None,
     }

@@ -21,6 +21,7 @@ mod query;
 mod ranks;
 mod report;
 mod run_dir;
+mod run_log;
 mod sites;
 mod snapshots;
 mod steps;

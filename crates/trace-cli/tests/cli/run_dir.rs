@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::util::{run, s, SMALL_TRACE};
 
 /// `demo --every 2 --steps <steps>` into `dir/name` (captures 2, 4, …, all kept).
-fn demo_run(dir: &Path, name: &str, steps: &str) -> PathBuf {
+pub(crate) fn demo_run(dir: &Path, name: &str, steps: &str) -> PathBuf {
     let out = dir.join(name);
     let r = run(&[
         "demo",
@@ -27,7 +27,7 @@ fn demo_run(dir: &Path, name: &str, steps: &str) -> PathBuf {
     out
 }
 
-fn story(dir: &Path) -> (String, serde_json::Value) {
+pub(crate) fn story(dir: &Path) -> (String, serde_json::Value) {
     let text = run(&["series", s(dir)]);
     assert_eq!(text.code, 0, "{}{}", text.stdout, text.stderr);
     let json = run(&["series", s(dir), "--json"]);
@@ -35,7 +35,7 @@ fn story(dir: &Path) -> (String, serde_json::Value) {
     (text.stdout, serde_json::from_str(&json.stdout).unwrap())
 }
 
-fn steps(v: &serde_json::Value) -> Vec<u64> {
+pub(crate) fn steps(v: &serde_json::Value) -> Vec<u64> {
     v["captures"]
         .as_array()
         .unwrap()
@@ -44,7 +44,7 @@ fn steps(v: &serde_json::Value) -> Vec<u64> {
         .collect()
 }
 
-fn left_out(v: &serde_json::Value) -> Vec<(String, String)> {
+pub(crate) fn left_out(v: &serde_json::Value) -> Vec<(String, String)> {
     v["left_out"]
         .as_array()
         .unwrap()

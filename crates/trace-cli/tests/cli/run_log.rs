@@ -1,0 +1,50 @@
+//! A run directory whose `run.json` or `.captures` is not what its run wrote: names read from
+//! the log are elided and escaped as every other name is (`\x1b`, never Rust's `\u{1b}`), and
+//! a message about them stays a bounded line.
+
+use std::path::Path;
+
+use crate::run_dir::demo_run;
+use crate::util::{run, s};
+
+/// `run.json` of `dir`, edited by `edit` and written back.
+fn edit_log(dir: &Path, edit: impl Fn(&mut serde_json::Value)) {
+    let path = dir.join("run.json");
+    let mut log: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    edit(&mut log);
+    std::fs::write(&path, serde_json::to_vec_pretty(&log).unwrap()).unwrap();
+}
+
+/// An entrypoint of 5,000 characters with a terminal escape in `run.json`: every bundle is left
+/// out as another run's, and the error naming them quotes the name elided and escaped the way
+/// `summary` does (a new user's trial saw one error line of 12,468 characters).
+#[test]
+fn names_from_run_json_are_elided_and_escaped_in_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = demo_run(dir.path(), "ours", "4");
+    let hostile = format!("<b>\u{1b}[31m{}", "Q".repeat(5_000));
+    edit_log(&ours, |log| log["entrypoint"] = hostile.clone().into());
+    let r = run(&["series", s(&ours)]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("holds no bundle of its run"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(r#"the run's is "<b>\x1b[31mQQQ"#),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("\\u{1b}"), "{}", r.stderr);
+    assert!(!r.stderr.contains('\u{1b}'), "{}", r.stderr);
+    assert!(r.stderr.contains("Q…Q"), "{}", r.stderr);
+    // two bundles left out, each quoting the name in at most NAME_COLUMNS columns
+    let longest = r.stderr.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(
+        longest < 800,
+        "a line of {longest} characters: {}",
+        r.stderr
+    );
+}
