@@ -169,8 +169,26 @@ fn read_manifest(dir: &Path) -> Option<Manifest> {
 }
 
 /// The capture traces (`step-<N>.jsonl`) in the `.captures` directory `dir`, by step (none
-/// when it does not exist).
+/// when it does not exist). A `.captures` that is a symbolic link is not read through (the run
+/// writes its own in place), and one that is not a directory is named as what it is: both are
+/// errors, like an unreadable one (its traces are unknown).
 fn unbundled(dir: &Path) -> Result<Vec<Unbundled>, BundleError> {
+    let not_ours = |what: &str| BundleError::Io {
+        path: dir.to_path_buf(),
+        source: std::io::Error::other(format!(
+            "{what}, not the run's directory of captures: a run writes {CAPTURES_DIR} in place, \
+             as a directory; not read (remove or rename it to read the run)"
+        )),
+    };
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Ok(m) if m.file_type().is_symlink() => return Err(not_ours("a symbolic link")),
+        Ok(m) if m.is_file() => return Err(not_ours("a regular file")),
+        Ok(m) if !m.is_dir() => {
+            return Err(not_ours("not a directory (a FIFO, a socket or a device)"))
+        }
+        _ => {}
+    }
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

@@ -48,3 +48,43 @@ fn names_from_run_json_are_elided_and_escaped_in_errors() {
         r.stderr
     );
 }
+
+/// A `.captures` that is a symbolic link is not read through (the run writes its own in place),
+/// and one that is a regular file is named as one, not as the raw `Not a directory (os error
+/// 20)`: both refuse the story naming the path and what it is.
+#[test]
+fn a_captures_entry_that_is_not_the_runs_directory_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = demo_run(dir.path(), "ours", "4");
+    let captures = ours.join(".captures");
+    if captures.exists() {
+        std::fs::remove_dir_all(&captures).unwrap();
+    }
+    #[cfg(unix)]
+    {
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("step-00000006.jsonl"), "x").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &captures).unwrap();
+        let r = run(&["series", s(&ours)]);
+        assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+        assert!(
+            r.stderr
+                .contains(".captures: a symbolic link, not the run's directory of captures"),
+            "{}",
+            r.stderr
+        );
+        assert!(!r.stdout.contains("step-00000006.jsonl"), "{}", r.stdout);
+        std::fs::remove_file(&captures).unwrap();
+    }
+    std::fs::write(&captures, "not a directory").unwrap();
+    let r = run(&["series", s(&ours)]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains(".captures: a regular file, not the run's directory of captures"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("os error"), "{}", r.stderr);
+}
