@@ -178,7 +178,7 @@ fn run_story(dir: &std::path::Path, json: bool, html: Option<&std::path::Path>) 
     };
     let mut story = trace_views::run_story::build(&series, log.as_ref())
         .with_context(|| format!("the story of the run directory {}", dir.display()))?;
-    story.left_out = contents.left_out;
+    story.set_left_out(contents.left_out);
     story.unbundled_captures = contents.unbundled;
     if let Some(file) = html {
         let page = trace_views::run_story::html::html(&story, &dir.display().to_string());

@@ -132,6 +132,34 @@ pub struct RunStory {
     pub findings: Vec<RunFinding>,
 }
 
+impl RunStory {
+    /// Sets the `step-*` entries the scan of the run directory left out. A capture the log
+    /// records as kept whose step's entry is among them (a bundle of another run or capture, or
+    /// a link, put where the run's bundle was) is said once: left out, with the reason and that
+    /// the run's own capture is not in the directory — not a second time as missing in
+    /// [`RunStory::not_kept`].
+    pub fn set_left_out(&mut self, mut left_out: Vec<LeftOut>) {
+        let mut said = std::collections::BTreeSet::new();
+        for l in &mut left_out {
+            let Some(step) = trace_bundle::run::step_of_dir_name(&l.name) else {
+                continue;
+            };
+            let missing = self
+                .not_kept
+                .iter()
+                .any(|r| r.step == step && r.state == CaptureState::Kept);
+            if missing && said.insert(step) {
+                l.reason.push_str(&format!(
+                    "; the run's own capture of step {step} is not in the directory"
+                ));
+            }
+        }
+        self.not_kept
+            .retain(|r| r.state != CaptureState::Kept || !said.contains(&r.step));
+        self.left_out = left_out;
+    }
+}
+
 /// Why a run's story cannot be told.
 #[derive(Debug, thiserror::Error)]
 pub enum StoryError {
