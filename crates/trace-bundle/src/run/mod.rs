@@ -81,8 +81,8 @@ pub struct RunLog {
 /// Reads `dir/run.json` (`Ok(None)` when absent).
 ///
 /// # Errors
-/// An unreadable file, one that is not a run log of this schema, or one that records a step
-/// twice (the writer replaces a step's record, never repeats it: a step both kept and failed
+/// An unreadable file, one that is not a run log of this schema, one with a figure past
+/// [`MAX_RUN_FIGURE`] (named by its field), or one that records a step twice (the writer replaces a step's record, never repeats it: a step both kept and failed
 /// has no one meaning, so the file is refused naming both records).
 pub fn read_run_log(dir: &Path) -> Result<Option<RunLog>, BundleError> {
     use std::io::Read as _;
@@ -136,6 +136,12 @@ pub fn read_run_log(dir: &Path) -> Result<Option<RunLog>, BundleError> {
             )),
         });
     }
+    if let Some(problem) = impossible_figure(&log) {
+        return Err(BundleError::Io {
+            path,
+            source: std::io::Error::other(problem),
+        });
+    }
     if let Some(problem) = repeated_step(&log.captures) {
         return Err(BundleError::Io {
             path,
@@ -143,6 +149,48 @@ pub fn read_run_log(dir: &Path) -> Result<Option<RunLog>, BundleError> {
         });
     }
     Ok(Some(log))
+}
+
+/// The largest step number, byte count or duration a run log can record: 2^63 − 1 (292 years
+/// of nanoseconds, 8 EiB). A larger one is no measurement but a sentinel such as `u64::MAX` or a
+/// negative number written unsigned, and the log is refused naming the field rather than read
+/// as a real figure.
+pub const MAX_RUN_FIGURE: u64 = i64::MAX as u64;
+
+/// The first figure of `log` past [`MAX_RUN_FIGURE`], named by its field: the schedule's step
+/// numbers and every capture's step and measurements (`repeat` and `keep_last` are caps, where a
+/// huge value only means no cap).
+fn impossible_figure(log: &RunLog) -> Option<String> {
+    let schedule = [
+        ("schedule.every", log.schedule.every),
+        ("schedule.first_step", log.schedule.first_step),
+    ];
+    let captures = log.captures.iter().enumerate().flat_map(|(i, c)| {
+        [
+            ("step", Some(c.step)),
+            ("wall_time_ns", c.wall_time_ns),
+            ("logical_peak_bytes", c.logical_peak_bytes),
+            ("logical_live_end_bytes", c.logical_live_end_bytes),
+            ("heap_end_bytes", c.heap_end_bytes),
+            ("resident_end_bytes", c.resident_end_bytes),
+            ("trace_bytes", c.trace_bytes),
+            ("bundle_bytes", c.bundle_bytes),
+            ("finish_to_bundle_ns", c.finish_to_bundle_ns),
+        ]
+        .into_iter()
+        .filter_map(move |(field, v)| Some((format!("captures[{i}].{field}"), v?)))
+    });
+    schedule
+        .into_iter()
+        .map(|(f, v)| (f.to_string(), v))
+        .chain(captures)
+        .find(|&(_, v)| v > MAX_RUN_FIGURE)
+        .map(|(field, v)| {
+            format!(
+                "{field} is {v}: past 2^63 − 1, no run records such a figure (a sentinel or a \
+                 negative number written unsigned); not a run log"
+            )
+        })
 }
 
 /// The first step recorded twice in `captures`, named with both records' places and states.

@@ -88,3 +88,38 @@ fn a_captures_entry_that_is_not_the_runs_directory_is_named() {
     );
     assert!(!r.stderr.contains("os error"), "{}", r.stderr);
 }
+
+/// Figures of 2^64 − 1 in `run.json` (a step, a byte count, a duration, the schedule's `every`)
+/// are no measurement: the log is refused naming the field, not read as real figures (a new
+/// user's trial saw "every 18446744073709551615 steps" and such peaks accepted silently).
+#[test]
+fn impossible_figures_in_run_json_are_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = demo_run(dir.path(), "ours", "4");
+    let original = std::fs::read(ours.join("run.json")).unwrap();
+    for (field, edit) in [
+        (
+            "captures[1].heap_end_bytes",
+            &(|log: &mut serde_json::Value| log["captures"][1]["heap_end_bytes"] = u64::MAX.into())
+                as &dyn Fn(&mut serde_json::Value),
+        ),
+        ("captures[0].step", &|log| {
+            log["captures"][0]["step"] = u64::MAX.into()
+        }),
+        ("schedule.every", &|log| {
+            log["schedule"]["every"] = u64::MAX.into()
+        }),
+    ] {
+        std::fs::write(ours.join("run.json"), &original).unwrap();
+        edit_log(&ours, edit);
+        let r = run(&["series", s(&ours)]);
+        assert_eq!(r.code, 2, "{field}: {}{}", r.stdout, r.stderr);
+        assert!(
+            r.stderr.contains(&format!(
+                "run.json: {field} is 18446744073709551615: past 2^63 − 1"
+            )),
+            "{}",
+            r.stderr
+        );
+    }
+}

@@ -162,6 +162,15 @@ impl ProfileRun {
         if s.first_step == 0 {
             problems.push("first_step(0): steps are one-based".to_string());
         }
+        // what the run log's reader refuses as no real figure
+        let max = trace_bundle::run::MAX_RUN_FIGURE;
+        for (what, n) in [("every", s.every), ("first_step", s.first_step)] {
+            if n > max {
+                problems.push(format!(
+                    "{what}({n}): past 2^63 − 1, a step no run reaches (its run.json would be refused)"
+                ));
+            }
+        }
         if s.keep_last == 0 {
             problems.push("keep_last(0): a run directory keeps at least its last bundle".into());
         }
@@ -228,6 +237,10 @@ mod tests {
                 .len(),
             2
         );
+        let never = ProfileRun::training("e", 1).every(u64::MAX).problems();
+        assert!(never
+            .iter()
+            .any(|p| p.starts_with("every(18446744073709551615): past 2^63 − 1")));
         let run = ProfileRun::training("e", 1).every(5).scheduled_capture(10);
         assert_eq!((run.capture_step(), run.warmup_steps()), (10, 9));
         assert!(run.schedule().is_none() && run.problems().is_empty());
