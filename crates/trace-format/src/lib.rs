@@ -248,6 +248,22 @@ pub fn elide_middle(s: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(head)
 }
 
+/// A sentence from a trace's analysis (a finding's summary) ready for a terminal line: escaped,
+/// and every word (a run without spaces: a span path, a label) over [`NAME_COLUMNS`] elided in
+/// the middle, so that a hostile or generated name in it keeps the line bounded while the prose
+/// around it stays whole. JSON outputs keep the sentence whole.
+pub fn sentence(s: &str) -> String {
+    let escaped = escape(s);
+    if width(&escaped) <= NAME_COLUMNS {
+        return escaped.into_owned();
+    }
+    escaped
+        .split(' ')
+        .map(|w| elide_middle(w, NAME_COLUMNS))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// [`escape`] then [`elide_middle`]: a span path ready for a table cell of `max` columns.
 pub fn path_cell(s: &str, max: usize) -> String {
     elide_middle(&escape(s), max).into_owned()
@@ -261,6 +277,18 @@ pub fn cell(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sentence_keeps_its_prose_and_elides_its_long_words() {
+        let path = format!("train/{}/attn", "F".repeat(2_000));
+        let s = format!("peaks at 5 MiB (in {path}); largest: x \u{1b}[31m");
+        let out = sentence(&s);
+        assert!(out.starts_with("peaks at 5 MiB (in train/FFF"), "{out}");
+        assert!(out.contains("F…F"), "{out}");
+        assert!(out.ends_with("F/attn); largest: x \\x1b[31m"), "{out}");
+        assert!(width(&out) < 2 * NAME_COLUMNS, "{out}");
+        assert_eq!(sentence("short (in a/b)"), "short (in a/b)");
+    }
 
     #[test]
     fn paths_lose_their_middle_not_their_end() {

@@ -16,6 +16,7 @@ mod fuzz;
 mod hostile;
 mod hostile46;
 mod import;
+mod long_names;
 mod ops;
 mod query;
 mod ranks;

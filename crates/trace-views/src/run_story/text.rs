@@ -60,7 +60,7 @@ pub fn render(story: &RunStory) -> String {
             "  [{}] {}: {}",
             f.severity,
             f.code,
-            trace_format::escape(&f.summary)
+            trace_format::sentence(&f.summary)
         );
         let steps = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
         let _ = writeln!(

@@ -312,7 +312,7 @@ pub fn render_findings(out: &mut String, findings: &[FindingRecord]) {
             "  [{}] {}: {}",
             f.severity.as_str(),
             f.code,
-            escape(&f.summary)
+            trace_format::sentence(&f.summary)
         );
         if let Some(a) = &f.advice {
             let _ = writeln!(out, "      → {a}");
