@@ -148,18 +148,12 @@ pub fn run_dirs(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
                 "the run directories {} and {} both give the partition run={value}: rename one \
                  (a partition keeps ASCII letters, digits, '.', '_' and '-' of the directory's \
                  name, anything else becomes '_')",
-                earlier.display(),
-                run.display()
+                path_name(earlier),
+                path_name(run)
             );
         }
         if value != name {
-            eprintln!(
-                "candle-graph: note: the run directory {} is the partition run={value} (its name \
-                 {:?} made path-safe: ASCII letters, digits, '.', '_' and '-' kept, anything else \
-                 '_', at most 100 characters)",
-                trace_views::format::escape(&run.display().to_string()),
-                trace_views::format::escape(&name)
-            );
+            eprintln!("candle-graph: note: {}", partition_note(run, &name, &value));
         }
         names.insert(value, run);
         for bundle in run_bundles(run)? {
@@ -202,6 +196,28 @@ pub fn run_dirs(inputs: &[PathBuf], dir: &Path) -> Result<Written> {
     })
 }
 
+/// A path as a message names it: elided in the middle to [`trace_views::format::NAME_COLUMNS`] and
+/// escaped ([`trace_views::format::name`]).
+fn path_name(p: &Path) -> String {
+    trace_views::format::name(&p.display().to_string())
+}
+
+/// Why the run directory `run`, named `name`, is the partition `run=<value>`: its path and
+/// name elided ([`path_name`]; the name said apart only when the path does not end in it), so
+/// that the note stays a bounded line however long the names.
+fn partition_note(run: &Path, name: &str, value: &str) -> String {
+    let own = if run.file_name().is_some_and(|n| n.to_string_lossy() == name) {
+        "its name".to_string()
+    } else {
+        format!("its name \"{}\"", trace_views::format::name(name))
+    };
+    format!(
+        "the run directory {} is the partition run={value} ({own} made path-safe: ASCII \
+         letters, digits, '.', '_' and '-' kept, anything else '_', at most 100 characters)",
+        path_name(run)
+    )
+}
+
 /// The bundles of the run directory `run` checked against its `run.json` (as `series` reads
 /// them): each `step-*` entry that is not one of the run's bundles is left out with a warning
 /// naming it and why.
@@ -215,7 +231,7 @@ fn run_bundles(run: &Path) -> Result<Vec<PathBuf>> {
     for l in &contents.left_out {
         eprintln!(
             "candle-graph: warning: {}: not exported: {}",
-            trace_views::format::escape(&run.join(&l.name).display().to_string()),
+            path_name(&run.join(&l.name)),
             trace_views::format::escape(&l.reason)
         );
     }

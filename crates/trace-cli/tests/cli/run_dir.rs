@@ -447,7 +447,7 @@ fn run_partition_names_are_explained_and_a_clash_names_both_directories() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
         r.stderr
-            .contains("is the partition run=run_a_1 (its name \"run a=1\" made path-safe"),
+            .contains("run a=1 is the partition run=run_a_1 (its name made path-safe"),
         "{}",
         r.stderr
     );
@@ -466,4 +466,23 @@ fn run_partition_names_are_explained_and_a_clash_names_both_directories() {
         r.stderr
     );
     assert!(!d.join("clash").exists(), "nothing is left behind");
+
+    // a name of 240 characters: the note elides it (it ran past 500 characters)
+    let long = demo_run(d, &format!("a={}", "Q".repeat(238)), "2");
+    let r = export(&[&long], &d.join("long"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let note = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("note: the run directory"))
+        .unwrap_or_else(|| panic!("no note: {}", r.stderr));
+    assert!(note.contains("/a=QQQ"), "{note}");
+    assert!(note.contains("Q…Q"), "{note}");
+    assert!(note.contains("QQ is the partition run=a_QQQ"), "{note}");
+    assert!(note.contains("(its name made path-safe"), "{note}");
+    assert!(
+        note.chars().count() < 500,
+        "{} characters: {note}",
+        note.len()
+    );
 }
