@@ -22,6 +22,9 @@ use crate::cli::{DemoArgs, ModelArg};
 /// # Errors
 /// Fewer than 2 steps; training or profiling failures with their cause chain.
 pub fn run(args: &DemoArgs, progress: bool) -> Result<(TrainReport, StepTimes)> {
+    if args.every.is_none() {
+        check_steps(args)?;
+    }
     if args.every.is_none() && (args.capture_step < 2 || args.capture_step > args.steps) {
         bail!(
             "--capture-step {} must be within 2..={} (--steps): the steps before it are the warm-up",
@@ -144,7 +147,20 @@ fn process_cpu_ns() -> Option<u64> {
     }
 }
 
-/// The median of the captured steps' times and of the uncaptured ones' after the warm-up
+/// `--steps` below 2 is refused naming `--steps` (step 1 is the warm-up, so nothing could be
+/// captured), before `--capture-step` is checked against it: the flag to change is `--steps`.
+fn check_steps(args: &DemoArgs) -> Result<()> {
+    if args.steps < 2 {
+        bail!(
+            "--steps {}: the demo trains at least 2 steps (step 1 is the warm-up, the steps from \
+             --capture-step on are captured)",
+            args.steps
+        );
+    }
+    Ok(())
+}
+
+/// The median of the captured steps' times and of the uncaptured ones' after the capture
 /// (`None` when either set is empty), in ns, with their counts: `step_ns[i]` is update `i + 1`'s.
 pub fn step_medians(args: &DemoArgs, step_ns: &[u64]) -> Option<(u64, usize, u64, usize)> {
     let first = args.capture_step;
@@ -189,7 +205,7 @@ pub fn describe_times(args: &DemoArgs, times: &StepTimes) -> String {
         None => String::new(),
     };
     format!(
-        "; step wall time, median: captured {:.2} ms ({cn} steps), not captured {:.2} ms ({un} after the warm-up) ({}){cpu}",
+        "; step wall time, median: captured {:.2} ms ({cn} steps), not captured {:.2} ms ({un} after the capture) ({}){cpu}",
         ms(c),
         ms(u),
         ratio(c, u)
@@ -296,6 +312,7 @@ pub struct RankOutcome {
 /// # Errors
 /// The executable cannot be found or a process cannot be started.
 pub fn run_ranks(args: &DemoArgs, ranks: u32) -> Result<Vec<RankOutcome>> {
+    check_steps(args)?;
     if args.capture_step < 2 || args.capture_step > args.steps {
         bail!(
             "--capture-step {} must be within 2..={} (--steps)",
@@ -349,7 +366,7 @@ pub fn run_ranks(args: &DemoArgs, ranks: u32) -> Result<Vec<RankOutcome>> {
 }
 
 /// One stderr line describing what the demo did (with `times`, each update's wall and CPU time:
-/// the captured steps' median against the uncaptured ones' after the warm-up, when there are
+/// the captured steps' median against the uncaptured ones' after the capture, when there are
 /// both; see [`describe_times`]).
 pub fn describe(args: &DemoArgs, report: &TrainReport, times: &StepTimes) -> String {
     let losses: Vec<String> = report.losses.iter().map(|l| format!("{l:.4}")).collect();
@@ -450,7 +467,7 @@ mod tests {
         let line = describe_times(&args, &times);
         assert!(
             line.contains(
-                "captured 9.00 ms (2 steps), not captured 5.00 ms (3 after the warm-up) (1.80×)"
+                "captured 9.00 ms (2 steps), not captured 5.00 ms (3 after the capture) (1.80×)"
             ),
             "{line}"
         );

@@ -58,11 +58,36 @@ fn demo_json_has_no_progress_and_rejects_one_step() {
     assert_eq!(v["schema"], "candle-graph/summary/1");
     assert!(v["memory_peak"]["live_bytes"].as_u64().unwrap() > 0);
     assert_eq!(v["memory_peak"]["pass"], "optimizer");
-    let bad = run(&["demo", "--steps", "1", "--out", s(&out)]);
+    // too few steps names --steps (not --capture-step, which is right as given)
+    for steps in ["0", "1"] {
+        let bad = run(&["demo", "--steps", steps, "--out", s(&out)]);
+        assert_eq!(bad.code, 2);
+        assert!(
+            bad.stderr.contains(&format!(
+                "--steps {steps}: the demo trains at least 2 steps"
+            )),
+            "{}",
+            bad.stderr
+        );
+        assert!(
+            !bad.stderr.contains("--capture-step 2 must"),
+            "{}",
+            bad.stderr
+        );
+    }
+    let bad = run(&[
+        "demo",
+        "--steps",
+        "4",
+        "--capture-step",
+        "9",
+        "--out",
+        s(&out),
+    ]);
     assert_eq!(bad.code, 2);
     assert!(
         bad.stderr
-            .contains("--capture-step 2 must be within 2..=1 (--steps)"),
+            .contains("--capture-step 9 must be within 2..=4 (--steps)"),
         "{}",
         bad.stderr
     );
