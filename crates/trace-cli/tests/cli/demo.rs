@@ -235,3 +235,46 @@ fn demo_inference_prints_prefill_decode_and_the_kv_cache() {
         bad.stderr
     );
 }
+
+/// README's table of commands names every flag of `demo --help` in its `demo` rows (the row
+/// lacked `--every`). The ones left to the README's prose are listed here.
+#[test]
+fn the_readme_demo_rows_name_every_demo_flag() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+        .expect("README.md");
+    let rows: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("| `demo"))
+        .collect();
+    assert!(!rows.is_empty(), "no demo row in README.md");
+    let help = run(&["demo", "--help"]);
+    assert_eq!(help.code, 0, "{}", help.stderr);
+    let in_prose = [
+        "--help",
+        "--json",
+        "--inference",
+        "--detach-parameter-gradients",
+    ];
+    let flags: Vec<&str> = help
+        .stdout
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with('-'))
+        .filter_map(|l| l.split([' ', '=']).find(|w| w.starts_with("--")))
+        .filter(|f| !in_prose.contains(f))
+        .collect();
+    assert!(flags.contains(&"--every"), "{flags:?}");
+    for flag in flags {
+        assert!(
+            rows.iter()
+                .any(|r| r.contains(&format!("{flag} ")) || r.contains(&format!("{flag}]"))),
+            "README.md's demo rows do not name {flag}"
+        );
+    }
+    let main = rows[0];
+    assert!(main.contains("[--every N]"), "{main}");
+    assert!(
+        main.contains("`--every N` captures one step in N"),
+        "{main}"
+    );
+}
