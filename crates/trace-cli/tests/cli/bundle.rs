@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::util::{run, s};
+use crate::util::{assert_stdout_has, run, s};
 
 fn demo(dir: &Path, name: &str, step: u64) -> std::path::PathBuf {
     let out = dir.join(name);
@@ -31,7 +31,7 @@ fn demo(dir: &Path, name: &str, step: u64) -> std::path::PathBuf {
 fn bundle(trace: &Path, out: &Path) {
     let r = run(&["bundle", s(trace), "-o", s(out)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.contains("verified"), "{}", r.stdout);
+    assert_stdout_has(&r, "verified");
 }
 
 #[test]
@@ -51,11 +51,7 @@ fn bundles_verify_and_each_tampering_is_named() {
     }
     let r = run(&["verify", s(&b), "--semantic"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
-    assert!(
-        r.stdout.contains("semantic     the derived outputs equal"),
-        "{}",
-        r.stdout
-    );
+    assert_stdout_has(&r, "semantic     the derived outputs equal");
 
     let fresh = |name: &str| {
         let copy = dir.path().join(name);
@@ -69,7 +65,7 @@ fn bundles_verify_and_each_tampering_is_named() {
     std::fs::write(t.join("summary.json"), bytes).unwrap();
     let r = run(&["verify", s(&t)]);
     assert_eq!(r.code, 1, "{}", r.stdout);
-    assert!(r.stdout.contains("- summary.json: sha256 "), "{}", r.stdout);
+    assert_stdout_has(&r, "- summary.json: sha256 ");
     // a missing file
     let m = fresh("missing");
     std::fs::remove_file(m.join("memory.json")).unwrap();
@@ -83,12 +79,7 @@ fn bundles_verify_and_each_tampering_is_named() {
     std::fs::write(e.join("notes.txt"), "x").unwrap();
     let r = run(&["verify", s(&e)]);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stdout
-            .contains("- notes.txt: in the bundle but not in the manifest"),
-        "{}",
-        r.stdout
-    );
+    assert_stdout_has(&r, "- notes.txt: in the bundle but not in the manifest");
     // a renamed run
     let n = fresh("renamed");
     let text = std::fs::read_to_string(n.join("bundle.json")).unwrap();
@@ -99,11 +90,7 @@ fn bundles_verify_and_each_tampering_is_named() {
     .unwrap();
     let r = run(&["verify", s(&n)]);
     assert_eq!(r.code, 1, "{}", r.stdout);
-    assert!(
-        r.stdout.contains("- trace.jsonl: meta run_id is "),
-        "{}",
-        r.stdout
-    );
+    assert_stdout_has(&r, "- trace.jsonl: meta run_id is ");
     // a derived output that no longer matches its trace: integrity holds, --semantic fails
     let d = fresh("rederived");
     let sum = d.join("summary.json");
@@ -131,12 +118,7 @@ fn bundles_verify_and_each_tampering_is_named() {
     assert_eq!(run(&["verify", s(&d)]).code, 0);
     let r = run(&["verify", s(&d), "--semantic"]);
     assert_eq!(r.code, 1, "{}", r.stdout);
-    assert!(
-        r.stdout
-            .contains("- summary.json: differs from the output re-derived"),
-        "{}",
-        r.stdout
-    );
+    assert_stdout_has(&r, "- summary.json: differs from the output re-derived");
 }
 
 fn trace_bundle_sha(text: &str) -> String {
@@ -160,12 +142,7 @@ fn a_series_of_three_captures() {
         .collect();
     let r = run(&args);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stdout
-            .contains("mlp::train_step · train · cpu · 3 captures"),
-        "{}",
-        r.stdout
-    );
+    assert_stdout_has(&r, "mlp::train_step · train · cpu · 3 captures");
     let rows: Vec<&str> = r
         .stdout
         .lines()

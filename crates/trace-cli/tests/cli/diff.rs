@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::util::{run, s, write, SMALL_TRACE};
+use crate::util::{assert_stderr_has, assert_stdout_has, run, s, write, SMALL_TRACE};
 
 fn json(args: &[&str]) -> Value {
     let r = run(args);
@@ -24,19 +24,9 @@ fn a_trace_against_itself_changes_nothing() {
     assert_eq!(v["gradients"]["unchanged"], 1);
     let r = run(&["diff", s(&p), s(&p)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stdout
-            .contains("wall time    100 ns → 100 ns   unchanged"),
-        "{}",
-        r.stdout
-    );
-    assert!(
-        r.stdout
-            .contains("memory peak  on cpu: 10.00 KiB → 10.00 KiB   unchanged"),
-        "{}",
-        r.stdout
-    );
-    assert!(r.stdout.contains("no aligned span changed"), "{}", r.stdout);
+    assert_stdout_has(&r, "wall time    100 ns → 100 ns   unchanged");
+    assert_stdout_has(&r, "memory peak  on cpu: 10.00 KiB → 10.00 KiB   unchanged");
+    assert_stdout_has(&r, "no aligned span changed");
 }
 
 #[test]
@@ -54,11 +44,9 @@ fn different_devices_refuse_timing_but_compare_memory() {
     let (_b, cand) = write("trace.jsonl", gpu.as_bytes());
     let r = run(&["diff", s(&base), s(&cand)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stdout
-            .contains("timing       NOT compared (memory and gradients below are compared):"),
-        "{}",
-        r.stdout
+    assert_stdout_has(
+        &r,
+        "timing       NOT compared (memory and gradients below are compared):",
     );
     assert!(r
         .stdout
@@ -66,7 +54,7 @@ fn different_devices_refuse_timing_but_compare_memory() {
     assert!(r.stdout.contains("unsynchronized_device_timing"));
     // the span table drops its time columns; memory is compared (the activation shrank)
     assert!(!r.stdout.contains("TOTAL Δ"), "{}", r.stdout);
-    assert!(r.stdout.contains("train_step/forward"), "{}", r.stdout);
+    assert_stdout_has(&r, "train_step/forward");
     let v = json(&["diff", s(&base), s(&cand), "--json"]);
     let codes: Vec<&str> = v["identity"]["refusals"]
         .as_array()
@@ -87,9 +75,9 @@ fn a_cut_short_candidate_is_an_incomplete_capture() {
     let (_b, cand) = write("trace.jsonl", cut.as_bytes());
     let r = run(&["diff", s(&base), s(&cand)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stderr.contains("is truncated"), "{}", r.stderr);
-    assert!(r.stdout.contains("incomplete_capture"), "{}", r.stdout);
-    assert!(r.stdout.contains("lower bounds"), "{}", r.stdout);
+    assert_stderr_has(&r, "is truncated");
+    assert_stdout_has(&r, "incomplete_capture");
+    assert_stdout_has(&r, "lower bounds");
 }
 
 #[test]
@@ -126,14 +114,8 @@ fn several_runs_per_side_report_medians_and_noise() {
     ];
     let r = run(&args);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stdout.contains(
-            "wall time    110 ns (100 ns–120 ns) → 115 ns (105 ns–125 ns)   +5 ns (+4.5%), within the run-to-run spread: noise"
-        ),
-        "{}",
-        r.stdout
-    );
-    assert!(r.stdout.contains("3 vs 3 runs"), "{}", r.stdout);
+    assert_stdout_has(&r, "wall time    110 ns (100 ns–120 ns) → 115 ns (105 ns–125 ns)   +5 ns (+4.5%), within the run-to-run spread: noise");
+    assert_stdout_has(&r, "3 vs 3 runs");
     let mut j = args.to_vec();
     j.push("--json");
     let v = json(&j);
@@ -157,22 +139,14 @@ fn wrong_argument_forms_and_bad_inputs_exit_2() {
     }
     let r = run(&["diff", s(&p), "no/such/trace.jsonl"]);
     assert_eq!(r.code, 2);
-    assert!(
-        r.stderr.contains("cannot open no/such/trace.jsonl"),
-        "{}",
-        r.stderr
-    );
+    assert_stderr_has(&r, "cannot open no/such/trace.jsonl");
     let (_e, bad) = write("bad.jsonl", b"{\"kind\":\"span_start\"}\n");
     let r = run(&["diff", s(&bad), s(&p)]);
     assert_eq!(r.code, 2);
-    assert!(
-        r.stderr.contains("not a candle-graph trace"),
-        "{}",
-        r.stderr
-    );
+    assert_stderr_has(&r, "not a candle-graph trace");
     let r = run(&["diff", s(&p), s(&p), "--norm-ratio", "0.5"]);
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("norm ratio threshold"), "{}", r.stderr);
+    assert_stderr_has(&r, "norm ratio threshold");
 }
 
 #[test]
@@ -185,8 +159,8 @@ fn trace_text_is_escaped() {
     let r = run(&["diff", s(&base), s(&cand)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!r.stdout.contains('\u{1b}') && !r.stdout.contains('\u{202e}'));
-    assert!(r.stdout.contains("for\\x1b[2Jward"), "{}", r.stdout);
-    assert!(r.stdout.contains("fc\\u{202e}.weight"), "{}", r.stdout);
+    assert_stdout_has(&r, "for\\x1b[2Jward");
+    assert_stdout_has(&r, "fc\\u{202e}.weight");
 }
 
 #[test]
@@ -241,11 +215,7 @@ fn a_pytorch_trace_against_a_candle_trace_aligns_the_passes() {
     assert!(r
         .stdout
         .contains("passes (by role, whatever the spans are named)"));
-    assert!(
-        r.stdout.contains("spans        paths do not match"),
-        "{}",
-        r.stdout
-    );
+    assert_stdout_has(&r, "spans        paths do not match");
 }
 
 /// Runs `diff … --html` and returns the page (the text output is still printed).
@@ -256,7 +226,7 @@ fn html_of(args: &[&str]) -> (tempfile::TempDir, String, String) {
     full.extend(["--html", s(&out)]);
     let r = run(&full);
     assert_eq!(r.code, 0, "{full:?}: {}", r.stderr);
-    assert!(r.stderr.contains("diff.html"), "{}", r.stderr);
+    assert_stderr_has(&r, "diff.html");
     assert!(r.stdout.starts_with("baseline"), "{}", r.stdout);
     // line-break opportunities are markup, not text
     let html = std::fs::read_to_string(&out).unwrap().replace("<wbr>", "");
@@ -389,9 +359,9 @@ fn diff_of_pytorch_against_candle_aligns_ops_by_role_and_reads_an_op_map() {
     const CANDLE: &str = "../trace-diff/tests/data/candle-mlp.jsonl.gz";
     let r = crate::util::run(&["diff", PT, CANDLE]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.contains("operations   by role"), "{}", r.stdout);
-    assert!(r.stdout.contains("gradient accumulation"), "{}", r.stdout);
-    assert!(r.stdout.contains("largest gap:"), "{}", r.stdout);
+    assert_stdout_has(&r, "operations   by role");
+    assert_stdout_has(&r, "gradient accumulation");
+    assert_stdout_has(&r, "largest gap:");
     let j = crate::util::run(&["diff", PT, CANDLE, "--json"]);
     let v: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
     assert_eq!(v["ops"]["baseline_framework"], "pytorch");
@@ -402,12 +372,12 @@ fn diff_of_pytorch_against_candle_aligns_ops_by_role_and_reads_an_op_map() {
         br#"{"roles":[{"role":"my matmul","pass":"forward","candle":["matmul"],"pytorch":["aten::linear"]}]}"#,
     );
     let m = crate::util::run(&["diff", PT, CANDLE, "--op-map", crate::util::s(&map)]);
-    assert!(m.stdout.contains("my matmul"), "{}", m.stdout);
+    assert_stdout_has(&m, "my matmul");
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, br#"{"roles":[{"role":"x","pass":"sideways"}]}"#).unwrap();
     let e = crate::util::run(&["diff", PT, CANDLE, "--op-map", crate::util::s(&bad)]);
     assert_eq!(e.code, 2, "{}", e.stderr);
-    assert!(e.stderr.contains("not a role map"), "{}", e.stderr);
+    assert_stderr_has(&e, "not a role map");
 }
 
 /// The diff adds up, on the demo's MLP against its retention fix (`demo

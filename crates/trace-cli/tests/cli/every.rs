@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::util::{run, s};
+use crate::util::{assert_stderr_has, run, s};
 
 fn demo_every(
     dir: &Path,
@@ -35,12 +35,9 @@ fn demo_every(
     args.extend_from_slice(seeds);
     let r = run(&args);
     assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
-    assert!(
-        r.stderr.contains(&format!(
-            "captured every {every} steps into the run directory"
-        )),
-        "{}",
-        r.stderr
+    assert_stderr_has(
+        &r,
+        &format!("captured every {every} steps into the run directory"),
     );
     (out, r.stdout)
 }
@@ -315,11 +312,7 @@ fn the_demo_never_removes_a_directory_that_is_not_a_run_directory() {
     std::fs::write(project.join("notes.txt"), "mine").unwrap();
     let r = run(&["demo", "--every", "2", "--steps", "2", "--out", s(&project)]);
     assert_ne!(r.code, 0);
-    assert!(
-        r.stderr.contains("not a run log: not removed"),
-        "{}",
-        r.stderr
-    );
+    assert_stderr_has(&r, "not a run log: not removed");
     assert!(project.join("notes.txt").is_file() && project.join("src").is_dir());
 
     let (run_dir, _) = demo_every(dir.path(), "run", ("2", "4"), "0", &[]);
@@ -327,11 +320,7 @@ fn the_demo_never_removes_a_directory_that_is_not_a_run_directory() {
     let args = ["demo", "--every", "2", "--steps", "4", "--sample-hz", "0"];
     let r = run(&[&args[..], &["--out", s(&run_dir)]].concat());
     assert_ne!(r.code, 0);
-    assert!(
-        r.stderr.contains("(notes.txt): not removed"),
-        "{}",
-        r.stderr
-    );
+    assert_stderr_has(&r, "(notes.txt): not removed");
     assert!(run_dir.join("notes.txt").is_file());
     assert!(run_dir.join("step-00000002").join("bundle.json").is_file());
     // without the stranger the earlier run is written anew
@@ -347,11 +336,7 @@ fn the_demo_never_removes_a_directory_that_is_not_a_run_directory() {
     let page = dir.path().join("run.html");
     let r = run(&["report", s(&run_dir), "-o", s(&page)]);
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
-    assert!(
-        r.stderr.contains("report: no page written for"),
-        "{}",
-        r.stderr
-    );
+    assert_stderr_has(&r, "report: no page written for");
     assert!(!page.exists());
 }
 
@@ -363,11 +348,6 @@ fn a_schedule_beyond_the_run_is_refused_up_front() {
     let out = dir.path().join("never");
     let r = run(&["demo", "--every", "20", "--steps", "10", "--out", s(&out)]);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(
-        r.stderr
-            .contains("nothing would be captured; give --steps 20 or more"),
-        "{}",
-        r.stderr
-    );
+    assert_stderr_has(&r, "nothing would be captured; give --steps 20 or more");
     assert!(!out.exists());
 }

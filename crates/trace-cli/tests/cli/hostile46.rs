@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::util::{run, s, write};
+use crate::util::{assert_stderr_has, assert_stdout_has, run, s, write};
 
 /// A 10 ms measured step with 15 samples in `mlp::train_step`, 5 in `matmul`, then one sample
 /// per entry of `bad` naming an undefined stack; the sampler counts them all.
@@ -63,10 +63,10 @@ fn bad_samples_follow_one_rule_in_ops_check_and_the_exports() {
     let ops = run(&["ops", t]);
     assert_eq!(ops.code, 0, "{}", ops.stderr);
     // the kept 20: matmul 5 of them, 25.0% of 10 ms = 2.50 ms (today's main: no estimate)
-    assert!(ops.stdout.contains("2.50 ms"), "{}", ops.stdout);
+    assert_stdout_has(&ops, "2.50 ms");
     let said = "2 of 22 samples dropped (lines 28, 29: they name an undefined stack, `check` \
                 lists them): more than 5% of the samples: the shares may be biased";
-    assert!(ops.stdout.contains(said), "{}", ops.stdout);
+    assert_stdout_has(&ops, said);
     let v: Value = serde_json::from_str(&run(&["ops", t, "--json"]).stdout).unwrap();
     assert_eq!(v["totals"]["counted"], 20);
     assert_eq!(v["totals"]["dropped"]["samples"], 2);
@@ -79,14 +79,14 @@ fn bad_samples_follow_one_rule_in_ops_check_and_the_exports() {
     let out = dir.path().join("s.json");
     let r = run(&["export", t, "--format", "speedscope", "-o", s(&out)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stderr.contains(said), "{}", r.stderr);
+    assert_stderr_has(&r, said);
     let sp: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(sp["profiles"][0]["samples"].as_array().unwrap().len(), 20);
     let out = dir.path().join("c.json");
     let r = run(&["export", t, "--format", "chrome", "-o", s(&out)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stderr.contains(said), "{}", r.stderr);
-    assert!(r.stderr.contains(" 20 samples)"), "{}", r.stderr);
+    assert_stderr_has(&r, said);
+    assert_stderr_has(&r, " 20 samples)");
     // 1 of 21 (4.8%): kept as sampled, the drop still said
     let (_d, trace) = write("trace.jsonl", sampled(&[7], false).as_bytes());
     let (level, reason) = operations_capability(s(&trace));
@@ -188,11 +188,9 @@ fn memory_rows_merge_whatever_their_sites_and_say_how_many() {
 fn an_endless_input_is_refused_not_read_whole() {
     let r = run(&["summary", "/dev/zero"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(
-        r.stderr
-            .contains("no line break in the 64 MiB from byte 0: not a candle-graph trace"),
-        "{}",
-        r.stderr
+    assert_stderr_has(
+        &r,
+        "no line break in the 64 MiB from byte 0: not a candle-graph trace",
     );
 }
 

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::util::{run, s, SMALL_TRACE};
+use crate::util::{assert_stderr_has, run, s, SMALL_TRACE};
 
 /// `demo --every 2 --steps <steps>` into `dir/name` (captures 2, 4, …, all kept).
 pub(crate) fn demo_run(dir: &Path, name: &str, steps: &str) -> PathBuf {
@@ -125,12 +125,7 @@ fn bundles_the_run_did_not_write_are_left_out_by_name() {
     let tables = dir.path().join("tables");
     let r = export(&[&ours], &tables);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stderr
-            .contains("step-00000006: not exported: a bundle of another run"),
-        "{}",
-        r.stderr
-    );
+    assert_stderr_has(&r, "step-00000006: not exported: a bundle of another run");
     let mut exported: Vec<String> = std::fs::read_dir(tables.join("runs").join("run=ours"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -182,11 +177,7 @@ fn a_run_directory_without_its_log_is_read_with_a_warning() {
     std::fs::remove_file(ours.join("run.json")).unwrap();
     let r = run(&["series", s(&ours)]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
-    assert!(
-        r.stderr.contains("has no run.json (the run log)"),
-        "{}",
-        r.stderr
-    );
+    assert_stderr_has(&r, "has no run.json (the run log)");
     let (_, v) = story(&ours);
     assert_eq!(steps(&v), [2, 4], "{v}");
     assert!(v.get("schedule").is_none(), "{v}");
@@ -211,12 +202,10 @@ fn a_run_log_recording_a_step_twice_is_refused() {
         }
         let r = run(&args);
         assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
-        assert!(r.stderr.contains("run.json"), "{}", r.stderr);
-        assert!(
-            r.stderr
-                .contains("captures[1] (kept) and captures[2] (failed) both record step 4"),
-            "{}",
-            r.stderr
+        assert_stderr_has(&r, "run.json");
+        assert_stderr_has(
+            &r,
+            "captures[1] (kept) and captures[2] (failed) both record step 4",
         );
     }
 }
@@ -371,7 +360,7 @@ fn a_failed_parquet_export_of_run_directories_leaves_the_output_as_it_was() {
     let fresh = d.join("out").join("fresh");
     let r = export(&[&ours, &broken], &fresh);
     assert_ne!(r.code, 0, "{}", r.stderr);
-    assert!(r.stderr.contains("fails verification"), "{}", r.stderr);
+    assert_stderr_has(&r, "fails verification");
     assert!(!d.join("out").exists(), "{:?}", tree(d));
 
     // a partition exported already: the other run's partitions are not left beside it, and
@@ -383,7 +372,7 @@ fn a_failed_parquet_export_of_run_directories_leaves_the_output_as_it_was() {
     let before = tree(&tables);
     let r = export(&[&ours, &theirs], &tables);
     assert_ne!(r.code, 0, "{}", r.stderr);
-    assert!(r.stderr.contains("exists already"), "{}", r.stderr);
+    assert_stderr_has(&r, "exists already");
     assert_eq!(tree(&tables), before);
     let beside: Vec<String> = std::fs::read_dir(d)
         .unwrap()
@@ -416,7 +405,7 @@ fn a_failed_parquet_export_of_traces_leaves_the_output_as_it_was() {
     let fresh = d.join("fresh");
     let r = export(&[&good, &bad], &fresh);
     assert_ne!(r.code, 0, "{}", r.stderr);
-    assert!(r.stderr.contains("bad.jsonl"), "{}", r.stderr);
+    assert_stderr_has(&r, "bad.jsonl");
     assert!(!fresh.exists(), "{:?}", tree(&fresh));
 
     let tables = d.join("tables");
@@ -445,25 +434,22 @@ fn run_partition_names_are_explained_and_a_clash_names_both_directories() {
     let first = demo_run(d, "run a=1", "4");
     let r = export(&[&first], &d.join("tables"));
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stderr
-            .contains("run a=1 is the partition run=run_a_1 (its name made path-safe"),
-        "{}",
-        r.stderr
+    assert_stderr_has(
+        &r,
+        "run a=1 is the partition run=run_a_1 (its name made path-safe",
     );
     assert!(d.join("tables/runs/run=run_a_1").is_dir());
     let second = d.join("run_a_1");
     copy_dir(&first, &second);
     let r = export(&[&first, &second], &d.join("clash"));
     assert_ne!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stderr.contains(&format!(
+    assert_stderr_has(
+        &r,
+        &format!(
             "the run directories {} and {} both give the partition run=run_a_1",
             first.display(),
             second.display()
-        )),
-        "{}",
-        r.stderr
+        ),
     );
     assert!(!d.join("clash").exists(), "nothing is left behind");
 

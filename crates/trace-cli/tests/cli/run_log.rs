@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::run_dir::demo_run;
-use crate::util::{run, s};
+use crate::util::{assert_stderr_has, run, s};
 
 /// `run.json` of `dir`, edited by `edit` and written back.
 fn edit_log(dir: &Path, edit: impl Fn(&mut serde_json::Value)) {
@@ -27,19 +27,11 @@ fn names_from_run_json_are_elided_and_escaped_in_errors() {
     edit_log(&ours, |log| log["entrypoint"] = hostile.clone().into());
     let r = run(&["series", s(&ours)]);
     assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
-    assert!(
-        r.stderr.contains("holds no bundle of its run"),
-        "{}",
-        r.stderr
-    );
-    assert!(
-        r.stderr.contains(r#"the run's is "<b>\x1b[31mQQQ"#),
-        "{}",
-        r.stderr
-    );
+    assert_stderr_has(&r, "holds no bundle of its run");
+    assert_stderr_has(&r, r#"the run's is "<b>\x1b[31mQQQ"#);
     assert!(!r.stderr.contains("\\u{1b}"), "{}", r.stderr);
     assert!(!r.stderr.contains('\u{1b}'), "{}", r.stderr);
-    assert!(r.stderr.contains("Q…Q"), "{}", r.stderr);
+    assert_stderr_has(&r, "Q…Q");
     // two bundles left out, each quoting the name in at most NAME_COLUMNS columns
     let longest = r.stderr.lines().map(|l| l.chars().count()).max().unwrap();
     assert!(
@@ -68,11 +60,9 @@ fn a_captures_entry_that_is_not_the_runs_directory_is_named() {
         std::os::unix::fs::symlink(&elsewhere, &captures).unwrap();
         let r = run(&["series", s(&ours)]);
         assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
-        assert!(
-            r.stderr
-                .contains(".captures: a symbolic link, not the run's directory of captures"),
-            "{}",
-            r.stderr
+        assert_stderr_has(
+            &r,
+            ".captures: a symbolic link, not the run's directory of captures",
         );
         assert!(!r.stdout.contains("step-00000006.jsonl"), "{}", r.stdout);
         std::fs::remove_file(&captures).unwrap();
@@ -80,11 +70,9 @@ fn a_captures_entry_that_is_not_the_runs_directory_is_named() {
     std::fs::write(&captures, "not a directory").unwrap();
     let r = run(&["series", s(&ours)]);
     assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
-    assert!(
-        r.stderr
-            .contains(".captures: a regular file, not the run's directory of captures"),
-        "{}",
-        r.stderr
+    assert_stderr_has(
+        &r,
+        ".captures: a regular file, not the run's directory of captures",
     );
     assert!(!r.stderr.contains("os error"), "{}", r.stderr);
 }
@@ -114,12 +102,9 @@ fn impossible_figures_in_run_json_are_refused_naming_the_field() {
         edit_log(&ours, edit);
         let r = run(&["series", s(&ours)]);
         assert_eq!(r.code, 2, "{field}: {}{}", r.stdout, r.stderr);
-        assert!(
-            r.stderr.contains(&format!(
-                "run.json: {field} is 18446744073709551615: past 2^63 − 1"
-            )),
-            "{}",
-            r.stderr
+        assert_stderr_has(
+            &r,
+            &format!("run.json: {field} is 18446744073709551615: past 2^63 − 1"),
         );
     }
 }

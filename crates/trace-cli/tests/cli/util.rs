@@ -75,3 +75,23 @@ pub fn write(name: &str, contents: &[u8]) -> (tempfile::TempDir, PathBuf) {
 pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// Asserts that the run's stderr contains `text`, showing the whole stderr when it does not.
+#[track_caller]
+pub fn assert_stderr_has(r: &Run, text: &str) {
+    assert!(
+        r.stderr.contains(text),
+        "stderr lacks {text:?}:\n{}",
+        r.stderr
+    );
+}
+
+/// Asserts that the run's stdout contains `text`, showing the whole stdout when it does not.
+#[track_caller]
+pub fn assert_stdout_has(r: &Run, text: &str) {
+    assert!(
+        r.stdout.contains(text),
+        "stdout lacks {text:?}:\n{}",
+        r.stdout
+    );
+}
