@@ -155,6 +155,22 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
     analyze_with_graph(doc, detail, detail)
 }
 
+/// The steps' memory from the pass that rode along the memory replay: without any byte figure
+/// when the replay refused the trace's byte counts (they add up past `u64::MAX`: no logical
+/// figure is computed, so no step's byte figure is real either).
+fn finish_step_memory(
+    pass: Option<trace_memory::steps::StepMemoryPass>,
+    memory: &MemoryProfile,
+    doc: &TraceDocument,
+    spans: &SpanIndex,
+) -> Vec<StepMemory> {
+    let mut steps = pass.map_or_else(Vec::new, |p| p.finish(doc, spans));
+    if memory.logical_overflow.is_some() {
+        steps.iter_mut().for_each(StepMemory::forget_bytes);
+    }
+    steps
+}
+
 /// As [`analyze_with`] with the memory in `detail` but the execution graph in `graph_detail`:
 /// [`Detail::Summary`] builds no graph nodes or edges (no per-tensor node, no per-node memory
 /// metrics) and keeps the first [`trace_memory::SUMMARY_TOP`] spans of each ranking — what a
@@ -198,11 +214,7 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
     if let Some(seen) = seen {
         memory_spans = seen;
     }
-    let mut step_memory = step_pass.map_or_else(Vec::new, |p| p.finish(doc, &spans));
-    if memory.logical_overflow.is_some() {
-        // no logical figure is computed: no step's byte figure is real either
-        step_memory.iter_mut().for_each(StepMemory::forget_bytes);
-    }
+    let step_memory = finish_step_memory(step_pass, &memory, doc, &spans);
     let sites = site_pass.map(|p| p.finish(doc));
     let logical = memory.logical.as_ref();
     let index = index::TraceIndex::new(spans, ops);
