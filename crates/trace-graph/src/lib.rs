@@ -187,9 +187,18 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
     // own)
     let mut step_pass = trace_memory::steps::StepMemoryPass::new(doc);
     let mut site_pass = trace_ops::SitePass::new(doc, &spans);
+    // and so does the optimizer finding's first pass, when there is an optimizer pass
+    let mut temporary_marks = spans
+        .pass
+        .contains(&Some(trace_schema::Pass::Optimizer))
+        .then(|| optimizer::TemporaryMarks::new(doc));
+    let pass_of = |s| doc.span_index(s).and_then(|i| spans.pass[i]);
     let (memory, (ops, gradients, seen)) = rayon::join(
         || {
             let mut observe = |m: &trace_schema::MemoryItem<'_>| {
+                if let Some(t) = &mut temporary_marks {
+                    t.observe(doc, m, &pass_of);
+                }
                 if !spare_core {
                     memory_spans.observe(doc, m)
                 }
@@ -279,6 +288,7 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
             optimizer::finding(
                 doc,
                 &index.spans,
+                temporary_marks,
                 sites.as_ref(),
                 &capabilities,
                 health.memory_lower_bound,

@@ -9,12 +9,15 @@
 //! parameter's bytes ("by size"; the stack names the op, not the parameter). Its op comes from
 //! its allocation site ([`trace_ops::SiteProfile`]) when the trace has sites.
 //!
-//! Two passes over the memory events in replay order: O(n log n) for the sort, O(n) after.
+//! Two passes over the memory events in replay order: O(n log n) for the sort, O(n) after. In
+//! [`crate::analyze`] the first rides along the memory replay ([`TemporaryMarks`]).
 
 use rustc_hash::FxHashMap;
 use trace_format::bytes as human_bytes;
 use trace_memory::{StorageMap, StorageRef};
-use trace_schema::{MemoryAction, MemoryCategory, MemoryOrder, Pass, Sym, TraceDocument};
+use trace_schema::{
+    MemoryAction, MemoryCategory, MemoryItem, MemoryOrder, Pass, Sym, TraceDocument,
+};
 
 use crate::capability::{CapabilityKind, CapabilityMatrix};
 use crate::findings::{Evidence, Finding, FindingCode};
@@ -52,19 +55,38 @@ pub struct OptimizerTemporaries {
 
 impl OptimizerTemporaries {
     /// Finds the optimizer temporaries of `doc`; `None` without any. `pass_of` gives a
-    /// span's pass (its own or inherited).
+    /// span's pass (its own or inherited). Two passes over the memory events.
     pub fn find(doc: &TraceDocument, pass_of: impl Fn(Sym) -> Option<Pass>) -> Option<Self> {
-        let mut pass_cache: FxHashMap<Sym, Option<Pass>> = FxHashMap::default();
-        let mut pass = |s: Option<Sym>| -> Option<Pass> {
-            let s = s?;
-            *pass_cache.entry(s).or_insert_with(|| pass_of(s))
-        };
-        let (temporary, param_sizes) = mark_temporaries(doc, &mut pass)?;
+        let mut marks = TemporaryMarks::new(doc);
+        doc.for_each_memory(MemoryOrder::Replay, |m| marks.observe(doc, m, &pass_of));
+        Self::from_marks(doc, marks, pass_of)
+    }
+
+    /// [`find`](Self::find) after its first pass, made by `marks` riding along another pass
+    /// over the memory events in replay order: one pass of its own.
+    pub(crate) fn from_marks(
+        doc: &TraceDocument,
+        marks: TemporaryMarks,
+        pass_of: impl Fn(Sym) -> Option<Pass>,
+    ) -> Option<Self> {
+        let TemporaryMarks {
+            temporary,
+            param_sizes,
+            any,
+            mut pass_cache,
+            ..
+        } = marks;
+        if !any {
+            return None;
+        }
         let mut r = replay_without(doc, &temporary);
         let (at_peak, parameter_bytes) =
             live_at_peak(&r.seq[..r.peak_seq], &temporary, &param_sizes);
         drop(std::mem::take(&mut r.seq));
         let at_peak_bytes = at_peak.iter().fold(0u64, |s, x| s.saturating_add(x.1));
+        let replayed_peak_pass = r
+            .re_span
+            .and_then(|s| *pass_cache.entry(s).or_insert_with(|| pass_of(s)));
         Some(Self {
             count: r.count,
             allocated_bytes: r.allocated,
@@ -75,7 +97,7 @@ impl OptimizerTemporaries {
             parameter_bytes,
             replayed_peak_bytes: r.re_peak,
             replayed_peak_ns: r.re_ns,
-            replayed_peak_pass: pass(r.re_span),
+            replayed_peak_pass,
             at_peak,
             allocs: temporary
                 .iter()
@@ -93,19 +115,42 @@ struct Open {
     bytes: u64,
 }
 
-/// Pass 1: allocs matched to frees; a temporary is allocated and freed in the optimizer.
-/// Returns which memory events allocate a temporary and the parameters' names by size;
-/// `None` without any temporary.
-#[allow(clippy::type_complexity)]
-fn mark_temporaries(
-    doc: &TraceDocument,
-    pass: &mut impl FnMut(Option<Sym>) -> Option<Pass>,
-) -> Option<(Vec<bool>, FxHashMap<u64, Vec<String>>)> {
-    let mut open: StorageMap<Open> = StorageMap::new();
-    let mut temporary: Vec<bool> = vec![false; doc.memory_len()];
-    let mut param_sizes: FxHashMap<u64, Vec<String>> = FxHashMap::default();
-    let mut any = false;
-    doc.for_each_memory(MemoryOrder::Replay, |m| {
+/// Pass 1, fed one memory event at a time in replay order (on its own or riding along the
+/// memory replay): allocs matched to frees; a temporary is allocated and freed in the
+/// optimizer. Keeps which memory events allocate a temporary and the parameters' names by
+/// size.
+pub(crate) struct TemporaryMarks {
+    open: StorageMap<Open>,
+    temporary: Vec<bool>,
+    param_sizes: FxHashMap<u64, Vec<String>>,
+    any: bool,
+    pass_cache: FxHashMap<Sym, Option<Pass>>,
+}
+
+impl TemporaryMarks {
+    /// No event seen yet (a flag per memory event of `doc`).
+    pub(crate) fn new(doc: &TraceDocument) -> Self {
+        Self {
+            open: StorageMap::new(),
+            temporary: vec![false; doc.memory_len()],
+            param_sizes: FxHashMap::default(),
+            any: false,
+            pass_cache: FxHashMap::default(),
+        }
+    }
+
+    /// Sees the next event in replay order; `pass_of` gives a span's pass.
+    pub(crate) fn observe(
+        &mut self,
+        doc: &TraceDocument,
+        m: &MemoryItem<'_>,
+        pass_of: &impl Fn(Sym) -> Option<Pass>,
+    ) {
+        let cache = &mut self.pass_cache;
+        let mut pass = |s: Option<Sym>| -> Option<Pass> {
+            let s = s?;
+            *cache.entry(s).or_insert_with(|| pass_of(s))
+        };
         let key = StorageRef::of(m);
         match m.action {
             MemoryAction::Alloc => {
@@ -115,7 +160,7 @@ fn mark_temporaries(
                         |l| doc.str(l).to_string(),
                     );
                     let bytes = m.bytes.unwrap_or(0);
-                    param_sizes.entry(bytes).or_default().push(name);
+                    self.param_sizes.entry(bytes).or_default().push(name);
                 }
                 let optimizer = !m.pre_existing && pass(m.span) == Some(Pass::Optimizer);
                 if let Some(k) = key {
@@ -123,29 +168,28 @@ fn mark_temporaries(
                     // those alone (a few, not every live storage of a large trace), and an
                     // other allocation at a live key ends the one it replaces.
                     if optimizer {
-                        open.insert(
+                        self.open.insert(
                             k,
                             Open {
                                 index: m.index,
                                 bytes: m.bytes.unwrap_or(0),
                             },
                         );
-                    } else if !open.is_empty() {
-                        open.remove(k);
+                    } else if !self.open.is_empty() {
+                        self.open.remove(k);
                     }
                 }
             }
             MemoryAction::Free => {
-                if let Some(o) = key.and_then(|k| open.remove(k)) {
+                if let Some(o) = key.and_then(|k| self.open.remove(k)) {
                     if pass(m.span) == Some(Pass::Optimizer) && o.bytes > 0 {
-                        temporary[o.index as usize] = true;
-                        any = true;
+                        self.temporary[o.index as usize] = true;
+                        self.any = true;
                     }
                 }
             }
         }
-    });
-    any.then_some((temporary, param_sizes))
+    }
 }
 
 /// The sequence of the temporaries' and parameters' allocations (memory index, bytes,
@@ -285,9 +329,13 @@ fn live_at_peak(
 
 /// The finding, when the trace has optimizer temporaries (a warning when those live at the
 /// run's peak make at least 10% of it, else info).
+/// `marks` is the first pass, made riding along the memory replay (`None` when the trace has no
+/// optimizer pass).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn finding(
     doc: &TraceDocument,
     spans: &trace_memory::SpanIndex,
+    marks: Option<TemporaryMarks>,
     sites: Option<&trace_ops::SiteProfile>,
     caps: &CapabilityMatrix,
     lower_bound: bool,
@@ -299,11 +347,11 @@ pub(crate) fn finding(
         return;
     }
     // no optimizer pass: nothing to replay
-    if !spans.pass.contains(&Some(Pass::Optimizer)) {
+    let Some(marks) = marks else {
         return;
-    }
+    };
     let pass_of = |s: Sym| doc.span_index(s).and_then(|i| spans.pass[i]);
-    let Some(t) = OptimizerTemporaries::find(doc, pass_of) else {
+    let Some(t) = OptimizerTemporaries::from_marks(doc, marks, pass_of) else {
         return;
     };
     let ratio = if t.parameter_bytes > 0 {

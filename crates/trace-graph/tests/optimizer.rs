@@ -63,6 +63,17 @@ fn the_mlp_demo_adamw_temporaries_set_the_peak() {
         "{:?}",
         e.temporaries
     );
+    // the finding's first pass rides along the memory replay; the two passes of its own that
+    // other crates call find the same
+    let spans = trace_memory::SpanIndex::build(&doc);
+    let pass_of = |s| doc.span_index(s).and_then(|i| spans.pass[i]);
+    let own = trace_graph::optimizer::OptimizerTemporaries::find(&doc, pass_of).unwrap();
+    assert_eq!(Some(own.at_peak_count), e.count);
+    assert_eq!(Some(own.count), e.of_count);
+    assert_eq!(Some(own.at_peak_bytes), e.bytes);
+    assert_eq!(Some(own.replayed_peak_bytes), e.replayed_peak_bytes);
+    assert_eq!(Some(own.replayed_peak_ns), e.replayed_peak_ns);
+    assert_eq!(own.replayed_peak_pass, e.replayed_peak_pass);
 }
 
 #[test]
