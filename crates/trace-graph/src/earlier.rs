@@ -5,11 +5,12 @@
 //! the bytes this step allocated in its forward pass (its own activations): "≈ 3.0× this step's
 //! activations" means about three earlier graphs are still alive.
 //!
-//! One pass over the memory events in file order, O(n), plus a sort of the retained storages.
+//! One pass over the memory events, O(n) (in [`crate::analyze`] riding along the memory replay),
+//! plus a sort of the retained storages.
 
 use trace_format::bytes as human_bytes;
 use trace_schema::{
-    MemoryAction, MemoryCategory, MemoryOrder, MemorySource, Pass, Sym, TraceDocument,
+    MemoryAction, MemoryCategory, MemoryItem, MemoryOrder, MemorySource, Pass, Sym, TraceDocument,
 };
 
 use crate::capability::{CapabilityKind, CapabilityMatrix};
@@ -38,41 +39,12 @@ pub struct EarlierStepsRetained {
 
 impl EarlierStepsRetained {
     /// Finds them in `doc`; `None` when there are none or the step allocated nothing in its
-    /// forward pass. `pass_of` gives a span's pass (its own or inherited).
+    /// forward pass. `pass_of` gives a span's pass (its own or inherited). One pass over the
+    /// memory events.
     pub fn find(doc: &TraceDocument, pass_of: impl Fn(Sym) -> Option<Pass>) -> Option<Self> {
-        let mut count = 0u64;
-        let mut bytes = 0u64;
-        let mut forward_bytes = 0u64;
-        let mut all: Vec<(u32, u64, Option<String>)> = Vec::new();
-        doc.for_each_memory(MemoryOrder::File, |m| {
-            if m.action != MemoryAction::Alloc {
-                return;
-            }
-            let b = m.bytes.unwrap_or(0);
-            if m.pre_existing {
-                if m.category == MemoryCategory::Other
-                    && m.label.is_none()
-                    && m.source == Some(MemorySource::Allocator)
-                {
-                    count += 1;
-                    bytes = bytes.saturating_add(b);
-                    all.push((m.index, b, m.dtype.map(|d| doc.str(d).to_string())));
-                }
-            } else if m.span.and_then(&pass_of) == Some(Pass::Forward) {
-                forward_bytes = forward_bytes.saturating_add(b);
-            }
-        });
-        if count == 0 || forward_bytes == 0 {
-            return None;
-        }
-        all.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        all.truncate(5);
-        Some(Self {
-            count,
-            bytes,
-            forward_bytes,
-            largest: all,
-        })
+        let mut tally = Tally::default();
+        doc.for_each_memory(MemoryOrder::File, |m| tally.observe(doc, m, &pass_of));
+        tally.finish()
     }
 
     /// Their bytes over this step's forward bytes.
@@ -81,11 +53,89 @@ impl EarlierStepsRetained {
     }
 }
 
-/// The finding, when the retained storages make at least [`MIN_RATIO`] of this step's
-/// activations (a warning from [`WARNING_RATIO`]).
+/// [`EarlierStepsRetained::find`]'s pass, fed one memory event at a time in any order (its
+/// sums are of non-negative figures, its list sorted at the end): on its own, or riding along
+/// the memory replay in [`crate::analyze`].
+#[derive(Default)]
+pub(crate) struct Tally {
+    count: u64,
+    bytes: u64,
+    forward_bytes: u64,
+    all: Vec<(u32, u64, Option<String>)>,
+}
+
+impl Tally {
+    /// Sees one memory event; `pass_of` gives a span's pass.
+    pub(crate) fn observe(
+        &mut self,
+        doc: &TraceDocument,
+        m: &MemoryItem<'_>,
+        pass_of: &impl Fn(Sym) -> Option<Pass>,
+    ) {
+        if m.action != MemoryAction::Alloc {
+            return;
+        }
+        let b = m.bytes.unwrap_or(0);
+        if m.pre_existing {
+            if m.category == MemoryCategory::Other
+                && m.label.is_none()
+                && m.source == Some(MemorySource::Allocator)
+            {
+                self.count += 1;
+                self.bytes = self.bytes.saturating_add(b);
+                self.all
+                    .push((m.index, b, m.dtype.map(|d| doc.str(d).to_string())));
+            }
+        } else if m.span.and_then(pass_of) == Some(Pass::Forward) {
+            self.forward_bytes = self.forward_bytes.saturating_add(b);
+        }
+    }
+
+    /// The storages found; `None` when there are none or nothing was allocated in the forward
+    /// pass.
+    pub(crate) fn finish(self) -> Option<EarlierStepsRetained> {
+        let Self {
+            count,
+            bytes,
+            forward_bytes,
+            mut all,
+        } = self;
+        if count == 0 || forward_bytes == 0 {
+            return None;
+        }
+        all.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        all.truncate(5);
+        Some(EarlierStepsRetained {
+            count,
+            bytes,
+            forward_bytes,
+            largest: all,
+        })
+    }
+}
+
+/// A span's pass as this finding reads it: in a capture of several steps, "this step" is the
+/// first captured one (the storages live at capture start are compared with its own forward
+/// bytes), so a span of a later step has none.
+pub(crate) fn first_step_pass<'a>(
+    doc: &'a TraceDocument,
+    spans: &'a trace_memory::SpanIndex,
+) -> impl Fn(Sym) -> Option<Pass> + 'a {
+    let step_of = crate::steps::step_of_spans(doc, spans);
+    let first_step = trace_memory::steps::step_spans(doc)
+        .first()
+        .map(|&(i, _)| i);
+    move |s: Sym| {
+        doc.span_index(s)
+            .filter(|&i| first_step.is_none() || step_of[i] == first_step)
+            .and_then(|i| spans.pass[i])
+    }
+}
+
+/// The finding, when the retained storages (`found`, by a [`Tally`] with [`first_step_pass`])
+/// make at least [`MIN_RATIO`] of this step's activations (a warning from [`WARNING_RATIO`]).
 pub(crate) fn finding(
-    doc: &TraceDocument,
-    spans: &trace_memory::SpanIndex,
+    found: Option<EarlierStepsRetained>,
     caps: &CapabilityMatrix,
     out: &mut Vec<Finding>,
 ) {
@@ -93,18 +143,7 @@ pub(crate) fn finding(
     if !caps.allows(&requires) {
         return;
     }
-    // In a capture of several steps, "this step" is the first captured one: the storages live
-    // at capture start are compared with its own forward bytes.
-    let step_of = crate::steps::step_of_spans(doc, spans);
-    let first_step = trace_memory::steps::step_spans(doc)
-        .first()
-        .map(|&(i, _)| i);
-    let pass_of = |s: Sym| {
-        doc.span_index(s)
-            .filter(|&i| first_step.is_none() || step_of[i] == first_step)
-            .and_then(|i| spans.pass[i])
-    };
-    let Some(r) = EarlierStepsRetained::find(doc, pass_of) else {
+    let Some(r) = found else {
         return;
     };
     let ratio = r.ratio();

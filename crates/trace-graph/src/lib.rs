@@ -47,15 +47,14 @@ pub mod operations;
 pub mod optimizer;
 pub mod rank;
 mod retention;
+mod ridden;
 pub mod steps;
 mod timing;
 pub mod what_if;
 
 use serde::Serialize;
-use trace_memory::{
-    analyze_memory_observed, node_memory_metrics, MemoryProfile, SpanIndex, StepMemory,
-};
-use trace_schema::{MemoryOrder, TraceDocument};
+use trace_memory::{node_memory_metrics, MemoryProfile, SpanIndex};
+use trace_schema::TraceDocument;
 
 pub use trace_memory::Detail;
 
@@ -155,22 +154,6 @@ pub fn analyze_with(doc: &TraceDocument, detail: Detail) -> Analysis {
     analyze_with_graph(doc, detail, detail)
 }
 
-/// The steps' memory from the pass that rode along the memory replay: without any byte figure
-/// when the replay refused the trace's byte counts (they add up past `u64::MAX`: no logical
-/// figure is computed, so no step's byte figure is real either).
-fn finish_step_memory(
-    pass: Option<trace_memory::steps::StepMemoryPass>,
-    memory: &MemoryProfile,
-    doc: &TraceDocument,
-    spans: &SpanIndex,
-) -> Vec<StepMemory> {
-    let mut steps = pass.map_or_else(Vec::new, |p| p.finish(doc, spans));
-    if memory.logical_overflow.is_some() {
-        steps.iter_mut().for_each(StepMemory::forget_bytes);
-    }
-    steps
-}
-
 /// As [`analyze_with`] with the memory in `detail` but the execution graph in `graph_detail`:
 /// [`Detail::Summary`] builds no graph nodes or edges (no per-tensor node, no per-node memory
 /// metrics) and keeps the first [`trace_memory::SUMMARY_TOP`] spans of each ranking — what a
@@ -178,53 +161,16 @@ fn finish_step_memory(
 /// export). Findings are the same in both graph details (they read the span rankings).
 pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Detail) -> Analysis {
     let spans = SpanIndex::build(doc);
-    // The memory replay (the longest pass) runs beside the op index and the gradients, which
-    // do not depend on it. With a core to spare the span references of the memory events are
-    // checked there too, in a pass of their own; on one core they ride along the replay.
-    let spare_core = rayon::current_num_threads() > 1;
-    let mut memory_spans = health::MemorySpans::default();
-    // the per-step memory and the allocation sites ride along the replay (no pass of their
-    // own)
-    let mut step_pass = trace_memory::steps::StepMemoryPass::new(doc);
-    let mut site_pass = trace_ops::SitePass::new(doc, &spans);
-    // and so does the optimizer finding's first pass, when there is an optimizer pass
-    let mut temporary_marks = spans
-        .pass
-        .contains(&Some(trace_schema::Pass::Optimizer))
-        .then(|| optimizer::TemporaryMarks::new(doc));
-    let pass_of = |s| doc.span_index(s).and_then(|i| spans.pass[i]);
-    let (memory, (ops, gradients, seen)) = rayon::join(
-        || {
-            let mut observe = |m: &trace_schema::MemoryItem<'_>| {
-                if let Some(t) = &mut temporary_marks {
-                    t.observe(doc, m, &pass_of);
-                }
-                if !spare_core {
-                    memory_spans.observe(doc, m)
-                }
-                if let Some(p) = &mut step_pass {
-                    p.observe(m);
-                }
-                if let Some(p) = &mut site_pass {
-                    p.observe(doc, &spans, m);
-                }
-            };
-            analyze_memory_observed(doc, &spans, detail, &mut observe)
-        },
-        || {
-            let seen = spare_core.then(|| {
-                let mut seen = health::MemorySpans::default();
-                doc.for_each_memory(MemoryOrder::File, |m| seen.observe(doc, m));
-                seen
-            });
-            (index::OpIndex::build(doc), summarize_gradients(doc), seen)
-        },
-    );
-    if let Some(seen) = seen {
-        memory_spans = seen;
-    }
-    let step_memory = finish_step_memory(step_pass, &memory, doc, &spans);
-    let sites = site_pass.map(|p| p.finish(doc));
+    let ridden::Ridden {
+        memory,
+        ops,
+        gradients,
+        memory_spans,
+        step_memory,
+        sites,
+        temporary_marks,
+        earlier,
+    } = ridden::replay(doc, &spans, detail);
     let logical = memory.logical.as_ref();
     let index = index::TraceIndex::new(spans, ops);
     let time_origin_ns = time_origin(doc, &index.spans);
@@ -282,7 +228,7 @@ pub fn analyze_with_graph(doc: &TraceDocument, detail: Detail, graph_detail: Det
                 &mut what_ifs,
                 &mut findings,
             );
-            earlier::finding(doc, &index.spans, &capabilities, &mut earlier_findings);
+            earlier::finding(earlier, &capabilities, &mut earlier_findings);
         },
         || {
             optimizer::finding(
