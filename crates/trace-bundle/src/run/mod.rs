@@ -115,7 +115,11 @@ pub fn read_run_log(dir: &Path) -> Result<Option<RunLog>, BundleError> {
     }
     let log: RunLog = serde_json::from_slice(&bytes).map_err(|e| BundleError::Io {
         path: path.clone(),
-        source: std::io::Error::other(format!("not a run log: {e}")),
+        // serde quotes the value it refused whole: each long word elided, the line bounded
+        source: std::io::Error::other(format!(
+            "not a run log: {}",
+            trace_format::sentence(&e.to_string())
+        )),
     })?;
     if log.schema != RUN_SCHEMA {
         return Err(BundleError::Io {

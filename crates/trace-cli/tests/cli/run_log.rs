@@ -108,3 +108,30 @@ fn impossible_figures_in_run_json_are_refused_naming_the_field() {
         );
     }
 }
+
+/// A value of 10,000 characters where `run.json` wants a capture's state or a step: serde's
+/// error quotes the value whole, and the refusal (of `series` and of `report`) quoted it on one
+/// line of 10,000 characters and more (a new user's trial); each long word is elided now.
+#[test]
+fn a_long_bad_value_in_run_json_is_elided_in_the_refusal() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = demo_run(dir.path(), "ours", "4");
+    let original = std::fs::read(ours.join("run.json")).unwrap();
+    let long = "S".repeat(10_000);
+    for (what, field) in [("unknown variant", "state"), ("invalid type", "step")] {
+        std::fs::write(ours.join("run.json"), &original).unwrap();
+        edit_log(&ours, |log| log["captures"][0][field] = long.clone().into());
+        for command in ["series", "report"] {
+            let r = run(&[command, s(&ours)]);
+            assert_eq!(r.code, 2, "{command} {field}: {}{}", r.stdout, r.stderr);
+            assert_stderr_has(&r, "not a run log: ");
+            assert_stderr_has(&r, what);
+            assert_stderr_has(&r, "S…S");
+            let longest = r.stderr.lines().map(|l| l.chars().count()).max().unwrap();
+            assert!(
+                longest < 600,
+                "{command} {field}: a line of {longest} characters"
+            );
+        }
+    }
+}
