@@ -140,6 +140,10 @@ fn trace_bundle_scan(
         .with_context(|| format!("cannot read the run directory {}", dir.display()))
 }
 
+/// The most left-out entries the error of a run directory without bundles names (the rest are
+/// counted): one bounded line however many `step-*` entries the directory holds.
+const LEFT_OUT_NAMED: usize = 3;
+
 /// The story of the run directory `dir` (exit 1 with the typed reason when its bundles are
 /// refused as a series); with `html`, its page written there too.
 fn run_story(dir: &std::path::Path, json: bool, html: Option<&std::path::Path>) -> Result<Output> {
@@ -154,11 +158,15 @@ fn run_story(dir: &std::path::Path, json: bool, html: Option<&std::path::Path>) 
     }
     let contents = trace_bundle_scan(dir, log.as_ref())?;
     if contents.bundles.is_empty() && !contents.left_out.is_empty() {
-        let why: Vec<String> = contents
-            .left_out
+        let left_out = &contents.left_out;
+        let mut why: Vec<String> = left_out
             .iter()
-            .map(|l| format!("{}: {}", l.name, l.reason))
+            .take(LEFT_OUT_NAMED)
+            .map(|l| format!("{}: {}", trace_views::format::name(&l.name), l.reason))
             .collect();
+        if left_out.len() > LEFT_OUT_NAMED {
+            why.push(format!("and {} more", left_out.len() - LEFT_OUT_NAMED));
+        }
         anyhow::bail!(
             "{} holds no bundle of its run; left out: {}",
             dir.display(),

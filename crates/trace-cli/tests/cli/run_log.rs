@@ -135,3 +135,29 @@ fn a_long_bad_value_in_run_json_is_elided_in_the_refusal() {
         }
     }
 }
+
+/// A run directory whose 32 `step-*` entries are all left out (two bundles of another run, 30
+/// entries that are no bundle): the refusal names the first three, bounded, and counts the rest
+/// (a new user's trial saw one line of 5,144 characters naming every entry).
+#[test]
+fn a_run_directory_without_its_bundles_names_a_few_left_out_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = demo_run(dir.path(), "ours", "4");
+    edit_log(&ours, |log| log["entrypoint"] = "another".into());
+    for i in 0..30 {
+        let name = format!("step-{}{}", "0".repeat(200), 100 + i);
+        std::fs::write(ours.join(name), "not a bundle").unwrap();
+    }
+    let r = run(&["series", s(&ours)]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert_stderr_has(&r, "holds no bundle of its run; left out: ");
+    assert_stderr_has(&r, "; and 29 more");
+    assert_stderr_has(&r, "step-0000");
+    assert_stderr_has(&r, "0…0");
+    let longest = r.stderr.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(
+        longest < 800,
+        "a line of {longest} characters: {}",
+        r.stderr
+    );
+}
