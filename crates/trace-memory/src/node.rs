@@ -25,6 +25,8 @@
 //!
 //! # Coverage
 //! Under `capture_contract.logical_memory == complete` a node without evidence has known zeros.
+//! A trace whose logical profile is refused (allocation sizes adding past 2^64) has no known
+//! figure at all: every node's is `None`, whatever the contract.
 //! Otherwise (partial or undeclared) a node is `None` unless something was observed: direct
 //! figures need an allocation attributed to the node; interval figures need an allocation
 //! inside the interval.
@@ -92,9 +94,13 @@ pub fn node_memory_metrics(
     };
     let empty: Vec<Life> = Vec::new();
     let all = logical.map_or(&empty, |l| &l.compact.lives);
-    let complete = doc
-        .effective_contract()
-        .is_some_and(|c| c.logical_memory == CoverageLevel::Complete);
+    // No profile of a trace with memory events: the replay refused it (sizes adding past
+    // 2^64), and every figure is unknown, not a known zero of a complete contract.
+    let refused = logical.is_none() && doc.memory_len() > 0;
+    let complete = !refused
+        && doc
+            .effective_contract()
+            .is_some_and(|c| c.logical_memory == CoverageLevel::Complete);
 
     // Lifetimes that are allocations (not pre-existing), already in alloc-time order.
     let lives: Vec<&Life> = all.iter().filter(|l| !l.pre_existing).collect();

@@ -478,3 +478,38 @@ fn the_live_sets_add_up_to_each_category_change_on_the_fixtures() {
         (100_040.into(), 0.into())
     );
 }
+
+/// A side whose allocation sizes add past 2^64 has no logical memory figure: its spans' peaks
+/// and direct bytes are unknown (`null`, no delta, no verdict of a change), not the known zeros
+/// of its complete contract (a new user's trial saw `PEAK Δ -4.00 KiB` against such a trace).
+#[test]
+fn a_side_whose_sizes_overflow_has_unknown_span_bytes() {
+    let (_a, ok) = write("ok.jsonl", SMALL_TRACE.as_bytes());
+    let huge = SMALL_TRACE.replace(
+        r#""bytes":4096,"span_id":"s3""#,
+        &format!(r#""bytes":{},"span_id":"s3""#, u64::MAX),
+    );
+    assert_ne!(huge, SMALL_TRACE);
+    let (_b, over) = write("over.jsonl", huge.as_bytes());
+    for (base, cand, side) in [(&ok, &over, "candidate"), (&over, &ok, "baseline")] {
+        let v = json(&["diff", s(base), s(cand), "--json"]);
+        let spans = v["spans"].as_array().unwrap();
+        assert!(!spans.is_empty(), "{v}");
+        for row in spans {
+            for metric in ["subtree_peak_bytes", "direct_allocated_bytes"] {
+                let d = &row[metric];
+                assert!(d[side].is_null(), "{side} {metric}: {row}");
+                assert!(d["delta"].is_null(), "{side} {metric}: {row}");
+                let verdict = d["verdict"].as_str().unwrap_or("");
+                assert!(
+                    !["increased", "decreased", "unchanged"].contains(&verdict),
+                    "{side} {metric}: {row}"
+                );
+            }
+        }
+        let r = run(&["diff", s(base), s(cand)]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_stdout_has(&r, "allocation sizes add up past 2^64 bytes");
+        assert!(!r.stdout.contains(" KiB  train_step"), "{}", r.stdout);
+    }
+}
