@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use trace_diff::{
     summarize, AlignmentMode, Delta, DeviceDelta, GradientDiff, LiveSetDiff, PeakPlace,
-    RunIdentity, SpanDelta, StorageGroup, TraceDiff,
+    RunIdentity, SpanDelta, StorageGroup, TraceDiff, Verdict,
 };
 use trace_format::{bytes, delta_bytes, delta_duration, escape};
 
@@ -276,7 +276,19 @@ fn render_spans(out: &mut String, diff: &TraceDiff, top: usize) {
         .take(top)
         .filter(|r| r.impact > 0.0)
         .collect();
-    if shown.is_empty() {
+    // every figure of every aligned span unknown on a side or not compared: nothing changed
+    // is no finding, nothing was compared
+    let compared = diff.spans.iter().any(|r| {
+        r.deltas()
+            .iter()
+            .any(|(_, d)| !matches!(d.verdict, Verdict::Unobserved | Verdict::NotCompared))
+    });
+    if !diff.spans.is_empty() && !compared {
+        let _ = writeln!(
+            out,
+            "  no figure of an aligned span compared: each is unknown on a side or not compared"
+        );
+    } else if shown.is_empty() {
         let _ = writeln!(
             out,
             "  no aligned span changed{}",
